@@ -1,0 +1,5 @@
+"""`python -m gpuharness`."""
+
+from gpuharness.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,66 @@
+"""The `gpuharness` command line: subcommands are registered by the modules in COMMAND_MODULES."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gpuharness.errors import EXIT_USAGE, UserError
+
+#: Each module defines `register(subparsers, common)`; a new command family adds one line here.
+COMMAND_MODULES: tuple[str, ...] = (
+    "gpuharness.cli.registry_cmds",
+)
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def common_parent() -> argparse.ArgumentParser:
+    """Options every command takes: --registry DIR and --json."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--registry", metavar="DIR", default=None,
+                        help="registry directory (default: $GPUHARNESS_REGISTRY or .pi/gpu)")
+    parent.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuharness",
+        description="Verify, audit and operate rented GPU workloads (state in .pi/gpu/).")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    common = common_parent()
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers, common)
+    return parser
+
+
+def emit(args: argparse.Namespace, payload: Any, text: str) -> None:
+    """Print JSON with --json, else the human text."""
+    if getattr(args, "json", False):
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        print(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script. UserError -> one line on stderr, exit 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except UserError as exc:
+        print(f"gpuharness: error: {exc.line()}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("gpuharness: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""Commands over the registry itself: init, ledger, spend, economics, status."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from gpuharness.cli import emit
+from gpuharness.economics import keep_alive
+from gpuharness.errors import UserError
+from gpuharness.ledger import Ledger
+from gpuharness.policy import Policy
+from gpuharness.registry import Registry
+from gpuharness.spend import GROUPINGS, spend_by, today_and_month
+from gpuharness.statefile import parse_json_text
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser("init", parents=[common], help="create .pi/gpu/ with empty files and a default policy")
+    p.set_defaults(handler=cmd_init)
+
+    ledger = subparsers.add_parser("ledger", help="the append-only job ledger (jobs.jsonl)")
+    sub = ledger.add_subparsers(dest="ledger_command", metavar="ACTION", required=True)
+    p = sub.add_parser("append", parents=[common],
+                       help="validated, locked, atomic append of one JSON object (stdin or --line)")
+    p.add_argument("--line", help="the JSON object (default: read stdin)")
+    p.set_defaults(handler=cmd_ledger_append)
+    p = sub.add_parser("show", parents=[common], help="the current state of each job (or of --job ID)")
+    p.add_argument("--job", help="one job id")
+    p.set_defaults(handler=cmd_ledger_show)
+
+    p = subparsers.add_parser("spend", parents=[common], help="billed spend from the ledger, against the ceilings")
+    p.add_argument("--by", choices=GROUPINGS, default="total")
+    p.set_defaults(handler=cmd_spend)
+
+    p = subparsers.add_parser("economics", parents=[common], help="keep-alive versus destroy arithmetic")
+    p.add_argument("--deployment", help="take cost_hr from this deployment")
+    p.add_argument("--cost-hr", type=float, help="hourly cost (overrides the deployment's)")
+    p.add_argument("--gap-minutes", type=float, required=True, help="expected idle gap until the next job")
+    p.add_argument("--startup-minutes", type=float, default=12.0, help="provision+install+load time (default 12)")
+    p.add_argument("--jobs", type=int, default=2, help="jobs in the batch (N)")
+    p.add_argument("--avg-job-minutes", type=float, default=0.0)
+    p.add_argument("--retryable", action="store_true", help="the queue is retryable (spot/bid may pay)")
+    p.set_defaults(handler=cmd_economics)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    registry = Registry.locate(args.registry)
+    created = registry.init()
+    emit(args, {"registry": str(registry.root), "created": [str(p) for p in created]},
+         f"registry {registry.root}: created {len(created)} file(s)"
+         + "".join(f"\n  {p}" for p in created))
+    return 0
+
+
+def cmd_ledger_append(args: argparse.Namespace) -> int:
+    registry = Registry.locate(args.registry)
+    text = args.line if args.line is not None else sys.stdin.read()
+    record = parse_json_text(text, "<stdin>" if args.line is None else "--line")
+    if not isinstance(record, dict):
+        raise UserError("expected one JSON object", path="<stdin>", place="1:1")
+    ledger = Ledger(registry.ledger_path)
+    for warning in ledger.append(record, check_sequence=True):
+        print(f"gpuharness: warning: {warning}", file=sys.stderr)
+    emit(args, {"appended": record.get("id"), "ledger": str(ledger.path)},
+         f"appended {record.get('id')} ({record.get('status')}) to {ledger.path}")
+    return 0
+
+
+def cmd_ledger_show(args: argparse.Namespace) -> int:
+    registry = Registry.locate(args.registry)
+    ledger = Ledger(registry.ledger_path)
+    if args.job:
+        state = ledger.current(args.job)
+        if state is None:
+            raise UserError(f"no job {args.job!r}", path=ledger.path)
+        emit(args, state, f"{state['id']}: {state['status']} on {state['deployment_id']}")
+        return 0
+    current = ledger.current()
+    lines = [f"{j['id']:<14} {j['status']:<11} {j['deployment_id']:<16} ${float(j.get('cost_usd') or 0):.4f}"
+             for j in current.values()]
+    emit(args, list(current.values()), "\n".join(lines) or "(no jobs)")
+    return 0
+
+
+def cmd_spend(args: argparse.Namespace) -> int:
+    registry = Registry.locate(args.registry)
+    records = list(Ledger(registry.ledger_path).records())
+    totals = spend_by(records, args.by)
+    policy = Policy(registry.policy_document())
+    today, month = today_and_month(records)
+    ceilings = {"daily_usd": policy.get("daily_usd"), "monthly_usd": policy.get("monthly_usd"),
+                "per_job_usd": policy.get("per_job_usd")}
+    payload = {"by": args.by, "spend": totals, "total": round(sum(totals.values()), 6),
+               "today": round(today, 6), "this_month": round(month, 6), "ceilings": ceilings}
+    width = max((len(k) for k in totals), default=5)
+    lines = [f"{k:<{width}}  ${v:,.4f}" for k, v in totals.items()]
+    lines.append(f"today ${today:,.2f} of daily_usd ${float(ceilings['daily_usd'] or 0):,.2f}; "
+                 f"this month ${month:,.2f} of monthly_usd ${float(ceilings['monthly_usd'] or 0):,.2f}")
+    emit(args, payload, "\n".join(lines))
+    return 0
+
+
+def cmd_economics(args: argparse.Namespace) -> int:
+    cost_hr = args.cost_hr
+    retryable = args.retryable
+    if cost_hr is None:
+        if not args.deployment:
+            raise UserError("give --deployment ID or --cost-hr X", place="economics")
+        deployment = Registry.locate(args.registry).deployment(args.deployment)
+        cost_hr = float(deployment["cost_hr"])
+    try:
+        result = keep_alive(cost_hr=cost_hr, gap_minutes=args.gap_minutes, startup_minutes=args.startup_minutes,
+                            jobs=args.jobs, avg_job_minutes=args.avg_job_minutes, retryable=retryable)
+    except ValueError as exc:
+        raise UserError(str(exc), place="economics") from None
+    emit(args, result.to_json(), result.explain())
+    return 0

@@ -1,0 +1,34 @@
+"""UTC timestamps: one format everywhere (RFC 3339 with a Z suffix)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware in UTC."""
+    return datetime.now(UTC)
+
+
+def format_ts(moment: datetime) -> str:
+    """Format a datetime as RFC 3339 UTC, e.g. 2026-11-30T20:03:51.123Z."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    text = moment.astimezone(UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def parse_ts(text: str) -> datetime:
+    """Parse an RFC 3339 timestamp; naive values are taken as UTC."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment
+
+
+def now_ts() -> str:
+    """The current time, formatted."""
+    return format_ts(utcnow())

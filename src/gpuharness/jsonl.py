@@ -1,0 +1,63 @@
+"""Append-only JSON Lines files: one locked os.write per record, torn tails quarantined."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gpuharness.clock import now_ts
+from gpuharness.errors import UserError
+
+
+def _quarantine_torn_tail(fd: int, path: Path) -> list[str]:
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return []
+    tail_start = size
+    cut = -1
+    chunk = b""
+    while tail_start > 0 and cut < 0:
+        tail_start = max(0, tail_start - 65536)
+        chunk = os.pread(fd, size - tail_start, tail_start)
+        cut = chunk.rfind(b"\n")
+    start = tail_start + cut + 1
+    fragment = chunk[cut + 1:]
+    quarantine = path.with_name(path.name + ".torn")
+    with open(quarantine, "ab") as handle:
+        handle.write(orjson.dumps({"offset": start, "fragment": fragment.decode("utf-8", "replace"),
+                                   "quarantined_at": now_ts()}) + b"\n")
+    os.ftruncate(fd, start)
+    return [f"{path}: byte {start}: a torn last line (a writer died mid-write) was moved to "
+            f"{quarantine.name}; it had never been acknowledged"]
+
+
+def append_record(path: Path, record: dict[str, Any],
+                  precheck: Callable[[], str | None] | None = None) -> list[str]:
+    """Append record as one line with one os.write under an exclusive flock, then fsync.
+
+    precheck runs under the lock; a returned message refuses the append. Returns warnings.
+    """
+    line = orjson.dumps(record) + b"\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        warnings = _quarantine_torn_tail(fd, path)
+        if precheck is not None:
+            problem = precheck()
+            if problem:
+                raise UserError(problem, path=path, hint="nothing was appended")
+        written = os.write(fd, line)
+        if written != len(line):
+            os.ftruncate(fd, os.fstat(fd).st_size - written)
+            raise UserError(f"short write ({written} of {len(line)} bytes)", path=path,
+                            hint="check free disk; nothing was appended")
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+    return warnings

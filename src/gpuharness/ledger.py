@@ -1,0 +1,135 @@
+"""The append-only job ledger `jobs.jsonl`: locked single-write appends, streaming reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, final
+
+import orjson
+
+from gpuharness import schema
+from gpuharness.clock import now_ts
+from gpuharness.errors import UserError
+from gpuharness.jsonl import append_record
+
+TERMINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
+ORDER = {"queued": 0, "running": 1}
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One physical line of the ledger. record is None when the line does not parse."""
+
+    lineno: int
+    offset: int
+    raw: bytes
+    record: dict[str, Any] | None
+    problem: str | None = None
+
+    @property
+    def torn(self) -> bool:
+        """A line without its newline: a writer died mid-write (only legal as the last line)."""
+        return not self.raw.endswith(b"\n")
+
+
+def sequence_problem(previous: dict[str, Any] | None, record: dict[str, Any]) -> str | None:
+    """Why record may not follow previous (the job's current line), or None if it may."""
+    if previous is None:
+        if record.get("correction"):
+            return "a correction needs an earlier line of the same job"
+        return None
+    if record.get("correction"):
+        if not record.get("reason"):
+            return "a correction must carry a reason"
+        return None
+    if previous["status"] in TERMINAL:
+        return (f"job {record['id']} is already {previous['status']}; only a correction "
+                "(\"correction\": true with a \"reason\") may follow a terminal line")
+    if record["deployment_id"] != previous["deployment_id"]:
+        return f"job {record['id']} moved from deployment {previous['deployment_id']} without a correction"
+    return None
+
+
+def validate_record(record: Any, *, where: str) -> dict[str, Any]:
+    """Schema-check one ledger record; raises UserError naming where."""
+    if not isinstance(record, dict):
+        raise UserError("a ledger line must be a JSON object", path=where)
+    errors, _ = schema.check("job", record)
+    if errors:
+        raise UserError(errors[0].message, path=where, place=errors[0].json_path,
+                        hint="nothing was appended")
+    return record
+
+
+@final
+class Ledger:
+    """jobs.jsonl. Appends never rewrite; reads stream in constant memory."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def append(self, record: dict[str, Any], *, check_sequence: bool = False) -> list[str]:
+        """Append one validated record as one os.write under an exclusive lock.
+
+        Returns warnings (a torn tail left by a crashed writer is quarantined, never merged).
+        """
+        record = dict(record)
+        record.setdefault("ts", now_ts())
+        validate_record(record, where=f"{self.path} (new line)")
+
+        def precheck() -> str | None:
+            return sequence_problem(self.current(record["id"]), record) if check_sequence else None
+
+        return append_record(self.path, record, precheck)
+
+    def scan(self, start_offset: int = 0, start_lineno: int = 1) -> Iterator[Entry]:
+        """Stream every line from start_offset, parsing each; constant memory."""
+        try:
+            handle = open(self.path, "rb")
+        except FileNotFoundError:
+            return
+        with handle:
+            handle.seek(start_offset)
+            offset = start_offset
+            lineno = start_lineno
+            loads = orjson.loads
+            for raw in handle:
+                try:
+                    record = loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    yield Entry(lineno, offset, raw, None, f"invalid JSON: {exc}")
+                else:
+                    if isinstance(record, dict):
+                        yield Entry(lineno, offset, raw, record)
+                    else:
+                        yield Entry(lineno, offset, raw, None, "a ledger line must be a JSON object")
+                offset += len(raw)
+                lineno += 1
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every parsed record; a torn or broken line raises a UserError naming its line."""
+        for entry in self.scan():
+            if entry.record is None:
+                if entry.torn:
+                    continue  # a torn final line is not history yet
+                raise UserError(entry.problem or "unreadable line", path=self.path,
+                                place=f"{entry.lineno}:1", hint="a broken line in the middle of the ledger")
+            yield entry.record
+
+    def current(self, job_id: str | None = None) -> Any:
+        """The current (last) line of one job, or of every job as a dict when job_id is None."""
+        if job_id is not None:
+            last: dict[str, Any] | None = None
+            for record in self.records():
+                if record.get("id") == job_id:
+                    last = record
+            return last
+        state: dict[str, dict[str, Any]] = {}
+        for record in self.records():
+            state[record["id"]] = record
+        return state

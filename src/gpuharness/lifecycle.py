@@ -1,0 +1,93 @@
+"""Deployment states, the one table of allowed transitions, and the transition journal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gpuharness import schema
+from gpuharness.clock import now_ts
+from gpuharness.errors import UserError
+from gpuharness.jsonl import append_record
+from gpuharness.registry import Registry
+
+STATES = ("provisioning", "installing", "configuring", "health-checking", "ready", "running",
+          "retrieving", "destroying", "destroyed", "error", "stopped")
+LIVE = frozenset(STATES) - {"destroyed"}
+
+#: The only table of allowed transitions. `error` is reachable from every state but destroyed.
+ALLOWED: dict[str, frozenset[str]] = {
+    "provisioning": frozenset({"installing", "configuring", "health-checking", "destroying"}),
+    "installing": frozenset({"configuring", "destroying"}),
+    "configuring": frozenset({"health-checking", "destroying"}),
+    "health-checking": frozenset({"ready", "health-checking", "destroying"}),
+    "ready": frozenset({"running", "retrieving", "destroying", "stopped", "health-checking"}),
+    "running": frozenset({"ready", "retrieving", "destroying"}),
+    "retrieving": frozenset({"ready", "destroying"}),
+    "destroying": frozenset({"destroyed"}),
+    "stopped": frozenset({"health-checking", "destroying"}),
+    "error": frozenset({"installing", "configuring", "health-checking", "destroying"}),
+    "destroyed": frozenset(),
+}
+
+
+def allowed(current: str, target: str) -> bool:
+    """Whether current -> target is in the table (error is reachable from any live state)."""
+    if target == "error":
+        return current != "destroyed"
+    return target in ALLOWED.get(current, frozenset())
+
+
+def journal(registry: Registry, entry: dict[str, Any]) -> None:
+    """Append one transition to transitions.jsonl (validated)."""
+    entry = {"ts": now_ts(), **entry}
+    errors, _ = schema.check("transition", entry)
+    if errors:
+        raise ValueError(f"bad journal entry {errors[0].json_path}: {errors[0].message}")
+    append_record(registry.journal_path, entry)
+
+
+def read_journal(path: Path) -> Iterator[dict[str, Any]]:
+    """Stream the journal; a torn final line is skipped."""
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                continue
+            yield orjson.loads(raw)
+
+
+def transition(registry: Registry, deployment_id: str, target: str, *, route: str | None = None,
+               marker: Any = None, next_action: str | None = None, note: str | None = None,
+               observed_at: str | None = None, **fields: Any) -> dict[str, Any]:
+    """Move a deployment to target under the registry lock, journal it, and return the new record.
+
+    Extra fields (ready_at, health, error, ...) are set on the deployment in the same write.
+    """
+    with registry.update("deployments.json") as document:
+        for deployment in document["deployments"]:
+            if deployment["id"] == deployment_id:
+                break
+        else:
+            raise UserError(f"no deployment {deployment_id!r}", path=registry.path("deployments.json"))
+        current = deployment["status"]
+        if not allowed(current, target):
+            raise UserError(f"deployment {deployment_id} cannot go from {current} to {target}",
+                            path=registry.path("deployments.json"),
+                            hint=f"allowed from {current}: {[*sorted(ALLOWED[current]), 'error']}")
+        deployment["status"] = target
+        deployment.update(fields)
+        if target == "destroyed" and not deployment.get("destroyed_at"):
+            deployment["destroyed_at"] = now_ts()
+        result = dict(deployment)
+    journal(registry, {"deployment": deployment_id, "provider": result.get("provider"),
+                       "target_id": result.get("instance_id"), "from": current, "to": target,
+                       "route": route, "observed_at": observed_at or now_ts(), "marker": marker,
+                       "next_action": next_action, "note": note})
+    return result

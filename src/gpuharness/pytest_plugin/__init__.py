@@ -1,0 +1,73 @@
+"""The gpuharness pytest plugin: every option of the check suites is declared here, in one place.
+
+Check families (health, audit, plan) add their own fixtures in their submodules, listed in FAMILIES.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuharness.registry import ENV_VAR, Registry
+
+#: Plugin-shaped modules of the check families, loaded with this plugin.
+FAMILIES: tuple[str, ...] = ()
+
+MODES = ("offline", "live", "record")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpuharness", "gpuharness: GPU workload verification")
+    group.addoption("--registry", metavar="DIR", default=None,
+                    help=f"registry directory (default: ${ENV_VAR} or .pi/gpu)")
+    group.addoption("--gpu-mode", choices=MODES, default="offline",
+                    help="offline replays cassettes (default); live talks to providers; record also writes cassettes")
+    group.addoption("--deployment", action="append", default=[], metavar="ID",
+                    help="only check this deployment (repeatable)")
+    group.addoption("--plan", metavar="FILE", default=None, help="plan file for checks/plan")
+    group.addoption("--cassettes", metavar="DIR", default=None,
+                    help="cassette directory (default: ./cassettes)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name in FAMILIES:
+        if not config.pluginmanager.has_plugin(name):
+            config.pluginmanager.import_plugin(name)
+
+
+def registry_root(config: pytest.Config) -> Path:
+    """--registry, else $GPUHARNESS_REGISTRY, else .pi/gpu (relative to the invocation dir)."""
+    explicit = config.getoption("--registry")
+    root = Registry.locate(explicit).root
+    if not root.is_absolute():
+        root = Path(config.invocation_params.dir) / root
+    return root
+
+
+def cassette_dir(config: pytest.Config) -> Path:
+    explicit = config.getoption("--cassettes") or os.environ.get("GPUHARNESS_CASSETTES")
+    root = Path(explicit) if explicit else Path("cassettes")
+    if not root.is_absolute():
+        root = Path(config.invocation_params.dir) / root
+    return root
+
+
+@pytest.fixture(scope="session")
+def gh_registry(pytestconfig: pytest.Config) -> Registry:
+    """The registry under test."""
+    return Registry(registry_root(pytestconfig))
+
+
+@pytest.fixture(scope="session")
+def gpu_mode(pytestconfig: pytest.Config) -> str:
+    """offline, live or record."""
+    mode: str = pytestconfig.getoption("--gpu-mode")
+    return mode
+
+
+@pytest.fixture(scope="session")
+def gh_cassettes(pytestconfig: pytest.Config) -> Path:
+    """The cassette directory."""
+    return cassette_dir(pytestconfig)

@@ -1,0 +1,172 @@
+"""The `.pi/gpu/` registry: validated loads, locked read-modify-write, atomic saves."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, final
+
+from gpuharness import schema
+from gpuharness.errors import UserError
+from gpuharness.statefile import atomic_write_json, exclusive_lock, read_json
+
+DEFAULT_DIR = ".pi/gpu"
+ENV_VAR = "GPUHARNESS_REGISTRY"
+
+#: whole-file JSON documents: file name -> (schema name, list key or None for flat documents)
+DOCUMENTS: dict[str, tuple[str, str | None]] = {
+    "providers.json": ("providers", "providers"),
+    "machines.json": ("machines", "machines"),
+    "deployments.json": ("deployments", "deployments"),
+    "models.json": ("models", "models"),
+    "workflows.json": ("workflows", "workflows"),
+    "connections.json": ("connections", "connections"),
+    "policy.json": ("policy", None),
+}
+LEDGER = "jobs.jsonl"
+JOURNAL = "transitions.jsonl"
+
+DEFAULT_POLICY: dict[str, Any] = {
+    "schema_version": 1,
+    "per_job_usd": 5.0,
+    "daily_usd": 50.0,
+    "monthly_usd": 500.0,
+    "max_cost_hr": 10.0,
+    "max_concurrent_deployments": 4,
+    "max_idle_minutes": 30,
+    "retry": {"max_job_attempts": 2, "max_api_attempts": 3, "max_launch_attempts": 2},
+    "allowed_providers": ["runpod", "runpod-serverless", "vast", "massed", "owned"],
+    "require_shutdown_rule": True,
+    "cost_tolerance": {"abs_usd": 0.01, "rel": 0.05},
+    "temperature_max_c": 85,
+    "disk_margin_gb": 10,
+}
+
+
+def empty_document(file_name: str) -> dict[str, Any]:
+    """The empty form of a whole-file document."""
+    _, key = DOCUMENTS[file_name]
+    if key is None:
+        return dict(DEFAULT_POLICY)
+    return {"schema_version": 1, key: []}
+
+
+@final
+class Registry:
+    """One registry directory. Reads are validated; writes are atomic and locked."""
+
+    __slots__ = ("root", "warnings")
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.warnings: list[str] = []
+
+    @classmethod
+    def locate(cls, explicit: str | Path | None = None) -> Registry:
+        """--registry DIR, else $GPUHARNESS_REGISTRY, else .pi/gpu."""
+        if explicit:
+            return cls(explicit)
+        return cls(os.environ.get(ENV_VAR) or DEFAULT_DIR)
+
+    def path(self, file_name: str) -> Path:
+        """The path of a file of this registry."""
+        return self.root / file_name
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.root / LEDGER
+
+    @property
+    def journal_path(self) -> Path:
+        return self.root / JOURNAL
+
+    @property
+    def audit_dir(self) -> Path:
+        return self.root / "audit"
+
+    def exists(self) -> bool:
+        return self.root.is_dir()
+
+    def init(self) -> list[Path]:
+        """Create missing files (never overwrites); return the ones created."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        created: list[Path] = []
+        for file_name in DOCUMENTS:
+            path = self.path(file_name)
+            if not path.exists():
+                atomic_write_json(path, empty_document(file_name))
+                created.append(path)
+        for file_name in (LEDGER, JOURNAL):
+            path = self.path(file_name)
+            if not path.exists():
+                path.touch()
+                created.append(path)
+        return created
+
+    def validate(self, file_name: str, document: Any) -> None:
+        """Raise UserError on the first schema error; keep unknown-field warnings."""
+        schema_name, _ = DOCUMENTS[file_name]
+        errors, warnings = schema.check(schema_name, document)
+        path = self.path(file_name)
+        self.warnings.extend(f"{path}:{w.json_path}: {w.message}" for w in warnings)
+        if errors:
+            first = errors[0]
+            more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+            raise UserError(f"{first.message}{more}", path=path, place=first.json_path,
+                            hint="fix that field; nothing was changed")
+
+    def load(self, file_name: str, *, missing_ok: bool = False) -> dict[str, Any]:
+        """Load and validate a whole-file document."""
+        path = self.path(file_name)
+        if missing_ok and not path.exists():
+            return empty_document(file_name)
+        document = read_json(path)
+        if not isinstance(document, dict):
+            raise UserError("expected a JSON object at the top level", path=path, place="1:1")
+        self.validate(file_name, document)
+        return document
+
+    def items(self, file_name: str, *, missing_ok: bool = True) -> list[dict[str, Any]]:
+        """The list held by a document (deployments, providers, ...)."""
+        _, key = DOCUMENTS[file_name]
+        if key is None:
+            raise KeyError(f"{file_name} holds no list")
+        items: list[dict[str, Any]] = self.load(file_name, missing_ok=missing_ok)[key]
+        return items
+
+    @contextlib.contextmanager
+    def update(self, file_name: str) -> Iterator[dict[str, Any]]:
+        """Locked read-modify-write: yields the document; saves it atomically if it validates."""
+        path = self.path(file_name)
+        self.root.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(path):
+            document = self.load(file_name, missing_ok=True)
+            yield document
+            self.validate(file_name, document)
+            atomic_write_json(path, document)
+
+    # Convenience accessors used across the core.
+    def deployments(self) -> list[dict[str, Any]]:
+        return self.items("deployments.json")
+
+    def deployment(self, deployment_id: str) -> dict[str, Any]:
+        for item in self.deployments():
+            if item["id"] == deployment_id:
+                return item
+        raise UserError(f"no deployment {deployment_id!r}", path=self.path("deployments.json"),
+                        hint="see `gpuharness status` for the known ids")
+
+    def providers(self) -> list[dict[str, Any]]:
+        return self.items("providers.json")
+
+    def provider(self, name: str) -> dict[str, Any]:
+        for item in self.providers():
+            if item["name"] == name:
+                return item
+        raise UserError(f"no provider {name!r}", path=self.path("providers.json"),
+                        hint="add it to providers.json")
+
+    def policy_document(self) -> dict[str, Any]:
+        return self.load("policy.json", missing_ok=True)

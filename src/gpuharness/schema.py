@@ -1,0 +1,84 @@
+"""JSON Schemas of the state files: strict on known fields, warnings for unknown ones."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, final
+
+import jsonschema_rs
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+SCHEMA_NAMES = ("providers", "machines", "deployments", "models", "workflows", "connections",
+                "policy", "job", "transition", "plan")
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One schema problem: a JSON path and a message."""
+
+    json_path: str
+    message: str
+
+
+@cache
+def load_schema(name: str) -> dict[str, Any]:
+    """The packaged schema called name (see SCHEMA_NAMES)."""
+    if name not in SCHEMA_NAMES:
+        raise KeyError(f"unknown schema {name!r}")
+    text = resources.files("gpuharness.schemas").joinpath(f"{name}.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+@cache
+def validator(name: str) -> Draft202012Validator:
+    """A checked, format-aware validator (jsonschema: the source of clear messages)."""
+    schema = load_schema(name)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def _open_schema(node: Any) -> Any:
+    """A copy of a schema that admits unknown fields (they are warnings, not errors)."""
+    if isinstance(node, dict):
+        return {k: _open_schema(v) for k, v in node.items()
+                if not (k == "additionalProperties" and v is False)}
+    if isinstance(node, list):
+        return [_open_schema(v) for v in node]
+    return node
+
+
+@cache
+def fast_validator(name: str) -> Any:
+    """A compiled jsonschema-rs validator for bulk yes/no checks (formats on, unknown fields allowed)."""
+    return jsonschema_rs.Draft202012Validator(_open_schema(load_schema(name)), validate_formats=True)
+
+
+def _path(error: ValidationError) -> str:
+    return str(error.json_path)
+
+
+def check(name: str, document: Any) -> tuple[list[Finding], list[Finding]]:
+    """Validate document; return (errors, warnings). Unknown fields are warnings."""
+    errors: list[Finding] = []
+    warnings: list[Finding] = []
+    for error in sorted(validator(name).iter_errors(document), key=lambda e: list(map(str, e.path))):
+        if error.validator == "additionalProperties":
+            warnings.append(Finding(_path(error), f"unknown field: {error.message}"))
+            continue
+        message = error.message
+        if error.validator in ("anyOf", "oneOf") and error.context:
+            best = min(error.context, key=lambda e: len(list(e.path)))
+            message = best.message
+        errors.append(Finding(_path(error), message))
+    return errors, warnings
+
+
+def is_valid_fast(name: str, document: Any) -> bool:
+    """Fast yes/no validation (unknown fields allowed)."""
+    return bool(fast_validator(name).is_valid(document))

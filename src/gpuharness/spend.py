@@ -1,0 +1,61 @@
+"""Spend from the ledger: each job's billed cost is the cost_usd of its current line."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from gpuharness.clock import now_ts
+
+GROUPINGS = ("day", "month", "provider", "gpu", "deployment", "total")
+
+
+def job_costs(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The current line of each job (corrections replace earlier lines)."""
+    current: dict[str, dict[str, Any]] = {}
+    for record in records:
+        current[record["id"]] = record
+    return current
+
+
+def _key(record: dict[str, Any], by: str) -> str:
+    stamp = record.get("completed_at") or record.get("started_at") or record.get("ts") or ""
+    if by == "day":
+        return str(stamp)[:10]
+    if by == "month":
+        return str(stamp)[:7]
+    if by == "provider":
+        return str(record.get("provider") or "?")
+    if by == "gpu":
+        return str(record.get("gpu") or "?")
+    if by == "deployment":
+        return str(record.get("deployment_id") or "?")
+    return "total"
+
+
+def spend_by(records: Iterable[dict[str, Any]], by: str) -> dict[str, float]:
+    """Sum billed cost per group (day and month are UTC, taken from completed_at)."""
+    if by not in GROUPINGS:
+        raise ValueError(f"unknown grouping {by!r}; use one of {', '.join(GROUPINGS)}")
+    totals: dict[str, float] = defaultdict(float)
+    for record in job_costs(records).values():
+        cost = record.get("cost_usd")
+        if cost:
+            totals[_key(record, by)] += float(cost)
+    return {k: round(v, 6) for k, v in sorted(totals.items())}
+
+
+def today_and_month(records: Iterable[dict[str, Any]], now: str | None = None) -> tuple[float, float]:
+    """Spend of the current UTC day and month."""
+    stamp = now or now_ts()
+    day, month = stamp[:10], stamp[:7]
+    spent_day = spent_month = 0.0
+    for record in job_costs(records).values():
+        cost = float(record.get("cost_usd") or 0.0)
+        key = _key(record, "day")
+        if key == day:
+            spent_day += cost
+        if key[:7] == month:
+            spent_month += cost
+    return spent_day, spent_month

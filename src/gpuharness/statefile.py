@@ -1,0 +1,99 @@
+"""Plain JSON state files: parse with positions, atomic replace, and exclusive locks."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from gpuharness.errors import UserError
+
+
+def parse_json_text(text: str, path: Path | str) -> Any:
+    """Parse JSON, reporting errors as file:line:column."""
+    if not text.strip():
+        raise UserError("file is empty", path=path, place="1:1",
+                        hint="write a JSON document, or run `gpuharness init`")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"invalid JSON: {exc.msg}", path=path, place=f"{exc.lineno}:{exc.colno}",
+                        hint="fix the syntax at that place; nothing was changed") from None
+
+
+def read_json(path: Path) -> Any:
+    """Read and parse a JSON file, with a clear error when it is missing or broken."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError("file not found", path=path,
+                        hint="run `gpuharness init` or pass --registry DIR") from None
+    except IsADirectoryError:
+        raise UserError("is a directory, expected a JSON file", path=path) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not UTF-8 (byte {exc.start})", path=path, place=f"byte {exc.start}") from None
+    return parse_json_text(text, path)
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory so a rename in it survives a crash."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace path with data atomically: temp file, fsync, os.replace, fsync dir; keeps the mode."""
+    directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        mode: int | None = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = None
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode if mode is not None else 0o644)
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(directory)
+
+
+def dump_json(document: Any) -> bytes:
+    """Serialize a state document the way people read it: indented, sorted as given, newline at end."""
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def atomic_write_json(path: Path, document: Any) -> None:
+    """Atomically replace a JSON file."""
+    atomic_write_bytes(path, dump_json(document))
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on a sidecar `<path>.lock` (left in place, like filelock)."""
+    lock_path = path.with_name(path.name + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
