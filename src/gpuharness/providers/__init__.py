@@ -1,0 +1,1 @@
+"""Provider adapters behind one narrow seam (see base.Provider)."""

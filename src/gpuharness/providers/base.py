@@ -1,0 +1,122 @@
+"""The provider seam: one narrow protocol, a normalized Instance, and classified errors."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol, final
+
+Status = Literal["pending", "running", "stopped", "terminated", "error", "unknown"]
+ErrorKind = Literal["capacity", "balance", "auth", "rate_limited", "not_found", "invalid", "server",
+                    "unknown_outcome", "unsupported", "network"]
+
+#: Label / name prefix that marks instances launched by gpuharness (orphan detection keys on it).
+KEY_PREFIX = "gh-"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class SshEndpoint:
+    host: str
+    port: int = 22
+    user: str = "root"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """An instance as the provider reports it, normalized. raw_status keeps the provider's word."""
+
+    provider: str
+    id: str
+    status: Status
+    raw_status: str | None = None
+    name: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    cost_hr: float | None = None
+    gpu: str | None = None
+    gpu_count: int = 1
+    region: str | None = None
+    ssh: SshEndpoint | None = None
+    endpoint: str | None = None
+    created_at: str | None = None
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """The key carried in the label or name, if any."""
+        key = self.labels.get("gh_key")
+        if key:
+            return key
+        if self.name and self.name.startswith(KEY_PREFIX):
+            return self.name
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """What to launch. idempotency_key travels in the instance name/label so a lost response can be
+    reconciled by listing."""
+
+    gpu: str
+    image: str
+    idempotency_key: str
+    gpu_count: int = 1
+    region: str | None = None
+    interruptible: bool = False
+    disk_gb: int = 50
+    ports: tuple[str, ...] = ("22/tcp",)
+    env: dict[str, str] = field(default_factory=dict)
+    bid_price: float | None = None
+    offer_id: str | None = None
+
+
+class ProviderError(Exception):
+    """A classified provider failure with a message a person can act on."""
+
+    def __init__(self, kind: ErrorKind, message: str, *, provider: str, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        self.kind = kind
+        self.provider = provider
+        self.status = status
+        self.retry_after = retry_after
+        super().__init__(f"{provider}: {kind}: {message}")
+
+
+class UnknownOutcome(ProviderError):
+    """A mutation whose response was lost: it may or may not have happened. Reconcile, never retry blind."""
+
+    def __init__(self, message: str, *, provider: str) -> None:
+        super().__init__("unknown_outcome", message, provider=provider)
+
+
+class Provider(Protocol):
+    """One provider account. One instance of this (one HTTP client) per provider per phase."""
+
+    name: str
+    kind: str
+    supports_stop: bool
+
+    def list_instances(self) -> list[Instance]:
+        """Every instance of the account: one list call plus pages."""
+        ...
+
+    def get_instance(self, instance_id: str) -> Instance | None:
+        """One instance by exact id, or None when the provider says it is gone."""
+        ...
+
+    def launch(self, spec: LaunchSpec) -> Instance:
+        """Launch once. Raises UnknownOutcome when the response is lost."""
+        ...
+
+    def stop(self, instance_id: str) -> None: ...
+
+    def start(self, instance_id: str) -> None: ...
+
+    def terminate(self, instance_id: str) -> None:
+        """Terminate once. Raises UnknownOutcome when the response is lost."""
+        ...
+
+    def close(self) -> None: ...
