@@ -1,0 +1,268 @@
+"""Recorded provider HTTP: vcrpy set up to replay offline (mode none) and to record scrubbed of secrets."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Any, final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import vcr
+import vcr.matchers
+import yaml
+from vcr.errors import CannotOverwriteExistingCassetteException
+
+from gpuharness.clock import now_ts
+from gpuharness.errors import UserError
+
+#: Environment variable whose value tests plant as an API key; always scrubbed.
+TEST_SECRET_ENV = "GPUHARNESS_TEST_SECRET"
+REDACTED = "REDACTED"
+SIMULATOR = "the gpuharness simulator"
+#: JSON fields whose values are secrets wherever they appear in a request or response body.
+SECRET_FIELDS = frozenset({
+    "api_key", "apikey", "instance_api_key", "jupyter_token", "password", "accesssecret", "access_secret",
+    "secret", "token", "private_key", "ssh_private_key", "authorization",
+})
+#: Response headers dropped from recordings (they carry session material).
+DROPPED_RESPONSE_HEADERS = frozenset({"set-cookie", "authorization", "www-authenticate"})
+MATCH_ON = ("method", "path", "gh_query", "gh_body")
+#: Secrets shorter than this are not scrubbed by value (they would erase ordinary words); fields still are.
+MIN_SECRET_LEN = 6
+
+
+@final
+class Mode(Enum):
+    """How provider HTTP flows: replayed from cassettes, live, or live and recorded."""
+
+    OFFLINE = "offline"
+    LIVE = "live"
+    RECORD = "record"
+
+    @classmethod
+    def parse(cls, text: str) -> Mode:
+        try:
+            return cls(text)
+        except ValueError:
+            raise UserError(f"unknown gpu mode {text!r}", place="--gpu-mode",
+                            hint="use offline, live or record") from None
+
+    @property
+    def vcr_record_mode(self) -> str | None:
+        """vcrpy's record mode: none offline (a missing interaction fails, never the network), all when recording."""
+        return {Mode.OFFLINE: "none", Mode.RECORD: "all", Mode.LIVE: None}[self]
+
+
+def secret_values(env_names: Iterable[str | None] = ()) -> tuple[str, ...]:
+    """The secret values to scrub: the planted test secret plus every named credential variable that is set."""
+    names = [TEST_SECRET_ENV, *[n for n in env_names if n]]
+    values = {os.environ[n] for n in names if os.environ.get(n)}
+    return tuple(sorted((v for v in values if len(v) >= MIN_SECRET_LEN), key=len, reverse=True))
+
+
+@final
+class Scrubber:
+    """Removes secrets from recorded requests and responses: by value, by field name, and from the URI."""
+
+    __slots__ = ("secrets",)
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.secrets = tuple(s for s in secrets if s)
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+
+    def data(self, value: Any) -> Any:
+        """Scrub a decoded JSON value: secret fields are replaced, strings are scrubbed by value."""
+        if isinstance(value, dict):
+            return {k: (REDACTED if str(k).lower() in SECRET_FIELDS and v not in (None, "")
+                        else self.data(v)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.data(v) for v in value]
+        if isinstance(value, str):
+            return self.text(value)
+        return value
+
+    def body(self, raw: bytes | str | None) -> bytes | str | None:
+        """Scrub a body; JSON bodies are scrubbed structurally, anything else as text."""
+        if raw is None or raw in (b"", ""):
+            return raw
+        was_bytes = isinstance(raw, bytes)
+        try:
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        except UnicodeDecodeError:
+            return raw  # undecodable even after decompression: not text we can leak through
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            scrubbed = self.text(text)
+        else:
+            scrubbed = json.dumps(self.data(parsed)) if isinstance(parsed, (dict, list)) else self.text(text)
+        return scrubbed.encode("utf-8") if was_bytes else scrubbed
+
+    def uri(self, uri: str) -> str:
+        parts = urlsplit(uri)
+        query = [(k, REDACTED if k.lower() in SECRET_FIELDS else self.text(v))
+                 for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+        return self.text(urlunsplit(parts._replace(query=urlencode(query))))
+
+    def request(self, request: Any) -> Any:
+        """vcrpy before_record_request hook."""
+        request.uri = self.uri(request.uri)
+        for name in list(request.headers):
+            if name.lower() in ("authorization", "x-api-key", "cookie"):
+                request.headers[name] = REDACTED
+            else:
+                request.headers[name] = self.text(str(request.headers[name]))
+        request.body = self.body(request.body)
+        return request
+
+    def response(self, response: dict[str, Any]) -> dict[str, Any]:
+        """vcrpy before_record_response hook (runs after decode_compressed_response)."""
+        response = copy.deepcopy(response)
+        headers = response.get("headers") or {}
+        for name in list(headers):
+            if name.lower() in DROPPED_RESPONSE_HEADERS:
+                del headers[name]
+            else:
+                headers[name] = [self.text(str(v)) for v in headers[name]]
+        body = response.get("body") or {}
+        if "string" in body:
+            body["string"] = self.body(body["string"])
+        return response
+
+
+def _query_without_keys(request: Any) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in request.query if k.lower() not in SECRET_FIELDS]
+
+
+def gh_query(r1: Any, r2: Any) -> None:
+    """Match the query string, ignoring credential parameters (recorded as REDACTED, absent offline)."""
+    q1, q2 = _query_without_keys(r1), _query_without_keys(r2)
+    if q1 != q2:
+        raise AssertionError(f"{q1} != {q2}")
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: REDACTED if str(k).lower() in SECRET_FIELDS else _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
+
+
+def _json_body(request: Any) -> Any:
+    raw = request.body
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, TypeError):
+        return _NOT_JSON
+
+
+_NOT_JSON = object()
+
+
+def gh_body(r1: Any, r2: Any) -> None:
+    """Match bodies; JSON is compared parsed, with secret fields masked (recorded REDACTED, offline blank)."""
+    b1, b2 = _json_body(r1), _json_body(r2)
+    if b1 is _NOT_JSON or b2 is _NOT_JSON:
+        vcr.matchers.body(r1, r2)
+        return
+    if _masked(b1) != _masked(b2):
+        raise AssertionError(f"{b1!r} != {b2!r}")
+
+
+def recorder(mode: Mode, *, secrets: Iterable[str] = ()) -> vcr.VCR:
+    """A vcrpy VCR for mode: matches method, path, query and body; scrubs secrets when recording."""
+    record_mode = mode.vcr_record_mode
+    if record_mode is None:
+        raise ValueError("live mode uses no cassette")
+    scrubber = Scrubber(secrets)
+    machine = vcr.VCR(
+        record_mode=record_mode,
+        match_on=MATCH_ON,
+        filter_headers=[("authorization", REDACTED)],
+        filter_query_parameters=[("api_key", REDACTED)],
+        decode_compressed_response=True,
+        before_record_request=scrubber.request,
+        before_record_response=scrubber.response,
+    )
+    machine.register_matcher("gh_query", gh_query)
+    machine.register_matcher("gh_body", gh_body)
+    return machine
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """The metadata block of a cassette; a missing or unreadable cassette is a UserError."""
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        raise UserError("cassette not found", path=path,
+                        hint="record it against the simulator: `python -m gpuharness.cassette record`") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        place = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else None
+        raise UserError(f"not a readable cassette: {getattr(exc, 'problem', exc)}", path=path, place=place,
+                        hint="re-record it; nothing was replayed") from None
+    if not isinstance(document, dict) or not isinstance(document.get("interactions"), list):
+        raise UserError("not a vcrpy cassette (no interactions list)", path=path,
+                        hint="re-record it; nothing was replayed")
+    metadata = document.get("metadata") or {}
+    return dict(metadata) if isinstance(metadata, dict) else {}
+
+
+def describe(request: Any) -> str:
+    """METHOD path?query of a vcrpy request, secrets already absent."""
+    query = urlencode(_query_without_keys(request))
+    return f"{request.method} {request.path}{'?' + query if query else ''}"
+
+
+def missing_interaction(exc: CannotOverwriteExistingCassetteException, path: Path) -> UserError:
+    """Translate vcrpy's refusal into one line naming the call and the cassette."""
+    request = exc.failed_request
+    what = describe(request) if request is not None else "a request"
+    closest = ""
+    if exc.similar_requests:
+        similar, _, failed = exc.similar_requests[0]
+        reasons = "; ".join(f"{name.removeprefix('gh_')} differs" for name, _ in failed) or "already played"
+        closest = f"; closest recorded: {describe(similar)} ({reasons})"
+    return UserError(f"no recorded interaction for {what} ({exc.reason}){closest}", path=path,
+                     hint="offline replay never touches the network; re-record the cassette against the simulator")
+
+
+@contextlib.contextmanager
+def use(path: Path, mode: Mode, *, secrets: Iterable[str] = (), recorded_against: str = SIMULATOR,
+        metadata: Mapping[str, Any] | None = None, repeats: bool = False) -> Iterator[Any]:
+    """Replay (offline) or record (record mode) provider HTTP inside the block; yields the vcrpy cassette.
+
+    In record mode the cassette's metadata says what it was recorded against and when. A missing
+    interaction offline is a UserError naming the call.
+    """
+    if mode is Mode.OFFLINE:
+        read_metadata(path)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    machine = recorder(mode, secrets=secrets)
+    try:
+        with machine.use_cassette(str(path), allow_playback_repeats=repeats,
+                                  drop_unused_requests=mode is Mode.RECORD) as cassette:
+            if mode is Mode.RECORD:
+                # get_metadata only adds missing keys; a re-recording must replace the old values.
+                cassette._metadata.update({
+                    "recorded_against": recorded_against, "recorded_at": now_ts(),
+                    "note": f"recorded against {recorded_against}; secrets scrubbed", **(metadata or {})})
+                cassette.dirty = True
+            yield cassette
+    except CannotOverwriteExistingCassetteException as exc:
+        raise missing_interaction(exc, path) from None
