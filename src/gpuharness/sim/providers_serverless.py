@@ -1,0 +1,118 @@
+"""RunPod Serverless endpoints (shared/reference/providers.md §2), under /runpod-serverless/v2/<endpoint>."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from gpuharness.sim.routing import ProviderWire, Route, SimRequest, SimResponse, json_response
+from gpuharness.sim.state import SimState
+
+PROVIDER = "runpod-serverless"
+PREFIX = "/runpod-serverless"
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
+
+
+def _status(job: dict[str, Any], state: SimState) -> str:
+    if job.get("final"):
+        return str(job["final"])
+    elapsed = state.clock() - float(job["created"])
+    if elapsed < state.ready_delay_s / 2:
+        return "IN_QUEUE"
+    if elapsed < state.ready_delay_s:
+        return "IN_PROGRESS"
+    job_input = job["input"]
+    job["final"] = "FAILED" if isinstance(job_input, dict) and job_input.get("fail") else "COMPLETED"
+    return str(job["final"])
+
+
+def render(job: dict[str, Any], state: SimState) -> dict[str, Any]:
+    status = _status(job, state)
+    body: dict[str, Any] = {"id": job["id"], "status": status}
+    if status in TERMINAL:
+        body["delayTime"] = 824
+        body["executionTime"] = 3391
+    if status == "COMPLETED":
+        body["output"] = {"echo": job["input"]}
+    elif status == "FAILED":
+        # the worker SDK sends the error as a JSON-encoded string
+        body["error"] = json.dumps({"error_type": "<class 'RuntimeError'>", "error_message": "handler failed",
+                                    "error_traceback": "Traceback (most recent call last): ...",
+                                    "hostname": "sim", "worker_id": "z3jr9rv2k3tt2y", "runpod_version": "1.7.0"})
+        body["workerId"] = "z3jr9rv2k3tt2y"
+    return body
+
+
+def _submit(req: SimRequest, state: SimState, prefix: str = "") -> dict[str, Any] | SimResponse:
+    if not isinstance(req.body, dict) or "input" not in req.body:
+        return json_response(400, {"error": "request body must have an 'input' field"})  # [UNVERIFIED] body
+    job_id = f"{prefix}{uuid.uuid4()}-u1"
+    job = {"id": job_id, "endpoint": req.match["endpoint"], "input": req.body["input"], "created": state.clock()}
+    state.jobs[(req.match["endpoint"], job_id)] = job
+    state.increment("serverless_jobs")
+    return job
+
+
+def run(req: SimRequest, state: SimState) -> SimResponse:
+    job = _submit(req, state)
+    if isinstance(job, SimResponse):
+        return job
+    return json_response(200, {"id": job["id"], "status": "IN_QUEUE"})
+
+
+def runsync(req: SimRequest, state: SimState) -> SimResponse:
+    job = _submit(req, state, prefix="sync-")
+    if isinstance(job, SimResponse):
+        return job
+    job["created"] = float(job["created"]) - state.ready_delay_s  # finishes within the default wait
+    return json_response(200, render(job, state))
+
+
+def _job(req: SimRequest, state: SimState) -> dict[str, Any] | None:
+    return state.jobs.get((req.match["endpoint"], req.match["job"]))
+
+
+def status(req: SimRequest, state: SimState) -> SimResponse:
+    job = _job(req, state)
+    if job is None:
+        return json_response(404, {"error": "job not found"})  # [UNVERIFIED] body
+    return json_response(200, render(job, state))
+
+
+def cancel(req: SimRequest, state: SimState) -> SimResponse:
+    job = _job(req, state)
+    if job is None:
+        return json_response(404, {"error": "job not found"})
+    if _status(job, state) not in TERMINAL:
+        job["final"] = "CANCELLED"
+    return json_response(200, {"id": job["id"], "status": _status(job, state)})
+
+
+def health(req: SimRequest, state: SimState) -> SimResponse:
+    jobs = [j for (endpoint, _), j in state.jobs.items() if endpoint == req.match["endpoint"]]
+    states = [_status(j, state) for j in jobs]
+    return json_response(200, {
+        "jobs": {"completed": states.count("COMPLETED"), "failed": states.count("FAILED"),
+                 "inProgress": states.count("IN_PROGRESS"), "inQueue": states.count("IN_QUEUE"), "retried": 0},
+        "workers": {"idle": 1, "initializing": 0, "ready": 1, "running": 1 if "IN_PROGRESS" in states else 0,
+                    "throttled": 0, "unhealthy": 0}})
+
+
+WIRE = ProviderWire(
+    provider=PROVIDER,
+    prefix=PREFIX,
+    routes=(
+        Route.of("GET", "/runpod-serverless/v2/{endpoint}/health", "read", health),
+        Route.of("POST", "/runpod-serverless/v2/{endpoint}/run", "mutation", run),
+        Route.of("POST", "/runpod-serverless/v2/{endpoint}/runsync", "mutation", runsync),
+        Route.of("GET", "/runpod-serverless/v2/{endpoint}/status/{job}", "read", status),
+        Route.of("POST", "/runpod-serverless/v2/{endpoint}/cancel/{job}", "mutation", cancel),
+    ),
+    # error bodies [UNVERIFIED]: the docs give status codes only
+    unauthorized=lambda: json_response(401, {"error": "Unauthorized"}),
+    rate_limited=lambda retry_after: json_response(429, {"error": "Too many requests"}),
+    capacity=lambda: json_response(503, {"error": "no workers available"}),
+    server_error=lambda: json_response(500, {"error": "Internal Server Error"}),
+    not_found=lambda: json_response(404, {"error": "Not Found"}),
+)

@@ -1,0 +1,113 @@
+"""Requests, responses and routes of the simulator, independent of the HTTP server."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, final
+
+from gpuharness.sim.faults import RequestKind
+
+if TYPE_CHECKING:
+    from gpuharness.sim.state import SimState
+
+
+@final
+@dataclass(slots=True)
+class SimRequest:
+    method: str
+    path: str
+    params: Mapping[str, list[str]]
+    headers: Mapping[str, str]
+    body: Any
+    match: dict[str, str] = field(default_factory=dict)
+
+    def param(self, name: str, default: str | None = None) -> str | None:
+        values = self.params.get(name)
+        return values[0] if values else default
+
+
+@final
+@dataclass(slots=True)
+class SimResponse:
+    status: int
+    body: Any = None
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False
+
+    def encode(self) -> bytes:
+        if self.body is None:
+            return b""
+        if isinstance(self.body, str):
+            return self.body.encode()
+        return json.dumps(self.body).encode()
+
+
+def json_response(status: int, body: Any) -> SimResponse:
+    return SimResponse(status, body)
+
+
+def text_response(status: int, text: str) -> SimResponse:
+    return SimResponse(status, text, content_type="text/plain; charset=utf-8")
+
+
+Handler = Callable[[SimRequest, "SimState"], SimResponse]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One endpoint: `template` names it in /_sim/stats ("GET /vast/api/v0/instances/{id}/")."""
+
+    method: str
+    template: str
+    kind: RequestKind
+    handler: Handler
+    pattern: re.Pattern[str]
+
+    @classmethod
+    def of(cls, method: str, template: str, kind: RequestKind, handler: Handler) -> Route:
+        regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template))
+        return cls(method, template, kind, handler, re.compile(f"^{regex}$"))
+
+    @property
+    def key(self) -> str:
+        return f"{self.method} {self.template}"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ProviderWire:
+    """How one provider's API looks on the wire: its routes and its error bodies."""
+
+    provider: str
+    prefix: str
+    routes: tuple[Route, ...]
+    unauthorized: Callable[[], SimResponse]
+    rate_limited: Callable[[float | None], SimResponse]
+    capacity: Callable[[], SimResponse]
+    server_error: Callable[[], SimResponse]
+    not_found: Callable[[], SimResponse]
+    #: a query parameter that may carry the key instead of the Authorization header (Vast: api_key)
+    query_key: str | None = None
+
+    def route(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+        for route in self.routes:
+            if route.method == method:
+                found = route.pattern.match(path)
+                if found:
+                    return route, found.groupdict()
+        return None
+
+
+def bearer(headers: Mapping[str, str]) -> str | None:
+    """The bearer token of a request (or the bare key some RunPod docs send)."""
+    value = headers.get("authorization", "").strip()
+    if not value:
+        return None
+    if value.lower().startswith("bearer "):
+        return value[7:].strip() or None
+    return value
