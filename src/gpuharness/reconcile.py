@@ -1,0 +1,344 @@
+"""Reconcile the registry with provider inventory: one list call per provider, orphans and vanished deployments."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, final
+
+from gpuharness import lifecycle
+from gpuharness.clock import now_ts
+from gpuharness.errors import UserError
+from gpuharness.ledger import Ledger
+from gpuharness.providers.base import KEY_PREFIX, Instance, Provider, ProviderError
+from gpuharness.registry import Registry
+
+#: Deployment states in which the registry claims an instance exists and should be running or stopped.
+#: `destroying` is excluded: gone at the provider is what a destroy expects.
+CLAIMS_INSTANCE = lifecycle.LIVE - {"destroying"}
+GONE = frozenset({"terminated"})
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """What the providers reported, by provider name, from one list call (plus pages) each."""
+
+    instances: Mapping[str, tuple[Instance, ...]]
+    observed_at: str
+    source: str = "live"
+    skipped: Mapping[str, str] = field(default_factory=dict)
+
+    def covers(self, provider: str) -> bool:
+        """Whether this inventory listed provider (a deployment elsewhere cannot be judged)."""
+        return provider in self.instances
+
+    def all(self) -> Iterator[Instance]:
+        for items in self.instances.values():
+            yield from items
+
+    def find(self, provider: str, instance_id: str) -> Instance | None:
+        return next((i for i in self.instances.get(provider, ()) if i.id == instance_id), None)
+
+    def with_key(self, provider: str, key: str) -> list[Instance]:
+        return [i for i in self.instances.get(provider, ()) if i.idempotency_key == key]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"observed_at": self.observed_at, "source": self.source, "skipped": dict(self.skipped),
+                "instances": {p: [i.to_json() for i in items] for p, items in self.instances.items()}}
+
+
+def fetch_inventory(providers: Mapping[str, Provider], *, source: str = "live",
+                    clock: Callable[[], str] = now_ts) -> Inventory:
+    """Call list_instances once per provider. A provider that cannot list (unsupported) is skipped, with why."""
+    found: dict[str, tuple[Instance, ...]] = {}
+    skipped: dict[str, str] = {}
+    observed_at = clock()
+    for name, provider in providers.items():
+        try:
+            found[name] = tuple(provider.list_instances())
+        except ProviderError as exc:
+            if exc.kind != "unsupported":
+                raise
+            skipped[name] = str(exc)
+    return Inventory(found, observed_at, source, skipped)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Orphan:
+    """An instance carrying our key prefix that no live deployment claims: money leaking."""
+
+    provider: str
+    instance_id: str
+    key: str | None
+    status: str
+    cost_hr: float | None
+    claimed_by: str | None = None  # a destroyed deployment that still points at it
+
+    def message(self) -> str:
+        cost = f"${self.cost_hr:.2f}/hr" if self.cost_hr is not None else "cost unknown"
+        why = (f"deployment {self.claimed_by} is destroyed in the registry but the instance is still "
+               f"{self.status}" if self.claimed_by else "no deployment in the registry claims it")
+        return (f"orphan {self.provider}/{self.instance_id} (key {self.key}, {self.status}, {cost}): {why}; "
+                f"terminate it (`gpuharness reap`) or register it")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "orphan", "provider": self.provider, "instance_id": self.instance_id, "key": self.key,
+                "status": self.status, "cost_hr": self.cost_hr, "claimed_by": self.claimed_by,
+                "message": self.message()}
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Vanished:
+    """A deployment the registry calls live whose instance the provider no longer has (or has terminated)."""
+
+    deployment_id: str
+    provider: str
+    instance_id: str
+    registry_status: str
+    provider_status: str | None  # None: absent from the list
+
+    def message(self) -> str:
+        seen = f"reports it {self.provider_status}" if self.provider_status else "no longer lists it"
+        return (f"vanished deployment {self.deployment_id}: the registry says {self.registry_status} but "
+                f"{self.provider} {seen} (instance {self.instance_id}); check its artifacts, then mark it "
+                f"destroyed (`gpuharness destroy {self.deployment_id}`)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "vanished", "deployment_id": self.deployment_id, "provider": self.provider,
+                "instance_id": self.instance_id, "registry_status": self.registry_status,
+                "provider_status": self.provider_status, "message": self.message()}
+
+
+def key_prefixes(providers: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Each provider's key prefix (providers.json `key_prefix`, else gh-)."""
+    return {str(p["name"]): str(p.get("key_prefix") or KEY_PREFIX) for p in providers}
+
+
+def _carries_key(instance: Instance, prefix: str) -> str | None:
+    key = instance.idempotency_key
+    if key and key.startswith(prefix):
+        return key
+    if instance.name and instance.name.startswith(prefix):
+        return instance.name
+    return None
+
+
+def find_orphans(deployments: Iterable[Mapping[str, Any]], inventory: Inventory,
+                 prefixes: Mapping[str, str] | None = None) -> list[Orphan]:
+    """Instances (not terminated) carrying our prefix that no non-destroyed deployment claims by id or key."""
+    prefixes = prefixes or {}
+    live_ids: set[tuple[str, str]] = set()
+    live_keys: set[tuple[str, str]] = set()
+    destroyed_ids: dict[tuple[str, str], str] = {}
+    for dep in deployments:
+        provider, instance_id, key = dep.get("provider"), dep.get("instance_id"), dep.get("idempotency_key")
+        if dep.get("status") == "destroyed":
+            if instance_id:
+                destroyed_ids[(str(provider), str(instance_id))] = str(dep["id"])
+            continue
+        if instance_id:
+            live_ids.add((str(provider), str(instance_id)))
+        if key:
+            live_keys.add((str(provider), str(key)))
+    orphans: list[Orphan] = []
+    for provider, items in inventory.instances.items():
+        prefix = prefixes.get(provider, KEY_PREFIX)
+        for instance in items:
+            if instance.status in GONE:
+                continue
+            key = _carries_key(instance, prefix)
+            if key is None or (provider, instance.id) in live_ids or (provider, key) in live_keys:
+                continue
+            orphans.append(Orphan(provider, instance.id, key, instance.status, instance.cost_hr,
+                                  destroyed_ids.get((provider, instance.id))))
+    return orphans
+
+
+def find_vanished(deployments: Iterable[Mapping[str, Any]], inventory: Inventory) -> list[Vanished]:
+    """Deployments claiming an instance that their provider's list lacks or reports terminated."""
+    index = {(p, i.id): i for p, items in inventory.instances.items() for i in items}
+    vanished: list[Vanished] = []
+    for dep in deployments:
+        provider, instance_id = str(dep.get("provider")), dep.get("instance_id")
+        if not instance_id or dep.get("status") not in CLAIMS_INSTANCE or not inventory.covers(provider):
+            continue
+        instance = index.get((provider, str(instance_id)))
+        if instance is None or instance.status in GONE:
+            vanished.append(Vanished(str(dep["id"]), provider, str(instance_id), str(dep["status"]),
+                                     instance.status if instance else None))
+    return vanished
+
+
+@final
+@dataclass(slots=True)
+class ReconcileReport:
+    """What one reconcile saw and changed."""
+
+    inventory: Inventory
+    orphans: list[Orphan] = field(default_factory=list)
+    vanished: list[Vanished] = field(default_factory=list)
+    machine_changes: list[str] = field(default_factory=list)
+    transitions: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.orphans and not self.vanished
+
+    def to_json(self) -> dict[str, Any]:
+        counts = {p: len(items) for p, items in self.inventory.instances.items()}
+        return {"observed_at": self.inventory.observed_at, "source": self.inventory.source,
+                "instances": counts, "skipped": dict(self.inventory.skipped),
+                "orphans": [o.to_json() for o in self.orphans], "vanished": [v.to_json() for v in self.vanished],
+                "machine_changes": self.machine_changes, "transitions": self.transitions}
+
+
+def machine_record(instance: Instance, observed_at: str) -> dict[str, Any]:
+    """machines.json form of an Instance."""
+    record: dict[str, Any] = {
+        "provider": instance.provider, "instance_id": instance.id, "name": instance.name, "gpu": instance.gpu,
+        "gpu_count": instance.gpu_count, "region": instance.region, "cost_hr": instance.cost_hr,
+        "status": instance.status, "raw_status": instance.raw_status, "observed_at": observed_at,
+        "created_at": instance.created_at, "labels": dict(instance.labels),
+        "ssh": ({"host": instance.ssh.host, "port": instance.ssh.port, "user": instance.ssh.user}
+                if instance.ssh else None),
+    }
+    if record["cost_hr"] is not None and record["cost_hr"] < 0:
+        record["cost_hr"] = None
+    return record
+
+
+def _update_machines(registry: Registry, inventory: Inventory) -> tuple[list[str], dict[tuple[str, str], str]]:
+    """Upsert every listed instance; mark listed providers' missing instances vanished. Returns changes."""
+    changes: list[str] = []
+    status_moves: dict[tuple[str, str], str] = {}
+    with registry.update("machines.json") as document:
+        machines: list[dict[str, Any]] = document["machines"]
+        index = {(m["provider"], m["instance_id"]): n for n, m in enumerate(machines)}
+        seen: set[tuple[str, str]] = set()
+        for instance in inventory.all():
+            key = (instance.provider, instance.id)
+            seen.add(key)
+            fresh = machine_record(instance, inventory.observed_at)
+            if key not in index:
+                index[key] = len(machines)
+                machines.append(fresh)
+                changes.append(f"new {instance.provider}/{instance.id} {instance.status}")
+                continue
+            old = machines[index[key]]
+            if old.get("status") != fresh["status"] or old.get("vanished"):
+                changes.append(f"{instance.provider}/{instance.id} {old.get('status')} -> {fresh['status']}")
+                status_moves[key] = f"{old.get('status')} -> {fresh['status']}"
+            machines[index[key]] = fresh
+        for key, n in index.items():
+            if key not in seen and inventory.covers(key[0]) and not machines[n].get("vanished"):
+                machines[n]["vanished"] = True
+                changes.append(f"{key[0]}/{key[1]} no longer listed")
+                status_moves[key] = f"{machines[n].get('status')} -> gone"
+    return changes, status_moves
+
+
+def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
+    """Write the inventory into machines.json, journal what changed, and flag orphans and vanished deployments.
+
+    A vanished deployment moves to `error` (via the one transition table), naming what the provider said;
+    a deployment whose instance the provider stopped moves to `stopped` where the table allows it.
+    """
+    report = ReconcileReport(inventory)
+    report.machine_changes, moves = _update_machines(registry, inventory)
+    deployments = registry.deployments()
+    report.orphans = find_orphans(deployments, inventory, key_prefixes(registry.providers()))
+    report.vanished = find_vanished(deployments, inventory)
+    vanished_ids = {v.deployment_id for v in report.vanished}
+    for item in report.vanished:
+        if item.registry_status != "error":
+            lifecycle.transition(registry, item.deployment_id, "error", route="provider-list",
+                                 observed_at=inventory.observed_at, marker={"reconcile": "vanished"},
+                                 note=item.message(), next_action="destroy", error=item.message())
+            report.transitions.append(f"{item.deployment_id} {item.registry_status} -> error (vanished)")
+    for dep in deployments:
+        key = (str(dep.get("provider")), str(dep.get("instance_id")))
+        if dep["id"] in vanished_ids or key not in moves:
+            continue
+        instance = inventory.find(*key)
+        if instance is not None and instance.status == "stopped" and lifecycle.allowed(dep["status"], "stopped"):
+            lifecycle.transition(registry, dep["id"], "stopped", route="provider-list",
+                                 observed_at=inventory.observed_at, marker={"reconcile": moves[key]},
+                                 note=f"the provider reports the instance stopped ({instance.raw_status})",
+                                 next_action="start, then health-check")
+            report.transitions.append(f"{dep['id']} {dep['status']} -> stopped")
+        else:
+            # An observation, not a state change: journaled so the history shows what the provider said.
+            lifecycle.journal(registry, {"deployment": dep["id"], "provider": key[0], "target_id": key[1],
+                                         "from": dep["status"], "to": dep["status"], "route": "provider-list",
+                                         "observed_at": inventory.observed_at,
+                                         "marker": {"reconcile": moves[key]},
+                                         "note": f"provider status {moves[key]}", "next_action": None})
+    return report
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class StaleJob:
+    """A job whose current ledger line says running although nothing can be running it."""
+
+    job_id: str
+    deployment_id: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "deployment_id": self.deployment_id, "reason": self.reason}
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a local process exists (signal 0)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stale_running_jobs(ledger: Ledger, deployments: Iterable[Mapping[str, Any]], *,
+                       vanished: Iterable[Vanished] = (), is_alive: Callable[[int], bool] = pid_alive,
+                       hostname: str | None = None) -> list[StaleJob]:
+    """Jobs left `running` whose runner died: a local `pid` that is gone, or a deployment that is gone.
+
+    It only lists them; the caller decides how to mark them (a new ledger line, never a rewrite).
+    """
+    host = hostname or socket.gethostname()
+    by_id = {str(d["id"]): d for d in deployments}
+    gone = {v.deployment_id for v in vanished}
+    stale: list[StaleJob] = []
+    for job in ledger.current().values():
+        if job.get("status") != "running":
+            continue
+        dep_id = str(job.get("deployment_id"))
+        dep = by_id.get(dep_id)
+        reason: str | None = None
+        pid = job.get("pid")
+        if dep is None:
+            reason = f"deployment {dep_id} is not in the registry"
+        elif dep.get("status") in ("destroyed", "error"):
+            reason = f"deployment {dep_id} is {dep['status']}"
+        elif dep_id in gone:
+            reason = f"deployment {dep_id} vanished at its provider"
+        elif isinstance(pid, int) and job.get("host", host) == host and not is_alive(pid):
+            reason = f"its runner process {pid} on {host} is gone"
+        if reason:
+            stale.append(StaleJob(str(job["id"]), dep_id, reason))
+    return stale
+
+
+def require_inventory_covers(inventory: Inventory, names: Iterable[str], *, where: str) -> None:
+    """Refuse when a provider expected in the inventory is missing from it."""
+    missing = [n for n in names if not inventory.covers(n) and n not in inventory.skipped]
+    if missing:
+        raise UserError(f"no recorded inventory for provider(s) {', '.join(missing)}", path=where,
+                        hint="re-record the inventory cassette with every provider of providers.json")
