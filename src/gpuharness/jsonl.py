@@ -14,6 +14,13 @@ from gpuharness.clock import now_ts
 from gpuharness.errors import UserError
 
 
+def _complete_object(fragment: bytes) -> bool:
+    try:
+        return isinstance(orjson.loads(fragment), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
 def _quarantine_torn_tail(fd: int, path: Path) -> list[str]:
     size = os.fstat(fd).st_size
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
@@ -27,6 +34,11 @@ def _quarantine_torn_tail(fd: int, path: Path) -> list[str]:
         cut = chunk.rfind(b"\n")
     start = tail_start + cut + 1
     fragment = chunk[cut + 1:]
+    if _complete_object(fragment):
+        # A whole record that only lacks its newline (a hand edit, not a crash: our writer emits the
+        # newline in the same write). It is history: finish the line instead of quarantining it.
+        os.write(fd, b"\n")
+        return []
     quarantine = path.with_name(path.name + ".torn")
     with open(quarantine, "ab") as handle:
         handle.write(orjson.dumps({"offset": start, "fragment": fragment.decode("utf-8", "replace"),

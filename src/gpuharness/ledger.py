@@ -45,11 +45,12 @@ def sequence_problem(previous: dict[str, Any] | None, record: dict[str, Any]) ->
         if not record.get("reason"):
             return "a correction must carry a reason"
         return None
-    if previous["status"] in TERMINAL:
-        return (f"job {record['id']} is already {previous['status']}; only a correction "
+    if previous.get("status") in TERMINAL:
+        return (f"job {record.get('id')} is already {previous['status']}; only a correction "
                 "(\"correction\": true with a \"reason\") may follow a terminal line")
-    if record["deployment_id"] != previous["deployment_id"]:
-        return f"job {record['id']} moved from deployment {previous['deployment_id']} without a correction"
+    if record.get("deployment_id") != previous.get("deployment_id"):
+        return (f"job {record.get('id')} moved from deployment {previous.get('deployment_id')} "
+                "without a correction")
     return None
 
 
@@ -78,6 +79,9 @@ class Ledger:
 
         Returns warnings (a torn tail left by a crashed writer is quarantined, never merged).
         """
+        if not isinstance(record, dict):
+            raise UserError("a ledger line must be a JSON object", path=f"{self.path} (new line)",
+                            hint="nothing was appended")
         record = dict(record)
         record.setdefault("ts", now_ts())
         validate_record(record, where=f"{self.path} (new line)")
@@ -119,6 +123,22 @@ class Ledger:
                     continue  # a torn final line is not history yet
                 raise UserError(entry.problem or "unreadable line", path=self.path,
                                 place=f"{entry.lineno}:1", hint="a broken line in the middle of the ledger")
+            yield entry.record
+
+    def checked_records(self) -> Iterator[dict[str, Any]]:
+        """Like records(), but every line must also match the job schema; a bad one raises naming its line."""
+        for entry in self.scan():
+            if entry.record is None:
+                if entry.torn:
+                    continue
+                raise UserError(entry.problem or "unreadable line", path=self.path,
+                                place=f"{entry.lineno}:1", hint="a broken line in the middle of the ledger")
+            if not schema.is_valid_fast("job", entry.record):
+                errors, _ = schema.check("job", entry.record)
+                if errors:
+                    first = errors[0]
+                    raise UserError(first.message, path=self.path, place=f"{entry.lineno}:{first.json_path}",
+                                    hint="that line breaks the job schema; repair it by hand, nothing was changed")
             yield entry.record
 
     def current(self, job_id: str | None = None) -> Any:

@@ -57,10 +57,17 @@ def read_journal(path: Path) -> Iterator[dict[str, Any]]:
     except FileNotFoundError:
         return
     with handle:
-        for raw in handle:
+        for lineno, raw in enumerate(handle, start=1):
             if not raw.endswith(b"\n"):
                 continue
-            yield orjson.loads(raw)
+            try:
+                entry = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise UserError(f"invalid JSON: {exc}", path=path, place=f"{lineno}:1",
+                                hint="a broken line in the middle of the journal") from None
+            if not isinstance(entry, dict):
+                raise UserError("a journal line must be a JSON object", path=path, place=f"{lineno}:1")
+            yield entry
 
 
 def transition(registry: Registry, deployment_id: str, target: str, *, route: str | None = None,

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from gpuharness.clock import now_ts
+from gpuharness.clock import format_ts, now_ts, parse_ts
 
 GROUPINGS = ("day", "month", "provider", "gpu", "deployment", "total")
 
@@ -19,12 +19,23 @@ def job_costs(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return current
 
 
+def _utc_stamp(record: dict[str, Any]) -> str:
+    """completed_at (else started_at, else ts) in UTC, so a day is a UTC day whatever offset was written."""
+    stamp = str(record.get("completed_at") or record.get("started_at") or record.get("ts") or "")
+    if stamp.endswith(("Z", "z")) or len(stamp) < 11:
+        return stamp
+    try:
+        return format_ts(parse_ts(stamp))
+    except ValueError:
+        return stamp
+
+
 def _key(record: dict[str, Any], by: str) -> str:
-    stamp = record.get("completed_at") or record.get("started_at") or record.get("ts") or ""
+    stamp = _utc_stamp(record)
     if by == "day":
-        return str(stamp)[:10]
+        return stamp[:10]
     if by == "month":
-        return str(stamp)[:7]
+        return stamp[:7]
     if by == "provider":
         return str(record.get("provider") or "?")
     if by == "gpu":

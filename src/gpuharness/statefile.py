@@ -36,10 +36,17 @@ def read_json(path: Path) -> Any:
                         hint="run `gpuharness init` or pass --registry DIR") from None
     except IsADirectoryError:
         raise UserError("is a directory, expected a JSON file", path=path) from None
+    except PermissionError:
+        raise UserError("permission denied", path=path, hint="check the file's owner and mode") from None
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror}", path=path) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserError(f"not UTF-8 (byte {exc.start})", path=path, place=f"byte {exc.start}") from None
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise UserError(f"not UTF-8 (byte offset {exc.start})", path=path, place=f"{line}:{column}",
+                        hint="save the file as UTF-8; nothing was changed") from None
     return parse_json_text(text, path)
 
 

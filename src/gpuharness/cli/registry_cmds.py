@@ -1,4 +1,4 @@
-"""Commands over the registry itself: init, ledger, spend, economics, status."""
+"""Commands over the registry itself: init, validate, ledger, spend, economics."""
 
 from __future__ import annotations
 
@@ -10,15 +10,20 @@ from gpuharness.cli import emit
 from gpuharness.economics import keep_alive
 from gpuharness.errors import UserError
 from gpuharness.ledger import Ledger
+from gpuharness.lifecycle import read_journal
 from gpuharness.policy import Policy
-from gpuharness.registry import Registry
-from gpuharness.spend import GROUPINGS, spend_by, today_and_month
+from gpuharness.registry import DOCUMENTS, JOURNAL, LEDGER, Registry
+from gpuharness.spend import GROUPINGS, job_costs, spend_by, today_and_month
 from gpuharness.statefile import parse_json_text
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser("init", parents=[common], help="create .pi/gpu/ with empty files and a default policy")
     p.set_defaults(handler=cmd_init)
+
+    p = subparsers.add_parser("validate", parents=[common],
+                              help="check every state file and ledger line against its schema (read-only)")
+    p.set_defaults(handler=cmd_validate)
 
     ledger = subparsers.add_parser("ledger", help="the append-only job ledger (jobs.jsonl)")
     sub = ledger.add_subparsers(dest="ledger_command", metavar="ACTION", required=True)
@@ -54,12 +59,50 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_ledger_append(args: argparse.Namespace) -> int:
+def existing_registry(args: argparse.Namespace) -> Registry:
+    """The registry named by --registry / $GPUHARNESS_REGISTRY; refuses a directory that does not exist."""
     registry = Registry.locate(args.registry)
+    if not registry.exists():
+        raise UserError("no registry directory here", path=registry.root,
+                        hint="run `gpuharness init` or pass --registry DIR")
+    return registry
+
+
+def existing_ledger(registry: Registry) -> Ledger:
+    """The registry's ledger; a missing jobs.jsonl is an error, not an empty history."""
+    if not registry.ledger_path.exists():
+        raise UserError("file not found", path=registry.ledger_path,
+                        hint="run `gpuharness init` to create an empty ledger")
+    return Ledger(registry.ledger_path)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    registry = existing_registry(args)
+    report: dict[str, Any] = {"registry": str(registry.root), "files": {}}
+    for file_name in DOCUMENTS:
+        document = registry.load(file_name)
+        _, key = DOCUMENTS[file_name]
+        report["files"][file_name] = {"items": len(document[key]) if key else None}
+    lines = sum(1 for _ in existing_ledger(registry).checked_records())
+    report["files"][LEDGER] = {"lines": lines}
+    if registry.journal_path.exists():
+        report["files"][JOURNAL] = {"lines": sum(1 for _ in read_journal(registry.journal_path))}
+    report["warnings"] = list(registry.warnings)
+    text = [f"ok {name}: " + ", ".join(f"{v} {k}" for k, v in info.items() if v is not None)
+            if any(v is not None for v in info.values()) else f"ok {name}"
+            for name, info in report["files"].items()]
+    text += [f"warning: {w}" for w in registry.warnings]
+    emit(args, report, "\n".join(text))
+    return 0
+
+
+def cmd_ledger_append(args: argparse.Namespace) -> int:
+    registry = existing_registry(args)
     text = args.line if args.line is not None else sys.stdin.read()
-    record = parse_json_text(text, "<stdin>" if args.line is None else "--line")
+    source = "<stdin>" if args.line is None else "--line"
+    record = parse_json_text(text, source)
     if not isinstance(record, dict):
-        raise UserError("expected one JSON object", path="<stdin>", place="1:1")
+        raise UserError("expected one JSON object", path=source, place="1:1", hint="nothing was appended")
     ledger = Ledger(registry.ledger_path)
     for warning in ledger.append(record, check_sequence=True):
         print(f"gpuharness: warning: {warning}", file=sys.stderr)
@@ -69,15 +112,15 @@ def cmd_ledger_append(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_show(args: argparse.Namespace) -> int:
-    registry = Registry.locate(args.registry)
-    ledger = Ledger(registry.ledger_path)
+    registry = existing_registry(args)
+    ledger = existing_ledger(registry)
+    current = job_costs(ledger.checked_records())
     if args.job:
-        state = ledger.current(args.job)
+        state = current.get(args.job)
         if state is None:
             raise UserError(f"no job {args.job!r}", path=ledger.path)
         emit(args, state, f"{state['id']}: {state['status']} on {state['deployment_id']}")
         return 0
-    current = ledger.current()
     lines = [f"{j['id']:<14} {j['status']:<11} {j['deployment_id']:<16} ${float(j.get('cost_usd') or 0):.4f}"
              for j in current.values()]
     emit(args, list(current.values()), "\n".join(lines) or "(no jobs)")
@@ -85,8 +128,8 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
 
 
 def cmd_spend(args: argparse.Namespace) -> int:
-    registry = Registry.locate(args.registry)
-    records = list(Ledger(registry.ledger_path).records())
+    registry = existing_registry(args)
+    records = list(job_costs(existing_ledger(registry).checked_records()).values())
     totals = spend_by(records, args.by)
     policy = Policy(registry.policy_document())
     today, month = today_and_month(records)

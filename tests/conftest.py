@@ -1,0 +1,63 @@
+"""Shared fixtures of the core tests: a fresh registry and builders of valid records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuharness.registry import Registry
+
+
+def build_job(job_id: str = "J-000001", status: str = "completed", **fields: Any) -> dict[str, Any]:
+    """A valid ledger line (the shape users already write); fields override."""
+    record: dict[str, Any] = {
+        "id": job_id, "deployment_id": "dep_a", "provider": "vast", "model": "minimax-h3",
+        "workflow": "h3-text-to-video", "workflow_version": 1, "status": status,
+        "started_at": "2026-11-02T10:00:00Z", "ts": "2026-11-02T10:03:12Z", "gpu": "RTX 4090",
+    }
+    if status == "completed":
+        record.update(completed_at="2026-11-02T10:03:12Z", duration_s=192.0, cost_usd=0.0373,
+                      artifacts=[{"name": "out.mp4", "uri": "s3://bucket/out.mp4",
+                                  "synced_at": "2026-11-02T10:03:20Z"}])
+    if status == "failed":
+        record.update(completed_at="2026-11-02T10:01:00Z", duration_s=60.0, cost_usd=0.0117,
+                      error="CUDA out of memory")
+    record.update(fields)
+    return record
+
+
+def build_deployment(dep_id: str = "dep_a", status: str = "ready", **fields: Any) -> dict[str, Any]:
+    """A valid deployments.json item; fields override."""
+    item: dict[str, Any] = {
+        "id": dep_id, "provider": "vast", "instance_id": "inst-1", "gpu": "RTX 4090", "runtime": "comfyui",
+        "model": "minimax-h3", "endpoint": "http://127.0.0.1:8188", "status": status, "cost_hr": 0.70,
+        "created_at": "2026-11-02T09:00:00Z", "shutdown_rule": {"idle_minutes": 15},
+    }
+    item.update(fields)
+    return item
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Registry:
+    """A fresh registry made by `init`, with one provider and one ready deployment."""
+    reg = Registry(tmp_path / ".pi" / "gpu")
+    reg.init()
+    with reg.update("providers.json") as doc:
+        doc["providers"].append({"name": "vast", "kind": "vast", "credential_env": "VAST_API_KEY"})
+    with reg.update("deployments.json") as doc:
+        doc["deployments"].append(build_deployment())
+    return reg
+
+
+@pytest.fixture
+def job_line() -> Any:
+    """Builder of valid ledger lines: job_line("J-1", "running", cost_usd=None)."""
+    return build_job
+
+
+@pytest.fixture
+def deployment_item() -> Any:
+    """Builder of valid deployments.json items: deployment_item("dep_b", "destroyed", ...)."""
+    return build_deployment

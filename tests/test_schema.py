@@ -1,0 +1,95 @@
+"""Specifications of gpuharness.schema: strict known fields, warnings for unknown ones, real formats."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from gpuharness import schema
+
+
+def test_format_checker_really_checks_date_time() -> None:
+    assert "date-time" in Draft202012Validator.FORMAT_CHECKER.checkers
+    assert "date-time" in schema.validator("job").format_checker.checkers
+
+
+def test_bad_date_time_is_an_error_naming_the_field(job_line) -> None:
+    errors, _ = schema.check("job", job_line(ts="yesterday at noon"))
+    assert [e.json_path for e in errors] == ["$.ts"]
+    assert "date-time" in errors[0].message
+
+
+def test_bad_date_time_fails_the_fast_validator_too(job_line) -> None:
+    assert schema.is_valid_fast("job", job_line())
+    assert not schema.is_valid_fast("job", job_line(started_at="2026-13-45T99:00:00Z"))
+
+
+def test_unknown_field_is_a_warning_not_an_error(job_line) -> None:
+    errors, warnings = schema.check("job", job_line(priority="high"))
+    assert errors == []
+    assert len(warnings) == 1 and "priority" in warnings[0].message and "unknown field" in warnings[0].message
+    assert schema.is_valid_fast("job", job_line(priority="high"))
+
+
+def test_unknown_nested_field_is_a_warning_with_its_path(deployment_item) -> None:
+    doc = {"schema_version": 1, "deployments": [deployment_item(ssh={"host": "h", "port": 22, "colour": "red"})]}
+    errors, warnings = schema.check("deployments", doc)
+    assert errors == []
+    assert [w.json_path for w in warnings] == ["$.deployments[0].ssh"]
+
+
+def test_known_field_of_wrong_type_is_an_error(deployment_item) -> None:
+    doc = {"schema_version": 1, "deployments": [deployment_item(cost_hr="0.70")]}
+    errors, _ = schema.check("deployments", doc)
+    assert [e.json_path for e in errors] == ["$.deployments[0].cost_hr"]
+    assert "number" in errors[0].message
+
+
+def test_bad_enum_is_an_error(job_line) -> None:
+    errors, _ = schema.check("job", job_line(status="done"))
+    assert [e.json_path for e in errors] == ["$.status"]
+
+
+def test_missing_required_field_is_an_error(job_line) -> None:
+    record = job_line()
+    del record["deployment_id"]
+    errors, _ = schema.check("job", record)
+    assert errors and "deployment_id" in errors[0].message
+
+
+def test_bad_shutdown_rule_reports_the_inner_reason(deployment_item) -> None:
+    doc = {"schema_version": 1, "deployments": [deployment_item(shutdown_rule={"idle_minutes": -5})]}
+    errors, _ = schema.check("deployments", doc)
+    assert errors and errors[0].json_path.startswith("$.deployments[0].shutdown_rule")
+    assert "-5" in errors[0].message
+
+
+@pytest.mark.parametrize("name", schema.SCHEMA_NAMES)
+def test_every_packaged_schema_is_valid_2020_12(name: str) -> None:
+    loaded = schema.load_schema(name)
+    assert loaded["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    Draft202012Validator.check_schema(loaded)
+
+
+@pytest.mark.parametrize("name", ["providers", "machines", "deployments", "models", "workflows",
+                                  "connections", "policy"])
+def test_every_whole_file_schema_requires_schema_version_1(name: str) -> None:
+    loaded = schema.load_schema(name)
+    assert "schema_version" in loaded["required"]
+    errors, _ = schema.check(name, {"schema_version": 2})
+    assert any(e.json_path == "$.schema_version" for e in errors)
+
+
+def test_unknown_schema_name_is_refused() -> None:
+    with pytest.raises(KeyError):
+        schema.load_schema("jobs")
+
+
+def test_schema_files_are_packaged_as_json() -> None:
+    names = sorted(p.name for p in resources.files("gpuharness.schemas").iterdir() if p.name.endswith(".json"))
+    assert names == sorted(f"{n}.schema.json" for n in schema.SCHEMA_NAMES)
+    for name in names:
+        json.loads(resources.files("gpuharness.schemas").joinpath(name).read_text("utf-8"))
