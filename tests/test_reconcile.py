@@ -9,7 +9,8 @@ from reconcile_fakes import FakeProvider, deployment, instance, make_registry
 
 from gpuharness import lifecycle
 from gpuharness.ledger import Ledger
-from gpuharness.reconcile import fetch_inventory, find_orphans, reconcile, stale_running_jobs
+from gpuharness.inventory import fetch_inventory
+from gpuharness.reconcile import find_orphans, reconcile, stale_running_jobs
 
 
 def _inventory(*providers: FakeProvider):
