@@ -1,0 +1,538 @@
+"""A simulated GPU host: an SSH server on 127.0.0.1 (paramiko's server side) whose exec runs a real /bin/sh
+in a per-host sandbox, with fake `nvidia-smi`, `df`, `ps`, `ss` and `python3` on PATH, an SFTP subsystem,
+and injectable faults."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, cast, final
+
+import paramiko
+from paramiko.common import AUTH_FAILED, AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED, OPEN_SUCCEEDED
+from paramiko.sftp import SFTP_PERMISSION_DENIED
+
+from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
+
+Counter = Callable[[str], None]
+NvidiaSmiMode = Literal["ok", "missing", "hung", "driver_mismatch", "not_loaded", "no_devices"]
+
+#: name -> (memory.total MiB as nvidia-smi prints it, has ECC)
+GPU_TABLE: dict[str, tuple[int, bool]] = {
+    "NVIDIA GeForce RTX 4090": (24564, False),
+    "NVIDIA GeForce RTX 5090": (32607, False),
+    "NVIDIA RTX A6000": (49140, True),
+    "NVIDIA L40S": (46068, True),
+    "NVIDIA A100-SXM4-80GB": (81920, True),
+    "NVIDIA H100 80GB HBM3": (81559, True),
+    "NVIDIA H200": (143771, True),
+}
+SHORT_NAMES: dict[str, str] = {
+    "RTX 4090": "NVIDIA GeForce RTX 4090", "RTX 5090": "NVIDIA GeForce RTX 5090", "RTX A6000": "NVIDIA RTX A6000",
+    "A6000": "NVIDIA RTX A6000", "L40S": "NVIDIA L40S", "A100": "NVIDIA A100-SXM4-80GB",
+    "A100 SXM4": "NVIDIA A100-SXM4-80GB", "H100": "NVIDIA H100 80GB HBM3", "H100 SXM": "NVIDIA H100 80GB HBM3",
+    "H200": "NVIDIA H200",
+}
+RUNTIME_PROCESS: dict[str, str] = {
+    "comfyui": "python main.py --listen 0.0.0.0 --port 8188",
+    "openai": "python -m vllm.entrypoints.openai.api_server --port 8000",
+}
+RUNTIME_PORT: dict[str, int] = {"comfyui": 8188, "openai": 8000}
+SERVICE_PID = 4242
+
+
+def full_gpu_name(name: str) -> str:
+    """The nvidia-smi name of an ordered GPU ("RTX 4090" -> "NVIDIA GeForce RTX 4090")."""
+    return SHORT_NAMES.get(name, name)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class HostSpec:
+    """What the simulated host looks like, faults included. Defaults describe a healthy RTX 4090 box."""
+
+    gpu: str = "NVIDIA GeForce RTX 4090"
+    gpu_count: int = 1
+    memory_total_mib: int | None = None  # None: from GPU_TABLE
+    driver: str = "570.86.15"
+    cuda: str = "12.8"
+    temperature_c: int = 38
+    ecc_uncorrected: int = 0
+    throttle: tuple[str, ...] = ()  # hw_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown, ...
+    old_spelling: bool = False  # a pre-r525 driver that only knows clocks_throttle_reasons
+    memory_used_mib: int = 1
+    foreign_processes: tuple[str, ...] = ()  # compute apps that are not the service
+    disk_total_gb: float = 200.0
+    disk_free_gb: float = 150.0
+    runtime: Literal["comfyui", "openai"] | None = "comfyui"
+    service_up: bool = True
+    log_lines: tuple[str, ...] = ("Starting server", "To see the GUI go to: http://0.0.0.0:8188")
+    nvidia_smi: NvidiaSmiMode = "ok"
+    torch: Literal["absent", "ok", "mismatch"] = "absent"
+    latency_s: float = 0.0
+    runtime_faults: RuntimeFaults = field(default_factory=RuntimeFaults)
+    model: str = "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+FAULTS: dict[str, dict[str, Any]] = {
+    "oom": {"runtime_faults": RuntimeFaults(oom=True)},
+    "missing_custom_node": {"runtime_faults": RuntimeFaults(missing_node="ClownsharKSampler_Beta")},
+    "driver_mismatch": {"nvidia_smi": "driver_mismatch"},
+    "full_disk": {"disk_free_gb": 0.2},
+    "hung_nvidia_smi": {"nvidia_smi": "hung"},
+    "ssh_latency": {"latency_s": 0.05},
+}
+
+
+def with_fault(spec: HostSpec, name: str) -> HostSpec:
+    """The spec with one of the named faults of FAULTS injected."""
+    return replace(spec, **FAULTS[name])
+
+
+def _gpu_rows(spec: HostSpec) -> list[dict[str, str]]:
+    total, has_ecc = GPU_TABLE.get(spec.gpu, (spec.memory_total_mib or 24564, False))
+    if spec.memory_total_mib is not None:
+        total = spec.memory_total_mib
+    rows = []
+    for index in range(spec.gpu_count):
+        row = {
+            "index": str(index), "name": spec.gpu,
+            "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'{spec.gpu}{index}')}",
+            "driver_version": spec.driver, "memory.total": str(total), "memory.used": str(spec.memory_used_mib),
+            "temperature.gpu": str(spec.temperature_c), "utilization.gpu": "0",
+            "ecc.errors.uncorrected.volatile.total": str(spec.ecc_uncorrected) if has_ecc or spec.ecc_uncorrected
+            else "[N/A]",
+            "pcie.link.gen.current": "4", "pcie.link.width.current": "16",
+        }
+        for reason in ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown",
+                       "sw_power_cap", "gpu_idle", "active"):
+            state = "Active" if reason in spec.throttle else "Not Active"
+            row[f"clocks_throttle_reasons.{reason}"] = state
+            if not spec.old_spelling:
+                row[f"clocks_event_reasons.{reason}"] = state
+        rows.append(row)
+    return rows
+
+
+def _nvidia_smi_script(spec: HostSpec, service_up: bool) -> str:
+    """A /bin/sh nvidia-smi: CSV queries, the default header, compute apps and the error outputs."""
+    q = shlex.quote
+    if spec.nvidia_smi == "hung":
+        return "#!/bin/sh\nexec sleep 3600\n"
+    if spec.nvidia_smi == "driver_mismatch":
+        return ("#!/bin/sh\necho 'Failed to initialize NVML: Driver/library version mismatch'\n"
+                f"echo 'NVML library version: {spec.driver}'\nexit 18\n")
+    if spec.nvidia_smi == "not_loaded":
+        return ("#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+                "Make sure that the latest NVIDIA driver is installed and running.\"\nexit 9\n")
+    if spec.nvidia_smi == "no_devices":
+        return "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
+    rows = _gpu_rows(spec)
+    cases = []
+    for row in rows:
+        arms = "\n".join(f"      {q(key)}) v={q(value)} ;;" for key, value in row.items())
+        cases.append(f"    {row['index']}) case \"$f\" in\n{arms}\n"
+                     f"      *) echo \"Field \\\"$f\\\" is not a valid field to query.\" >&2; exit 2 ;;\n"
+                     "    esac ;;")
+    apps = []
+    if service_up and spec.runtime:
+        apps.append(f"{SERVICE_PID}, python, 20480")
+    apps += [f"{5000 + i}, {name}, 4096" for i, name in enumerate(spec.foreign_processes)]
+    apps_text = "\\n".join(apps)
+    name = spec.gpu
+    header = (
+        "+-----------------------------------------------------------------------------------------+\n"
+        f"| NVIDIA-SMI {spec.driver:<22} Driver Version: {spec.driver:<14} CUDA Version: {spec.cuda:<8}|\n"
+        "|-----------------------------------------+------------------------+----------------------+\n"
+        f"|   0  {name[:30]:<30}  On |   00000000:01:00.0 Off |                  Off |\n"
+        "+-----------------------------------------------------------------------------------------+\n")
+    return f"""#!/bin/sh
+query=""; apps=""
+for arg in "$@"; do
+  case "$arg" in
+    --query-gpu=*) query="${{arg#--query-gpu=}}" ;;
+    --query-compute-apps=*) apps=1 ;;
+  esac
+done
+if [ -n "$apps" ]; then printf '{apps_text}'; [ -n '{apps_text}' ] && echo; exit 0; fi
+if [ -z "$query" ]; then printf '%s' {q(header)}; exit 0; fi
+for i in {" ".join(r["index"] for r in rows)}; do
+  line=""; sep=""
+  old_ifs="$IFS"; IFS=","
+  for f in $query; do
+    IFS="$old_ifs"
+    case "$i" in
+{chr(10).join(cases)}
+    esac
+    line="$line$sep$v"; sep=", "
+  done
+  IFS="$old_ifs"
+  echo "$line"
+done
+"""
+
+
+def _fake_tools(spec: HostSpec, service_port: int | None, workspace: Path) -> dict[str, str]:
+    free_kb = int(spec.disk_free_gb * 1024 * 1024)
+    total_kb = int(spec.disk_total_gb * 1024 * 1024)
+    up = spec.service_up and spec.runtime is not None
+    process_lines = ["    1 /bin/sh /start.sh", "   77 sshd: root@notty"]
+    if up and spec.runtime:
+        process_lines.append(f" {SERVICE_PID} {RUNTIME_PROCESS[spec.runtime]}")
+    process_lines += [f" {5000 + i} {name}" for i, name in enumerate(spec.foreign_processes)]
+    ports = [22] + ([service_port] if up and service_port else [])
+    ss_lines = [f"LISTEN 0      4096         0.0.0.0:{port}      0.0.0.0:*" for port in ports]
+    torch_line = {"absent": "absent", "ok": f"ok max_abs_err=3.05e-05 device={spec.gpu}",
+                  "mismatch": f"mismatch max_abs_err=41.7 device={spec.gpu}"}[spec.torch]
+    tools = {
+        "nvidia-smi": _nvidia_smi_script(spec, up),
+        "df": ("#!/bin/sh\necho 'Filesystem     1024-blocks      Used Available Capacity Mounted on'\n"
+               "for a in \"$@\"; do case \"$a\" in -*) ;; *) "
+               f"echo \"overlay {total_kb} {total_kb - free_kb} {free_kb} 50% $a\" ;; esac; done\n"),
+        "ps": "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(process_lines) + "\nEOF\n",
+        "ss": "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(ss_lines) + "\nEOF\n",
+        "python3": f"#!/bin/sh\necho {shlex.quote(torch_line)}\n",
+    }
+    if spec.nvidia_smi == "missing":
+        del tools["nvidia-smi"]
+    return tools
+
+
+class _Server(paramiko.ServerInterface):
+    def __init__(self, host: SimHost) -> None:
+        self.host = host
+        self.tcpip: dict[int, tuple[str, int]] = {}
+
+    def check_channel_request(self, kind: str, chanid: int) -> int:
+        if kind == "session":
+            return OPEN_SUCCEEDED
+        return OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+
+    def check_channel_direct_tcpip_request(self, chanid: int, origin: tuple[str, int],
+                                           destination: tuple[str, int]) -> int:
+        if destination[0] not in {"127.0.0.1", "localhost"}:
+            return OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+        self.tcpip[chanid] = destination
+        return OPEN_SUCCEEDED
+
+    def get_allowed_auths(self, username: str) -> str:
+        return "publickey"
+
+    def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
+        if key.get_base64() in self.host.authorized:
+            return AUTH_SUCCESSFUL
+        return AUTH_FAILED
+
+    def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
+        threading.Thread(target=self.host._run_exec, args=(channel, command.decode()), daemon=True).start()
+        return True
+
+
+class _SandboxSFTP(paramiko.SFTPServerInterface):
+    """Read-only SFTP confined to the sandbox directory."""
+
+    def __init__(self, server: paramiko.ServerInterface, *args: Any, root: str = "/", **kwargs: Any) -> None:
+        super().__init__(server, *args, **kwargs)
+        self.root = os.path.realpath(root)
+
+    def _real(self, path: str) -> str | None:
+        real = os.path.realpath(path if os.path.isabs(path) else os.path.join(self.root, path))
+        return real if real == self.root or real.startswith(self.root + os.sep) else None
+
+    def canonicalize(self, path: str) -> str:
+        return self._real(path) or self.root
+
+    def stat(self, path: str) -> paramiko.SFTPAttributes | int:
+        real = self._real(path)
+        if real is None:
+            return SFTP_PERMISSION_DENIED
+        try:
+            return paramiko.SFTPAttributes.from_stat(os.stat(real), os.path.basename(real))
+        except OSError as exc:
+            return paramiko.SFTPServer.convert_errno(exc.errno or errno.EIO)
+
+    lstat = stat
+
+    def list_folder(self, path: str) -> list[paramiko.SFTPAttributes] | int:
+        real = self._real(path)
+        if real is None:
+            return SFTP_PERMISSION_DENIED
+        try:
+            return [paramiko.SFTPAttributes.from_stat(os.stat(os.path.join(real, name)), name)
+                    for name in sorted(os.listdir(real))]
+        except OSError as exc:
+            return paramiko.SFTPServer.convert_errno(exc.errno or errno.EIO)
+
+    def open(self, path: str, flags: int, attr: paramiko.SFTPAttributes) -> paramiko.SFTPHandle | int:
+        real = self._real(path)
+        if real is None or flags & (os.O_WRONLY | os.O_RDWR):
+            return SFTP_PERMISSION_DENIED
+        try:
+            handle_file = open(real, "rb")  # closed by the SFTP handle
+        except OSError as exc:
+            return paramiko.SFTPServer.convert_errno(exc.errno or errno.EIO)
+        handle = paramiko.SFTPHandle(flags)
+        handle.filename = real  # type: ignore[attr-defined]
+        handle.readfile = handle_file  # type: ignore[attr-defined]
+        return handle
+
+
+@final
+class SimHost:
+    """One simulated host. Start it standalone (`with SimHost(spec) as host:`) or from the provider
+    simulator's host_factory. `stats` counts ssh_connections and ssh_execs."""
+
+    def __init__(self, spec: HostSpec | None = None, *, root: str | Path | None = None,
+                 counter: Counter | None = None, name: str = "simhost") -> None:
+        self.spec = spec or HostSpec()
+        self.name = name
+        self._own_root = root is None
+        self.root = Path(tempfile.mkdtemp(prefix=f"gh-{name}-") if root is None else root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.workspace = self.root / "workspace"
+        self.bin = self.root / "bin"
+        self.counter = counter
+        self.stats: dict[str, int] = {"ssh_connections": 0, "ssh_execs": 0}
+        self.host_key = paramiko.ECDSAKey.generate()
+        self.client_key = paramiko.ECDSAKey.generate()
+        self.authorized = {self.client_key.get_base64()}
+        self.client_key_path = self.root / "client_key"
+        self.known_hosts_path = self.root / "known_hosts"
+        self.runtime: RuntimeServer | None = None
+        self._sock: socket.socket | None = None
+        self._threads: list[threading.Thread] = []
+        self._transports: list[paramiko.Transport] = []
+        self._stopping = threading.Event()
+        self.ssh_host = "127.0.0.1"
+        self.ssh_port = 0
+
+    # --- lifecycle
+    def start(self) -> SimHost:
+        spec = self.spec
+        if spec.runtime is not None:
+            self.runtime = RuntimeServer(spec.runtime, faults=spec.runtime_faults, model=spec.model,
+                                         output_root=self.workspace / "output").start()
+        self.write_sandbox()
+        self.client_key.write_private_key_file(str(self.client_key_path))
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        self._sock = sock
+        self.ssh_port = sock.getsockname()[1]
+        self.write_known_hosts(self.known_hosts_path)
+        thread = threading.Thread(target=self._accept_loop, name=f"{self.name}-accept", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+        for transport in list(self._transports):
+            transport.close()
+        if self.runtime is not None:
+            self.runtime.stop()
+        if self._own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> SimHost:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- what a deployment record needs
+    @property
+    def service_port(self) -> int | None:
+        return self.runtime.port if self.runtime is not None else None
+
+    @property
+    def http_ports(self) -> Mapping[int, int]:
+        if self.runtime is None or self.spec.runtime is None:
+            return {}
+        return {RUNTIME_PORT[self.spec.runtime]: self.runtime.port}
+
+    @property
+    def endpoint(self) -> str | None:
+        return self.runtime.url if self.runtime is not None else None
+
+    @property
+    def log_path(self) -> Path:
+        return self.workspace / "runtime.log"
+
+    def ssh_block(self) -> dict[str, Any]:
+        """The deployments.json `ssh` object for this host."""
+        return {"host": self.ssh_host, "port": self.ssh_port, "user": "root",
+                "key_file": str(self.client_key_path), "known_hosts": str(self.known_hosts_path),
+                "workspace": str(self.workspace)}
+
+    def write_known_hosts(self, path: Path, key: paramiko.PKey | None = None) -> None:
+        """Append this host's key (or another key, to simulate a changed host) as `[127.0.0.1]:port`."""
+        key = key or self.host_key
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(f"[{self.ssh_host}]:{self.ssh_port} {key.get_name()} {key.get_base64()}\n")
+
+    def write_sandbox(self) -> None:
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        (self.workspace / "output").mkdir(exist_ok=True)
+        self.bin.mkdir(exist_ok=True)
+        for stale in self.bin.iterdir():
+            stale.unlink()
+        for name, body in _fake_tools(self.spec, self.service_port, self.workspace).items():
+            path = self.bin / name
+            path.write_text(body)
+            path.chmod(0o755)
+        lines = list(self.spec.log_lines)
+        if self.spec.runtime_faults.oom:
+            lines += ["!!! Exception during processing !!! Allocation on device",
+                      "torch.OutOfMemoryError: Allocation on device", "Got an OOM, unloading all loaded models."]
+        if self.spec.runtime_faults.missing_node:
+            lines += ["Cannot import /workspace/ComfyUI/custom_nodes/RES4LYF module for custom nodes: "
+                      "No module named 'pywt'",
+                      "   0.4 seconds (IMPORT FAILED): /workspace/ComfyUI/custom_nodes/RES4LYF"]
+        self.log_path.write_text("".join(line + "\n" for line in lines))
+
+    def reconfigure(self, spec: HostSpec) -> None:
+        """Change the simulated facts (and faults) of a running host."""
+        self.spec = spec
+        if self.runtime is not None:
+            self.runtime.faults = spec.runtime_faults
+        self.write_sandbox()
+
+    # --- SSH server
+    def _count(self, name: str) -> None:
+        self.stats[name] += 1
+        if self.counter is not None:
+            self.counter(name)
+
+    def _accept_loop(self) -> None:
+        assert self._sock is not None
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            thread.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        if self.spec.latency_s:
+            time.sleep(self.spec.latency_s * 2)  # TCP + key exchange round trips
+        transport = paramiko.Transport(conn)
+        self._transports.append(transport)
+        transport.add_server_key(self.host_key)
+        transport.set_subsystem_handler("sftp", paramiko.SFTPServer, _SandboxSFTP, root=str(self.root))
+        server = _Server(self)
+        try:
+            transport.start_server(server=server)
+        except (paramiko.SSHException, EOFError, OSError):
+            return
+        self._count("ssh_connections")
+        while transport.is_active() and not self._stopping.is_set():
+            chan = transport.accept(0.5)
+            if chan is None:
+                continue
+            destination = server.tcpip.pop(chan.get_id(), None)
+            if destination is not None:
+                threading.Thread(target=_pump_tcpip, args=(chan, destination), daemon=True).start()
+
+    def _run_exec(self, chan: paramiko.Channel, command: str) -> None:
+        self._count("ssh_execs")
+        if self.spec.latency_s:
+            time.sleep(self.spec.latency_s)
+        env = {"PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.root),
+               "GH_SANDBOX": str(self.root), "LANG": "C"}
+        try:
+            proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=self.root, env=env, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            chan.sendall_stderr(f"sh: {exc}\n".encode())
+            chan.send_exit_status(127)
+            chan.close()
+            return
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        stdout, stderr = cast(io.BufferedReader, proc.stdout), cast(io.BufferedReader, proc.stderr)
+        stdin = proc.stdin
+
+        def feed() -> None:
+            with contextlib.suppress(OSError, EOFError):
+                while data := chan.recv(32768):
+                    stdin.write(data)
+                    stdin.flush()
+            with contextlib.suppress(OSError):
+                stdin.close()
+
+        def drain_err() -> None:
+            with contextlib.suppress(OSError, EOFError):
+                while data := stderr.read1(32768):
+                    chan.sendall_stderr(data)
+
+        threads = [threading.Thread(target=feed, daemon=True), threading.Thread(target=drain_err, daemon=True)]
+        for thread in threads:
+            thread.start()
+        try:
+            while data := stdout.read1(32768):
+                chan.sendall(data)
+        except OSError:
+            # the client went away (its deadline passed): stop the script and everything it started
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, 9)
+        threads[1].join()
+        code = proc.wait()
+        with contextlib.suppress(OSError, EOFError):
+            chan.send_exit_status(code)
+            chan.close()
+
+
+def _pump_tcpip(chan: paramiko.Channel, destination: tuple[str, int]) -> None:
+    """Forward a direct-tcpip channel (this host acting as a jump host) to a loopback port."""
+    try:
+        upstream = socket.create_connection(destination, timeout=5)
+    except OSError:
+        chan.close()
+        return
+    upstream.settimeout(None)
+
+    def up() -> None:
+        with contextlib.suppress(OSError, EOFError):
+            while data := chan.recv(32768):
+                upstream.sendall(data)
+        with contextlib.suppress(OSError):
+            upstream.shutdown(socket.SHUT_WR)
+
+    threading.Thread(target=up, daemon=True).start()
+    with contextlib.suppress(OSError, EOFError):
+        while data := upstream.recv(32768):
+            chan.sendall(data)
+    chan.close()
+    upstream.close()
+
+
+def host_factory(counter: Counter | None = None, base: HostSpec | None = None,
+                 ) -> Callable[[Any], SimHost]:
+    """A Simulator.host_factory: one SimHost per running instance, with the GPU it was ordered with."""
+
+    def make(instance: Any) -> SimHost:
+        image = str(getattr(instance, "image", "") or "").lower()
+        runtime: Literal["comfyui", "openai"] = "openai" if ("vllm" in image or "openai" in image) else "comfyui"
+        spec = replace(base or HostSpec(), gpu=full_gpu_name(str(instance.gpu)),
+                       gpu_count=int(getattr(instance, "gpu_count", 1) or 1), runtime=runtime)
+        return SimHost(spec, counter=counter, name=f"host-{instance.id}").start()
+
+    return make

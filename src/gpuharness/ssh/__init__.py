@@ -1,0 +1,18 @@
+"""SSH and local transports implementing the Remote seam (`gpuharness.remote`)."""
+
+from __future__ import annotations
+
+from gpuharness.ssh.hostkeys import fingerprint
+from gpuharness.ssh.local import LocalRemote
+from gpuharness.ssh.route import Route, parse_route, resolve
+from gpuharness.ssh.transport import SSHRemote
+
+__all__ = ["LocalRemote", "Route", "SSHRemote", "fingerprint", "open_remote", "parse_route", "resolve"]
+
+
+def open_remote(route: Route, *, connect_timeout_s: float = 15.0) -> SSHRemote | LocalRemote:
+    """Open the one connection for this target and phase. One attempt: errors are RemoteError, never retried."""
+    if route.transport == "local":
+        return LocalRemote(route.target)
+    return SSHRemote(route, connect_timeout_s=connect_timeout_s)
+

@@ -1,0 +1,173 @@
+"""The paramiko transport: one connection per target, one attempt, every exec bounded by a deadline."""
+
+from __future__ import annotations
+
+import os
+import select
+import stat
+import time
+from typing import final
+
+import paramiko
+
+from gpuharness.remote import ExecResult, RemoteError
+from gpuharness.ssh.hostkeys import FirstUsePolicy, changed_key_error, load_known_hosts
+from gpuharness.ssh.route import Route
+
+_CHUNK = 32768
+
+
+def _client(route: Route) -> tuple[paramiko.SSHClient, FirstUsePolicy]:
+    client = paramiko.SSHClient()
+    load_known_hosts(client, route.known_hosts)
+    policy = FirstUsePolicy(route.target, route.known_hosts, trust_on_first_use=route.trust_on_first_use)
+    client.set_missing_host_key_policy(policy)
+    return client, policy
+
+
+def _connect(route: Route, timeout_s: float, sock: paramiko.Channel | paramiko.ProxyCommand | None,
+             ) -> tuple[paramiko.SSHClient, FirstUsePolicy]:
+    client, policy = _client(route)
+    try:
+        client.connect(route.host, port=route.port, username=route.user or os.environ.get("USER", "root"),
+                       key_filename=route.key_file, timeout=timeout_s, banner_timeout=timeout_s,
+                       auth_timeout=timeout_s, channel_timeout=timeout_s, sock=sock,
+                       allow_agent=route.key_file is None, look_for_keys=route.key_file is None)
+    except RemoteError:
+        client.close()
+        raise
+    except paramiko.BadHostKeyException as exc:
+        client.close()
+        raise changed_key_error(route.target, route.known_hosts, exc) from None
+    except paramiko.AuthenticationException as exc:
+        client.close()
+        raise RemoteError("auth", f"authentication failed for {route.label}: {exc} "
+                          "(check ssh.user and ssh.key_file)", target=route.target) from None
+    except TimeoutError as exc:
+        client.close()
+        raise RemoteError("timeout", f"connecting to {route.label} timed out after {timeout_s:g}s: {exc}",
+                          target=route.target) from None
+    except (OSError, EOFError, paramiko.SSHException) as exc:
+        client.close()
+        raise RemoteError("unreachable", f"cannot connect to {route.label}: {exc}", target=route.target) from None
+    except Exception as exc:  # paramiko raises bare Exception on some key-type mismatches
+        client.close()
+        raise RemoteError("unreachable", f"cannot connect to {route.label}: {type(exc).__name__}: {exc}",
+                          target=route.target) from None
+    return client, policy
+
+
+@final
+class SSHRemote:
+    """One SSH connection to one target for one phase (the Remote protocol)."""
+
+    __slots__ = ("_clients", "accepted_host_key", "client", "connections", "execs", "route", "target")
+
+    def __init__(self, route: Route, *, connect_timeout_s: float = 15.0) -> None:
+        self.route = route
+        self.target = route.target
+        self.execs = 0
+        self._clients: list[paramiko.SSHClient] = []
+        sock: paramiko.Channel | paramiko.ProxyCommand | None = None
+        if route.jump is not None:
+            jump_client, _ = _connect(route.jump, connect_timeout_s, None)
+            self._clients.append(jump_client)
+            transport = jump_client.get_transport()
+            assert transport is not None
+            try:
+                sock = transport.open_channel("direct-tcpip", (route.host, route.port), ("127.0.0.1", 0),
+                                              timeout=connect_timeout_s)
+            except (paramiko.SSHException, OSError) as exc:
+                self.close()
+                raise RemoteError("unreachable", f"jump host {route.jump.label} cannot reach "
+                                  f"{route.host}:{route.port}: {exc}", target=route.target) from None
+        elif route.proxy_command:
+            sock = paramiko.ProxyCommand(route.proxy_command.replace("%h", route.host)
+                                         .replace("%p", str(route.port)))
+        try:
+            self.client, policy = _connect(route, connect_timeout_s, sock)
+        except RemoteError:
+            self.close()
+            raise
+        self._clients.append(self.client)
+        self.connections = 1
+        self.accepted_host_key = policy.accepted
+
+    def exec(self, script: str, *, deadline_s: float) -> ExecResult:
+        """Send the script on stdin of `/bin/sh -s`; drain both streams; stop at the deadline."""
+        self.execs += 1
+        started = time.monotonic()
+        end = started + deadline_s
+        transport = self.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise RemoteError("closed", "the connection is closed", target=self.target)
+        try:
+            chan = transport.open_session(timeout=max(0.1, end - time.monotonic()))
+            chan.settimeout(max(0.1, end - time.monotonic()))
+            chan.exec_command("/bin/sh -s")
+            chan.sendall(script.encode())
+            chan.shutdown_write()
+        except TimeoutError:
+            return ExecResult("", "", None, True, time.monotonic() - started)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise RemoteError("closed", f"exec failed: {exc}", target=self.target) from None
+        out, err = bytearray(), bytearray()
+        timed_out = False
+        while True:
+            while chan.recv_ready():
+                out += chan.recv(_CHUNK)
+            while chan.recv_stderr_ready():
+                err += chan.recv_stderr(_CHUNK)
+            # never recv_exit_status(): it has no timeout. Poll the status with our own deadline.
+            if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                break
+            if chan.closed and not chan.recv_ready():
+                break
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            select.select([chan], [], [], min(remaining, 0.05))
+        status = None if timed_out else chan.exit_status
+        chan.close()
+        return ExecResult(out.decode(errors="replace"), err.decode(errors="replace"), status, timed_out,
+                          time.monotonic() - started)
+
+    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True) -> int:
+        """SFTP download; with resume, continue from the size already on disk."""
+        try:
+            sftp = self.client.open_sftp()
+        except (paramiko.SSHException, OSError) as exc:
+            raise RemoteError("closed", f"sftp unavailable: {exc}", target=self.target) from None
+        try:
+            size = sftp.stat(remote_path).st_size or 0
+            offset = os.path.getsize(local_path) if resume and os.path.exists(local_path) else 0
+            if offset > size:
+                offset = 0
+            moved = 0
+            with sftp.open(remote_path, "rb") as src, open(local_path, "ab" if offset else "wb") as out:
+                src.seek(offset)
+                while chunk := src.read(_CHUNK):
+                    out.write(chunk)
+                    moved += len(chunk)
+            return moved
+        except FileNotFoundError:
+            raise RemoteError("closed", f"no such remote file {remote_path}", target=self.target) from None
+        except OSError as exc:
+            raise RemoteError("closed", f"sftp get {remote_path}: {exc}", target=self.target) from None
+        finally:
+            sftp.close()
+
+    def listdir(self, remote_dir: str) -> list[tuple[str, int]]:
+        """Regular files in a remote directory, with sizes."""
+        sftp = self.client.open_sftp()
+        try:
+            return [(a.filename, a.st_size or 0) for a in sftp.listdir_attr(remote_dir)
+                    if a.st_mode is not None and stat.S_ISREG(a.st_mode)]
+        finally:
+            sftp.close()
+
+    def close(self) -> None:
+        for client in reversed(self._clients):
+            client.close()
+        self._clients.clear()

@@ -1,0 +1,103 @@
+"""The batched probe: one exec, marked sections, parsed into a ProbeResult; nvidia-smi failures are classes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpuharness import probe
+from gpuharness.sim.host import HostSpec, SimHost, with_fault
+from gpuharness.ssh import LocalRemote, Route, open_remote
+
+
+def run_probe(tmp_path, spec: HostSpec, **targets):
+    with SimHost(spec, root=tmp_path / "host") as host:
+        block = host.ssh_block()
+        route = Route(target="dep_p", host=block["host"], port=block["port"], user="root",
+                      key_file=block["key_file"], known_hosts=block["known_hosts"])
+        remote = open_remote(route)
+        options = {"workspace": block["workspace"], "process_pattern": "main.py",
+                   "service_port": host.service_port, "log_path": str(host.log_path), **targets}
+        result, parsed = probe.run(remote, probe.ProbeTargets(**options), deadline_s=60)
+        remote.close()
+        return host, result, parsed
+
+
+def test_one_exec_returns_every_fact_of_a_healthy_host(tmp_path):
+    host, result, facts = run_probe(tmp_path, HostSpec(gpu="NVIDIA H100 80GB HBM3", gpu_count=2))
+    assert host.stats == {"ssh_connections": 1, "ssh_execs": 1}
+    assert facts.complete and facts.gpu_error is None
+    assert [g.name for g in facts.gpus] == ["NVIDIA H100 80GB HBM3"] * 2
+    assert facts.gpus[0].memory_total_mib == 81559 and facts.gpus[0].ecc_uncorrected == 0
+    assert (facts.driver_version, facts.cuda_version) == ("570.86.15", "12.8")
+    assert facts.throttle_spelling == "clocks_event_reasons"
+    assert host.service_port in facts.listening_ports
+    assert facts.processes == ((4242, "python main.py --listen 0.0.0.0 --port 8188"),)
+    assert facts.disk_free_bytes[str(host.workspace)] == 150 * 1024**3
+    assert facts.log_tail[0] == "Starting server"
+    assert facts.torch == "absent"
+    assert facts.digest == probe.digest_of(result.stdout, result.stderr, result.exit_status)
+
+
+def test_old_drivers_are_asked_with_the_throttle_spelling(tmp_path):
+    spec = HostSpec(old_spelling=True, throttle=("hw_thermal_slowdown",))
+    _, _, facts = run_probe(tmp_path, spec)
+    assert facts.throttle_spelling == "clocks_throttle_reasons"
+    assert facts.gpus[0].throttle == ("hw_thermal_slowdown",)
+
+
+def test_hung_nvidia_smi_is_cut_off_inside_the_script(tmp_path):
+    _, result, facts = run_probe(tmp_path, with_fault(HostSpec(), "hung_nvidia_smi"), nvidia_smi_timeout_s=1)
+    assert not result.timed_out, "the script's own deadline must fire before the exec deadline"
+    assert facts.gpu_error == "nvidia_smi_hung"
+    assert facts.complete and facts.log_tail, "the other sections still come back"
+
+
+@pytest.mark.parametrize(("mode", "error"), [("missing", "nvidia_smi_missing"),
+                                             ("driver_mismatch", "driver_library_mismatch"),
+                                             ("not_loaded", "driver_not_loaded"),
+                                             ("no_devices", "no_devices_found")])
+def test_nvidia_smi_failures_become_error_classes(tmp_path, mode, error):
+    _, _, facts = run_probe(tmp_path, replace(HostSpec(), nvidia_smi=mode))
+    assert facts.gpu_error == error
+    assert facts.gpus == ()
+
+
+def test_driver_mismatch_keeps_the_decisive_line(tmp_path):
+    _, _, facts = run_probe(tmp_path, with_fault(HostSpec(), "driver_mismatch"))
+    assert facts.gpu_error_line == "Failed to initialize NVML: Driver/library version mismatch"
+
+
+def test_foreign_compute_processes_are_listed(tmp_path):
+    _, _, facts = run_probe(tmp_path, HostSpec(foreign_processes=("python train_other.py",)))
+    assert {app.pid for app in facts.compute_apps} == {4242, 5000}
+
+
+def test_csv_line_with_not_available_values_and_a_comma_in_the_name():
+    line = "0, NVIDIA GeForce RTX 4090, Founders, GPU-1, 580.95.05, 24564, 1, 38, 0, [N/A], Active, " \
+           "Not Active, [Not Supported], Not Active, 4, 16"
+    gpu = probe.parse_gpu_line(line)
+    assert gpu.name == "NVIDIA GeForce RTX 4090, Founders"
+    assert gpu.ecc_uncorrected is None and gpu.throttle == ("hw_slowdown",)
+    with pytest.raises(ValueError, match="expected 15 CSV fields"):
+        probe.parse_gpu_line("0, only, three")
+
+
+def test_a_truncated_transcript_is_incomplete():
+    facts = probe.parse("@@gpuharness gpus\nspelling clocks_event_reasons\n", "", None)
+    assert facts.gpu_error == "nvidia_smi_hung" and not facts.complete
+
+
+def test_parameters_never_become_shell_code(tmp_path):
+    marker = tmp_path / "pwned"
+    script = probe.build_script(probe.ProbeTargets(workspace=f"/x'; touch {marker}; echo '",
+                                                   process_pattern=f"$(touch {marker})"))
+    LocalRemote().exec(script, deadline_s=60)
+    assert not marker.exists()
+
+
+def test_local_transport_runs_the_same_probe():
+    result, facts = probe.run(LocalRemote(), probe.ProbeTargets(workspace="/"), deadline_s=60)
+    assert facts.complete and result.exit_status == 0
+    assert "/" in facts.disk_free_bytes
