@@ -1,0 +1,1 @@
+"""The lifecycle operations: provision, install/configure, run, retrieve, destroy, reap."""

@@ -1,0 +1,98 @@
+"""destroy: exact confirmation, artifacts synced first, one reconciled terminate, verified by listing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, final
+
+from gpuharness.errors import UserError
+from gpuharness.ledger import Ledger
+from gpuharness.lifecycle import transition
+from gpuharness.operations.context import Context
+from gpuharness.operations.launch import terminate_reconciled
+from gpuharness.operations.provision import observe
+from gpuharness.operations.retrieve import unsynced
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class DestroyResult:
+    deployment: dict[str, Any]
+    terminate_calls: int
+    discarded: tuple[str, ...]
+    verified: bool
+
+
+def refusal(ctx: Context, deployment_id: str, confirm: str | None, discard_artifacts: bool) -> str | None:
+    """Why destroy must refuse (checked before any provider call), or None."""
+    if confirm != deployment_id:
+        return (f"destroy needs --confirm {deployment_id} (the exact id); got "
+                f"{'nothing' if confirm is None else repr(confirm)}")
+    deployment = ctx.registry.deployment(deployment_id)
+    if deployment["status"] == "destroyed":
+        return f"{deployment_id} is already destroyed (at {deployment.get('destroyed_at')})"
+    ledger = Ledger(ctx.registry.ledger_path)
+    running = [r["id"] for r in ledger.current().values()
+               if r["deployment_id"] == deployment_id and r["status"] == "running"]
+    if running:
+        return f"job(s) {', '.join(running)} still running on {deployment_id}"
+    pending = unsynced(ledger, deployment_id)
+    if pending and not discard_artifacts:
+        names = ", ".join(f"{job}/{a['name']}" for job, items in sorted(pending.items()) for a in items)
+        return (f"artifacts not synced off the instance: {names}; run `gpuharness retrieve {deployment_id}` "
+                "first, or pass --discard-artifacts to lose them on purpose")
+    return None
+
+
+def _discard(ctx: Context, deployment_id: str) -> tuple[str, ...]:
+    """Record, as new lines, that the unsynced artifacts were given up on purpose."""
+    ledger = Ledger(ctx.registry.ledger_path)
+    discarded: list[str] = []
+    for job_id in sorted(unsynced(ledger, deployment_id)):
+        current = ledger.current(job_id)
+        artifacts = [a if a.get("synced_at") else {**a, "discarded": True} for a in current.get("artifacts") or []]
+        line = {k: v for k, v in current.items() if k != "ts"}
+        line.update(artifacts=artifacts, correction=True, ts=ctx.now(),
+                    reason="artifacts discarded at destroy (--discard-artifacts)")
+        ledger.append(line, check_sequence=True)
+        discarded.extend(f"{job_id}/{a['name']}" for a in artifacts if a.get("discarded"))
+    return tuple(discarded)
+
+
+def destroy(ctx: Context, deployment_id: str, *, confirm: str | None,
+            discard_artifacts: bool = False) -> DestroyResult:
+    """Terminate the deployment's instance and keep the deployment as `destroyed` (history stays)."""
+    problem = refusal(ctx, deployment_id, confirm, discard_artifacts)
+    if problem is not None:
+        raise UserError(f"refused: {problem}", place=deployment_id, hint="nothing was terminated")
+    discarded = _discard(ctx, deployment_id) if discard_artifacts else ()
+    deployment = ctx.registry.deployment(deployment_id)
+    instance_id = deployment.get("instance_id")
+    if deployment["status"] != "destroying":
+        transition(ctx.registry, deployment_id, "destroying", route=f"{deployment['provider']} API",
+                   marker={"discarded": list(discarded)} if discarded else None, next_action="terminate")
+    calls = 0
+    verified = True
+    if instance_id:
+        provider = ctx.provider_for(deployment["provider"])
+        try:
+            calls = terminate_reconciled(provider, instance_id, sleep=ctx.sleep)
+            remaining = [i for i in provider.list_instances() if i.id == instance_id and i.status != "terminated"]
+            if remaining:
+                observe(ctx, remaining[0])
+                raise UserError(f"{instance_id} is still listed as {remaining[0].raw_status or remaining[0].status} "
+                                "after terminate", place=deployment_id,
+                                hint="it may still be billing; re-run destroy (it reconciles, never doubles)")
+            with ctx.registry.update("machines.json") as document:
+                for machine in document["machines"]:
+                    if machine.get("provider") == deployment["provider"] and machine.get("instance_id") == instance_id:
+                        machine.update(status="terminated", observed_at=ctx.now())
+        finally:
+            provider.close()
+    else:
+        verified = False
+    deployment = transition(ctx.registry, deployment_id, "destroyed", route=f"{deployment['provider']} API",
+                            marker={"terminate_calls": calls, "verified_by_listing": verified},
+                            note="terminated and verified by listing" if verified else "no instance was created",
+                            next_action=None, destroyed_at=ctx.now())
+    return DestroyResult(deployment, calls, discarded, verified)

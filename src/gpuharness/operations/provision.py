@@ -1,0 +1,321 @@
+"""provision: policy first, disclosure, reuse, one idempotent launch (reconciled), then the records."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, final
+
+from gpuharness.errors import UserError
+from gpuharness.ledger import Ledger
+from gpuharness.lifecycle import journal, transition
+from gpuharness.operations.context import Context
+from gpuharness.operations.launch import launch_reconciled
+from gpuharness.policy import Action, Policy
+from gpuharness.providers.base import KEY_PREFIX, Instance, LaunchSpec, Provider, ProviderError
+from gpuharness.spend import today_and_month
+
+#: deployment states that still hold (or may hold) a paid resource
+HOLDING = frozenset({"provisioning", "installing", "configuring", "health-checking", "ready", "running",
+                     "retrieving", "destroying", "stopped", "error"})
+#: states in which a deployment may be reused for the same request
+REUSABLE = frozenset({"provisioning", "installing", "configuring", "health-checking", "ready", "running"})
+SERVERLESS = "runpod-serverless"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ProvisionRequest:
+    """What the user asked for. cost_hr is the hourly price they accepted (from the provider's offers)."""
+
+    provider: str
+    gpu: str
+    image: str
+    cost_hr: float
+    runtime: str | None = None
+    model: str | None = None
+    workflow: str | None = None
+    gpu_count: int = 1
+    region: str | None = None
+    disk_gb: int = 50
+    idle_minutes: float | None = None
+    max_hours: float | None = None
+    deadline: str | None = None
+    interruptible: bool = False
+    bid_price: float | None = None
+    owner: str | None = None
+    checkpoint_path: str | None = None
+    deployment_id: str | None = None
+    service_port: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def shutdown_rule(self) -> dict[str, Any] | None:
+        rule: dict[str, Any] = {}
+        if self.idle_minutes is not None:
+            rule["idle_minutes"] = self.idle_minutes
+        if self.max_hours is not None:
+            rule["max_hours"] = self.max_hours
+        if self.deadline is not None:
+            rule["deadline"] = self.deadline
+        return rule or None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ProvisionResult:
+    deployment: dict[str, Any]
+    reused: bool
+    disclosure: str
+    launched: Instance | None = None
+
+
+def stop_condition(rule: dict[str, Any] | None) -> str:
+    """The shutdown rule in words."""
+    if not rule:
+        return "NONE (no shutdown rule)"
+    parts = []
+    if "idle_minutes" in rule:
+        parts.append(f"idle {rule['idle_minutes']:g} min")
+    if "max_hours" in rule:
+        parts.append(f"max {rule['max_hours']:g} h")
+    if "deadline" in rule:
+        parts.append(f"deadline {rule['deadline']}")
+    return ", whichever first: ".join(parts) if len(parts) > 1 else parts[0]
+
+
+def disclosure(request: ProvisionRequest, kind: str) -> str:
+    """What is about to be bought, stated before any provider call."""
+    mode = {"runpod": "RunPod Pod", SERVERLESS: "RunPod Serverless endpoint", "vast": "Vast.ai instance",
+            "massed": "Massed Compute VM", "owned": "owned server"}.get(kind, kind)
+    if request.interruptible:
+        mode += " (interruptible" + (f", bid ${request.bid_price:.3f}/hr" if request.bid_price else "") + ")"
+    burn = request.cost_hr
+    return "\n".join([
+        f"provider:        {request.provider} ({mode})",
+        f"spec:            {request.gpu_count} x {request.gpu}, image {request.image}, disk {request.disk_gb} GB"
+        + (f", runtime {request.runtime}" if request.runtime else "")
+        + (f", model {request.model}" if request.model else ""),
+        "quantity:        1 instance",
+        f"region:          {request.region or 'any'}",
+        f"hourly burn:     ${burn:.3f}/hr",
+        f"stop condition:  {stop_condition(request.shutdown_rule())}",
+        f"checkpoint path: {request.checkpoint_path or '(none: outputs are synced by `gpuharness retrieve`)'}",
+    ])
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", text.lower())[:12] or "gpu"
+
+
+def new_deployment_id(existing: set[str], request: ProvisionRequest) -> str:
+    """dep_<model-or-gpu>_<nn>, the first one not taken (ids are never reused: history stays)."""
+    stem = f"dep_{_slug(request.model or request.gpu)}"
+    for number in range(1, 10000):
+        candidate = f"{stem}_{number:02d}"
+        if candidate not in existing:
+            return candidate
+    raise UserError("no free deployment id", place=stem)
+
+
+def find_reusable(deployments: list[dict[str, Any]], request: ProvisionRequest) -> dict[str, Any] | None:
+    """A live deployment that already matches the request (same provider, GPU, image, runtime, model)."""
+    for deployment in deployments:
+        if deployment.get("status") not in REUSABLE:
+            continue
+        if request.deployment_id and deployment["id"] != request.deployment_id:
+            continue
+        if (deployment.get("provider") == request.provider and deployment.get("gpu") == request.gpu
+                and deployment.get("image") == request.image
+                and deployment.get("runtime") == request.runtime
+                and deployment.get("model") == request.model
+                and int(deployment.get("gpu_count") or 1) == request.gpu_count):
+            return deployment
+    return None
+
+
+def check_policy(ctx: Context, request: ProvisionRequest, kind: str) -> None:
+    """Refuse before any provider call when a ceiling would be exceeded."""
+    registry = ctx.registry
+    policy = Policy(registry.policy_document())
+    live = [d for d in registry.deployments() if d.get("status") in HOLDING]
+    spent_day, spent_month = today_and_month(Ledger(registry.ledger_path).records(), ctx.now())
+    allowed = policy.get("allowed_providers")
+    name = request.provider
+    if allowed is not None and name not in allowed and kind in allowed:
+        name = kind
+    decision = policy.evaluate(Action(
+        kind="launch", provider=name, cost_hr=request.cost_hr,
+        has_shutdown_rule=request.shutdown_rule() is not None, idle_minutes=request.idle_minutes,
+        live_burn_hr=sum(float(d.get("cost_hr") or 0.0) for d in live), live_deployments=len(live),
+        spent_today_usd=spent_day, spent_month_usd=spent_month))
+    if not decision.allowed:
+        raise UserError(f"refused before any provider call: {decision.reason}", path=registry.path("policy.json"),
+                        place=decision.ceiling, hint="raise the ceiling in policy.json, destroy a live deployment, "
+                        "or change the request; nothing was launched")
+
+
+def machine_record(instance: Instance, observed_at: str) -> dict[str, Any]:
+    """machines.json entry for an instance as the provider reported it."""
+    record: dict[str, Any] = {
+        "provider": instance.provider, "instance_id": instance.id, "name": instance.name, "gpu": instance.gpu,
+        "gpu_count": instance.gpu_count, "region": instance.region, "cost_hr": instance.cost_hr,
+        "status": instance.status, "raw_status": instance.raw_status, "observed_at": observed_at,
+        "labels": dict(instance.labels),
+        "ssh": ({"host": instance.ssh.host, "port": instance.ssh.port, "user": instance.ssh.user}
+                if instance.ssh else None),
+    }
+    if instance.created_at:
+        record["created_at"] = instance.created_at
+    return record
+
+
+def observe(ctx: Context, instance: Instance) -> None:
+    """Upsert the instance into machines.json (the raw view, with its observation time)."""
+    record = machine_record(instance, ctx.now())
+    with ctx.registry.update("machines.json") as document:
+        machines = document["machines"]
+        for index, machine in enumerate(machines):
+            if machine.get("provider") == instance.provider and machine.get("instance_id") == instance.id:
+                machines[index] = {**machine, **record}
+                break
+        else:
+            machines.append(record)
+
+
+def wait_until_up(ctx: Context, provider: Provider, instance: Instance, *, serverless: bool,
+                  deadline_s: float, poll_s: float) -> Instance:
+    """One timer for this launch: poll the exact id until it runs with a route (SSH or endpoint)."""
+    waited = 0.0
+    current = instance
+    while True:
+        up = current.status == "running" and (current.endpoint if serverless else current.ssh) is not None
+        if up:
+            return current
+        if current.status in ("terminated", "error"):
+            raise UserError(f"instance {current.id} is {current.raw_status or current.status} at the provider",
+                            place=f"{instance.provider}:{instance.id}",
+                            hint="see `gpuharness status --refresh`; destroy it with `gpuharness destroy`")
+        if waited >= deadline_s:
+            raise UserError(f"instance {current.id} did not come up within {deadline_s:g} s "
+                            f"(last status {current.raw_status or current.status})",
+                            place=f"{instance.provider}:{instance.id}",
+                            hint="it may still be billing: check `gpuharness status --refresh`, then destroy it")
+        ctx.sleep(poll_s)
+        waited += poll_s
+        seen = provider.get_instance(current.id)
+        if seen is None:
+            raise UserError(f"instance {current.id} vanished at the provider while starting",
+                            place=f"{instance.provider}:{instance.id}")
+        current = seen
+        observe(ctx, current)
+
+
+def _create_record(ctx: Context, request: ProvisionRequest, kind: str) -> dict[str, Any]:
+    """Write the deployment as `provisioning` with its idempotency key BEFORE the launch call, so that a
+    crash mid-launch leaves a record that reconciliation can match by key."""
+    with ctx.registry.update("deployments.json") as document:
+        taken = {d["id"] for d in document["deployments"]}
+        deployment_id = request.deployment_id or new_deployment_id(taken, request)
+        if deployment_id in taken:
+            raise UserError(f"deployment id {deployment_id!r} already exists", path=ctx.registry.path(
+                "deployments.json"), hint="ids are never reused; pick another or omit --id")
+        runtime = "serverless" if kind == SERVERLESS and request.runtime is None else request.runtime
+        deployment: dict[str, Any] = {
+            "id": deployment_id, "provider": request.provider, "instance_id": None, "gpu": request.gpu,
+            "gpu_count": request.gpu_count, "runtime": runtime, "model": request.model,
+            "workflow": request.workflow, "image": request.image, "region": request.region, "endpoint": None,
+            "ssh": None, "status": "provisioning", "cost_hr": request.cost_hr, "created_at": ctx.now(),
+            "ready_at": None, "destroyed_at": None, "shutdown_rule": request.shutdown_rule(),
+            "owner": request.owner, "checkpoint_path": request.checkpoint_path,
+            "idempotency_key": f"{KEY_PREFIX}{deployment_id}", "interruptible": request.interruptible,
+            "service_port": request.service_port,
+        }
+        document["deployments"].append(deployment)
+    journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider, "target_id": None,
+                           "from": None, "to": "provisioning", "route": f"{request.provider} API",
+                           "observed_at": ctx.now(), "marker": deployment["idempotency_key"],
+                           "next_action": "launch", "note": "recorded before the launch call"})
+    return deployment
+
+
+def _set_fields(ctx: Context, deployment_id: str, **fields: Any) -> dict[str, Any]:
+    with ctx.registry.update("deployments.json") as document:
+        for deployment in document["deployments"]:
+            if deployment["id"] == deployment_id:
+                deployment.update(fields)
+                return dict(deployment)
+    raise UserError(f"no deployment {deployment_id!r}", path=ctx.registry.path("deployments.json"))
+
+
+def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float = 900.0,
+              poll_s: float = 5.0) -> ProvisionResult:
+    """Policy check, disclosure, reuse, one reconciled launch, then machines/deployments/journal records."""
+    entry = ctx.registry.provider(request.provider)
+    kind = str(entry["kind"])
+    if request.interruptible and kind in (SERVERLESS, "owned", "massed"):
+        raise UserError(f"--interruptible is not offered by {kind}", place="provision",
+                        hint="interruptible (spot/bid) exists on runpod pods and vast")
+    text = disclosure(request, kind)
+    reuse = find_reusable(ctx.registry.deployments(), request)
+    if reuse is not None:
+        ctx.say(f"reusing live deployment {reuse['id']} ({reuse['status']}); nothing was launched")
+        return ProvisionResult(reuse, True, text)
+    check_policy(ctx, request, kind)
+    ctx.say(text)
+    deployment = _create_record(ctx, request, kind)
+    deployment_id = deployment["id"]
+    spec = LaunchSpec(gpu=request.gpu, image=request.image, idempotency_key=deployment["idempotency_key"],
+                      gpu_count=request.gpu_count, region=request.region, interruptible=request.interruptible,
+                      disk_gb=request.disk_gb, env=dict(request.env), bid_price=request.bid_price,
+                      ports=("22/tcp",) if request.service_port is None
+                      else ("22/tcp", f"{request.service_port}/http"))
+    provider = ctx.provider_for(request.provider)
+    try:
+        try:
+            outcome = launch_reconciled(provider, spec, policy=Policy(ctx.registry.policy_document()),
+                                        sleep=ctx.sleep)
+        except ProviderError as exc:
+            transition(ctx.registry, deployment_id, "error", error=str(exc), route=f"{request.provider} API",
+                       note="launch failed; nothing was created (reconciled by listing)",
+                       next_action="provision again later or on another provider")
+            transition(ctx.registry, deployment_id, "destroying", note="no instance exists")
+            transition(ctx.registry, deployment_id, "destroyed", note="no instance was created; kept as history")
+            raise UserError(f"launch failed: {exc}", place=f"{request.provider}:{spec.idempotency_key}",
+                            hint="nothing was created (verified by listing); try another region, GPU or "
+                            "provider, or later") from None
+        instance = outcome.instance
+        observe(ctx, instance)
+        _set_fields(ctx, deployment_id, instance_id=instance.id)
+        journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider,
+                               "target_id": instance.id, "from": "provisioning", "to": "provisioning",
+                               "route": f"{request.provider} API", "observed_at": ctx.now(),
+                               "marker": {"launch_calls": outcome.launch_calls,
+                                          "reconciled": outcome.reconciled},
+                               "next_action": "wait until running", "note": "launched"})
+        try:
+            instance = wait_until_up(ctx, provider, instance, serverless=kind == SERVERLESS,
+                                     deadline_s=up_deadline_s, poll_s=poll_s)
+        except UserError as exc:
+            transition(ctx.registry, deployment_id, "error", error=exc.what,
+                       next_action=f"gpuharness destroy {deployment_id} --confirm {deployment_id}")
+            raise
+    finally:
+        provider.close()
+    ssh = None
+    if instance.ssh is not None and kind != SERVERLESS:
+        ssh = {"host": instance.ssh.host, "port": instance.ssh.port, "user": instance.ssh.user, "transport": "ssh"}
+    endpoint = instance.endpoint
+    cost_hr = instance.cost_hr if instance.cost_hr is not None else request.cost_hr
+    deployment = _set_fields(ctx, deployment_id, ssh=ssh, endpoint=endpoint, cost_hr=cost_hr,
+                             region=instance.region or request.region)
+    if kind == SERVERLESS:
+        deployment = transition(ctx.registry, deployment_id, "health-checking", route=endpoint,
+                                note="serverless endpoint: no SSH, nothing to install",
+                                next_action=f"pytest checks/health --deployment {deployment_id}")
+    else:
+        journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider,
+                               "target_id": instance.id, "from": "provisioning", "to": "provisioning",
+                               "route": f"ssh {ssh['user']}@{ssh['host']}:{ssh['port']}" if ssh else None,
+                               "observed_at": ctx.now(), "marker": instance.raw_status,
+                               "next_action": f"gpuharness install {deployment_id}", "note": "instance running"})
+    return ProvisionResult(deployment, False, text, instance)

@@ -1,0 +1,280 @@
+"""run: one job on a ready deployment, with ledger lines, the per-job ceiling, classification and one retry."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, final
+
+from gpuharness.clock import format_ts
+from gpuharness.errors import UserError
+from gpuharness.ledger import Ledger
+from gpuharness.lifecycle import transition
+from gpuharness.operations.context import Context
+from gpuharness.operations.failure import Failure, classify
+from gpuharness.operations.install import workflow_manifest
+from gpuharness.policy import Action, Policy
+from gpuharness.spend import today_and_month
+
+JobState = Literal["running", "completed", "failed"]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """What the runtime says about a submitted job. outputs: name, remote_path, and sha256/size if known."""
+
+    state: JobState
+    outputs: tuple[dict[str, Any], ...] = ()
+    log: str = ""
+    marker: Any = None
+
+
+class JobExecutor(Protocol):
+    """The runtime seam for jobs (ComfyUI, OpenAI-compatible, serverless, native)."""
+
+    def submit(self, workflow: dict[str, Any], inputs: dict[str, Any], job_id: str) -> str:
+        """Start the job; return the runtime's handle (prompt id, job id)."""
+        ...
+
+    def poll(self, handle: str) -> JobProgress: ...
+
+    def cancel(self, handle: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@final
+@dataclass(slots=True)
+class JobResult:
+    job_id: str
+    status: str
+    cost_usd: float
+    duration_s: float
+    attempts: int
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    failure: Failure | None = None
+    lines: list[dict[str, Any]] = field(default_factory=list)
+
+
+def lock_path(ctx: Context, deployment_id: str) -> str:
+    return str(ctx.registry.root / "locks" / f"run-{deployment_id}.lock")
+
+
+@contextlib.contextmanager
+def run_lock(ctx: Context, deployment_id: str) -> Iterator[None]:
+    """Held while a `gpuharness run` works on a deployment; the kernel releases it if the process dies."""
+    path = lock_path(ctx, deployment_id)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"another `gpuharness run` is working on {deployment_id}", place=deployment_id,
+                            hint="wait for it; jobs on one deployment run one at a time") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield
+    finally:
+        os.close(fd)
+
+
+def lock_is_free(ctx: Context, deployment_id: str) -> bool:
+    """True when no live process holds the deployment's run lock."""
+    path = lock_path(ctx, deployment_id)
+    if not os.path.exists(path):
+        return True
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
+
+
+def mark_interrupted(ctx: Context, deployment_id: str | None = None) -> list[str]:
+    """Jobs left `running` by a run process that died: append an `interrupted` line (a new line; running is
+    not terminal, so no rewrite and no correction), and bring the deployment back from `running`."""
+    ledger = Ledger(ctx.registry.ledger_path)
+    marked: list[str] = []
+    stale: dict[str, list[dict[str, Any]]] = {}
+    for record in ledger.current().values():
+        if record["status"] == "running" and (deployment_id is None or record["deployment_id"] == deployment_id):
+            stale.setdefault(record["deployment_id"], []).append(record)
+    for dep_id, records in stale.items():
+        if not lock_is_free(ctx, dep_id):
+            continue
+        for record in records:
+            line = {k: v for k, v in record.items() if k not in ("ts", "correction", "reason")}
+            line.update(status="interrupted", completed_at=None, ts=ctx.now(),
+                        error="the `gpuharness run` process died while this job was running; "
+                              "outputs, if any, stay on the host until retrieved")
+            ledger.append(line, check_sequence=True)
+            marked.append(record["id"])
+        with contextlib.suppress(UserError):
+            if ctx.registry.deployment(dep_id)["status"] == "running":
+                transition(ctx.registry, dep_id, "ready", note=f"run process died; interrupted {len(records)} job(s)",
+                           next_action=f"gpuharness retrieve {dep_id}")
+    return marked
+
+
+def next_job_id(ledger: Ledger) -> str:
+    """J-000123: one more than the largest numbered id in the ledger."""
+    highest = 0
+    for record in ledger.records():
+        tail = str(record.get("id", "")).removeprefix("J-")
+        if tail.isdigit():
+            highest = max(highest, int(tail))
+    return f"J-{highest + 1:06d}"
+
+
+def spend_line(ctx: Context) -> str:
+    """Spend so far against the ceilings, shown before a batch."""
+    policy = Policy(ctx.registry.policy_document())
+    day, month = today_and_month(Ledger(ctx.registry.ledger_path).records(), ctx.now())
+
+    def cap(name: str) -> str:
+        value = policy.get(name)
+        return "none" if value is None else f"${float(value):,.2f}"
+
+    return (f"spend so far: today ${day:,.4f} of daily_usd {cap('daily_usd')}; this month ${month:,.4f} of "
+            f"monthly_usd {cap('monthly_usd')}; per job ceiling per_job_usd {cap('per_job_usd')}")
+
+
+def _cost(duration_s: float, cost_hr: float) -> float:
+    return round(duration_s * cost_hr / 3600.0, 6)
+
+
+def _attempt(ctx: Context, executor: JobExecutor, deployment: dict[str, Any], workflow: dict[str, Any],
+             inputs: dict[str, Any], job_id: str, attempt: int, *, per_job_usd: float | None, poll_s: float,
+             deadline_s: float) -> tuple[dict[str, Any], Failure | None]:
+    ledger = Ledger(ctx.registry.ledger_path)
+    cost_hr = float(deployment.get("cost_hr") or 0.0)
+    start = ctx.clock()
+    base: dict[str, Any] = {
+        "id": job_id, "deployment_id": deployment["id"], "provider": deployment["provider"],
+        "model": deployment.get("model"), "workflow": workflow["id"], "workflow_version": int(workflow["version"]),
+        "inputs": inputs, "started_at": format_ts(start), "gpu": deployment.get("gpu"), "attempt": attempt,
+    }
+    ledger.append({**base, "status": "running", "ts": format_ts(start)}, check_sequence=True)
+    ctx.say(f"{job_id}: running on {deployment['id']} (attempt {attempt}, ${cost_hr:.3f}/hr)")
+
+    def finish(status: str, **extra: Any) -> dict[str, Any]:
+        end = ctx.clock()
+        duration = max((end - start).total_seconds(), 0.0)
+        line = {**base, "status": status, "completed_at": format_ts(end), "duration_s": round(duration, 3),
+                "cost_usd": _cost(duration, cost_hr), "ts": format_ts(end), **extra}
+        ledger.append(line, check_sequence=True)
+        return line
+
+    try:
+        handle = executor.submit(workflow, inputs, job_id)
+    except Exception as exc:  # the runtime refused the job: record it honestly, then classify
+        failure = classify(str(exc))
+        return finish("failed", error=failure.message(), cause=failure.cause, artifacts=[]), failure
+    while True:
+        progress = executor.poll(handle)
+        elapsed = (ctx.clock() - start).total_seconds()
+        if progress.state == "completed":
+            artifacts = [{k: v for k, v in {"name": o["name"], "remote_path": o.get("remote_path"),
+                                            "sha256": o.get("sha256"), "size": o.get("size"),
+                                            "synced_at": None}.items() if v is not None or k == "synced_at"}
+                         for o in progress.outputs]
+            return finish("completed", artifacts=artifacts), None
+        if progress.state == "failed":
+            failure = classify(progress.log or "job failed without a log")
+            return finish("failed", error=failure.message(), cause=failure.cause, artifacts=[]), failure
+        running_cost = _cost(elapsed + poll_s, cost_hr)
+        if per_job_usd is not None and running_cost > per_job_usd:
+            executor.cancel(handle)
+            reason = (f"cancelled by the per_job_usd ceiling: the running cost would reach ${running_cost:.4f} "
+                      f"> ${per_job_usd:.2f}")
+            ctx.say(f"{job_id}: {reason}")
+            return finish("cancelled", error=reason, cause="per-job-ceiling", artifacts=[]), None
+        if elapsed >= deadline_s:
+            executor.cancel(handle)
+            failure = classify(f"job timed out after {deadline_s:g} s\n{progress.log}")
+            return finish("failed", error=failure.message(), cause=failure.cause, artifacts=[]), failure
+        ctx.sleep(poll_s)
+
+
+def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
+            inputs: dict[str, Any] | None = None, poll_s: float = 2.0,
+            deadline_s: float | None = None) -> JobResult:
+    """Run one job: requires `ready`; at most one retry, only when the classified cause allows it."""
+    registry = ctx.registry
+    with run_lock(ctx, deployment_id):
+        deployment = registry.deployment(deployment_id)
+        if deployment["status"] != "ready":
+            raise UserError(f"{deployment_id} is {deployment['status']}, not ready", place=deployment_id,
+                            hint="only a passing health run marks it ready: "
+                                 f"pytest checks/health --deployment {deployment_id}")
+        workflow = workflow_manifest(ctx, workflow_id or deployment.get("workflow"))
+        if workflow is None:
+            raise UserError("no workflow given", place=deployment_id, hint="pass --workflow ID")
+        policy = Policy(registry.policy_document())
+        ledger = Ledger(registry.ledger_path)
+        day, month = today_and_month(ledger.records(), ctx.now())
+        decision = policy.evaluate(Action(kind="job", provider=None, job_cost_usd=0.0,
+                                          spent_today_usd=day, spent_month_usd=month))
+        if not decision.allowed:
+            raise UserError(f"refused: {decision.reason}", path=registry.path("policy.json"),
+                            place=decision.ceiling, hint="nothing was run")
+        per_job = policy.get("per_job_usd")
+        per_job_usd = None if per_job is None else float(per_job)
+        limit = float(deadline_s or float(workflow["test_generation"].get("timeout_s", 600)) * 10)
+        attempts_allowed = policy.max_attempts("max_job_attempts", 2)
+        executor: JobExecutor = _executor(ctx, deployment)
+        transition(registry, deployment_id, "running", next_action="wait for the job")
+        lines: list[dict[str, Any]] = []
+        failure: Failure | None = None
+        failures = 0
+        try:
+            attempt = 0
+            while True:
+                attempt += 1
+                job_id = next_job_id(ledger)
+                line, failure = _attempt(ctx, executor, deployment, workflow, dict(inputs or {}), job_id, attempt,
+                                         per_job_usd=per_job_usd, poll_s=poll_s, deadline_s=limit)
+                lines.append(line)
+                if line["status"] != "failed" or failure is None:
+                    break
+                failures += 1
+                ctx.say(f"{job_id}: failed: {failure.message()}")
+                if failures >= 2:
+                    break
+                if not failure.retryable or attempt >= attempts_allowed:
+                    if not failure.retryable:
+                        ctx.say(f"{job_id}: not retried: {failure.cause} is not a cause a retry can fix")
+                    break
+                ctx.say(f"{job_id}: retrying once ({failure.cause} may be transient)")
+        finally:
+            executor.close()
+        last = lines[-1]
+        if failures >= 2:
+            transition(registry, deployment_id, "error",
+                       error=f"two failed jobs in a row: {failure.message() if failure else 'unknown'}",
+                       marker={"jobs": [x["id"] for x in lines]},
+                       next_action="read the cause, fix, then re-run the health suite")
+        else:
+            transition(registry, deployment_id, "ready", marker={"job": last["id"], "status": last["status"]},
+                       next_action=f"gpuharness retrieve {deployment_id}" if last.get("artifacts")
+                       else "run the next job")
+        return JobResult(last["id"], last["status"], float(last.get("cost_usd") or 0.0),
+                         float(last.get("duration_s") or 0.0), len(lines), list(last.get("artifacts") or []),
+                         failure if last["status"] == "failed" else None, lines)
+
+
+def _executor(ctx: Context, deployment: dict[str, Any]) -> JobExecutor:
+    if ctx.executors is None:
+        raise UserError("no job runtime is wired for this deployment", place=deployment["id"])
+    executor: JobExecutor = ctx.executors(deployment)
+    return executor
