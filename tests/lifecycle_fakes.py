@@ -4,7 +4,6 @@ them in the end-to-end tests). The host fake runs each script with a real /bin/s
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field, replace
