@@ -1,0 +1,359 @@
+"""Classify a failure log into the failure protocol's causes, with the decisive line and the remedy.
+
+Public API (engineers F and G call these on log tails and runtime errors):
+
+- ``classify_lines(lines) -> Diagnosis``: streams any iterable of text lines (a file object works), one pass,
+  bounded memory; line numbers are 1-based.
+- ``classify_text(text) -> Diagnosis``: a whole text; ComfyUI ``/history`` / ``/prompt`` / websocket JSON with
+  ``execution_error`` or ``missing_node_type``, and RunPod Serverless error strings (``{"error": "..."}`` whose
+  value may itself be JSON with ``error_type``/``error_message``/``error_traceback``), are unpacked first.
+- ``classify_file(path) -> Diagnosis``.
+
+Causes: ``cuda_oom``, ``driver_mismatch``, ``custom_node_import``, ``weights_corrupt``, ``disk_full``,
+``unknown``. A host-RAM OOM kill, an illegal memory access and other CUDA errors are never ``cuda_oom``: they
+are ``unknown`` with a ``symptom`` (``host_oom_kill``, ``illegal_memory_access``, ``cuda_error``).
+When several causes appear, the root cause wins (driver > disk full > corrupt weights > OOM > custom node
+import, which is frequent start-up noise); the decisive line is that cause's first strong line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, final
+
+Cause = Literal["cuda_oom", "driver_mismatch", "custom_node_import", "weights_corrupt", "disk_full", "unknown"]
+Symptom = Literal["host_oom_kill", "illegal_memory_access", "cuda_error"]
+Source = Literal["log", "comfyui", "runpod", "json"]
+
+CAUSES: Final[tuple[Cause, ...]] = (
+    "cuda_oom", "driver_mismatch", "custom_node_import", "weights_corrupt", "disk_full", "unknown")
+
+#: The failure protocol's remedy per cause.
+REMEDIES: Final[dict[Cause, str]] = {
+    "cuda_oom": "GPU out of memory: lower the resolution or batch size, run with --lowvram, use fp8 weights, "
+                "or move to a bigger GPU class; never blind-retry",
+    "driver_mismatch": "CUDA driver/runtime mismatch: reinstall the torch wheel that matches the image's CUDA "
+                       "(pip install torch --index-url https://download.pytorch.org/whl/cuXXX); "
+                       "don't rebuild the world",
+    "custom_node_import": "a custom node failed to import: pin the node repo to its last known good commit "
+                          "(git -C custom_nodes/<node> checkout <sha>) and install its requirements",
+    "weights_corrupt": "weights are corrupt or truncated: re-download with checksum verification "
+                       "(sha256 from models.json) and check free disk space",
+    "disk_full": "the disk is full: free space (caches, old outputs) or use a bigger volume, then re-download "
+                 "anything that was truncated",
+    "unknown": "no known cause: read the log tail; retry once, and on a second failure mark the deployment error",
+}
+
+#: Extra remedy for unknown-cause symptoms the protocol must not mistake for a CUDA OOM.
+SYMPTOM_HINTS: Final[dict[Symptom, str]] = {
+    "host_oom_kill": "the host ran out of RAM and the kernel killed the process (not a GPU OOM): "
+                     "use a machine or container with more system RAM, or lower CPU-side memory use",
+    "illegal_memory_access": "a CUDA kernel faulted (illegal memory access, not an OOM): a software bug or a "
+                             "faulty GPU; rerun with CUDA_LAUNCH_BLOCKING=1, check Xid errors, and retry once "
+                             "on another instance",
+    "cuda_error": "a CUDA error unrelated to memory: rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; "
+                  "retry once, then suspect the GPU",
+}
+
+#: Root-cause priority when several causes show up in one log (lower wins).
+_PRIORITY: Final[dict[str, int]] = {
+    "driver_mismatch": 0, "disk_full": 1, "weights_corrupt": 2, "cuda_oom": 3, "custom_node_import": 4,
+    "host_oom_kill": 10, "illegal_memory_access": 11, "cuda_error": 12,
+}
+
+_RETRYABLE: Final[dict[Cause, bool]] = {
+    "cuda_oom": False, "driver_mismatch": False, "custom_node_import": False, "weights_corrupt": False,
+    "disk_full": False, "unknown": True,
+}
+
+# (label, strong, pattern). Strong lines are decisive; weak ones only count when no strong line exists.
+_RULES: Final[tuple[tuple[str, bool, str], ...]] = (
+    # -- CUDA OOM (GPU memory only) --
+    ("cuda_oom", True, r"CUDA out of memory"),
+    ("cuda_oom", True, r"OutOfMemoryError: Allocation on device"),
+    ("cuda_oom", True, r"!!! Exception during processing ?!!! Allocation on device"),
+    ("cuda_oom", True, r"CUDA (?:driver |runtime )?error: out of memory"),
+    ("cuda_oom", True, r"cuda runtime error \(2\) ?: ?out of memory"),
+    ("cuda_oom", True, r"HIP out of memory"),
+    ("cuda_oom", True, r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"),
+    ("cuda_oom", True, r"No available memory for the cache blocks"),
+    ("cuda_oom", True, r"Not enough memory to handle \d+ prefill tokens"),
+    ("cuda_oom", False, r"torch\.(?:cuda\.)?OutOfMemoryError"),
+    ("cuda_oom", False, r"This error means you ran out of memory on your GPU|Got an OOM, unloading all loaded models"),
+    ("cuda_oom", True, r"CUBLAS_STATUS_ALLOC_FAILED"),
+    # -- driver / runtime mismatch --
+    ("driver_mismatch", True, r"The NVIDIA driver on your system is too old"),
+    ("driver_mismatch", True, r"CUDA driver version is insufficient for CUDA runtime version"
+                              r"|cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER"),
+    ("driver_mismatch", True, r"lib(?:cudart|cublas|cublasLt|cufft|curand|cusparse|cusolver|nvrtc|cudnn)"
+                              r"[^ :]*\.so[.0-9]*: cannot open shared object file"),
+    ("driver_mismatch", True, r"no kernel image is available for execution on the device"),
+    ("driver_mismatch", True, r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation"),
+    ("driver_mismatch", True, r"Torch not compiled with CUDA enabled"),
+    ("driver_mismatch", True, r"Driver/library version mismatch"),
+    ("driver_mismatch", True, r"unsatisfied condition: cuda ?>="),
+    ("driver_mismatch", True, r"forward compatibility was attempted on non supported HW"),
+    ("driver_mismatch", True, r"(?:libtorch_cuda|libcudart|libc10_cuda)[^ ]*\.so[^ ]*: undefined symbol"),
+    ("driver_mismatch", False, r"Found no NVIDIA driver on your system"),
+    # -- ComfyUI custom node import --
+    ("custom_node_import", True, r"Cannot import .+ module for custom nodes"),
+    ("custom_node_import", True, r"\(IMPORT FAILED\)"),
+    ("custom_node_import", True, r"missing_node_type|The custom node may not be installed"),
+    ("custom_node_import", False, r"module for custom nodes due to the lack of NODE_CLASS_MAPPINGS"),
+    # -- corrupt / truncated weights --
+    ("weights_corrupt", True, r"Error while deserializing header"),
+    ("weights_corrupt", True, r"Consistency check failed: file should be of size"),
+    ("weights_corrupt", True, r"(?:checksum|hash|sha256|sha-256) (?:mismatch|verification failed|does not match)"),
+    ("weights_corrupt", True, r"PytorchStreamReader failed reading zip archive"),
+    ("weights_corrupt", True, r"invalid load key, '.'"),
+    ("weights_corrupt", True, r"unexpected EOF, expected \d+ more bytes\. The file might be corrupted"),
+    ("weights_corrupt", True, r"MetadataIncompleteBuffer|HeaderTooLarge|InvalidHeaderDeserialization"),
+    ("weights_corrupt", False, r"Unable to load weights from pytorch checkpoint file"),
+    # -- disk full --
+    ("disk_full", True, r"No space left on device|\[Errno 28\]|ENOSPC"),
+    ("disk_full", True, r"Disk quota exceeded|\[Errno 122\]"),
+    ("disk_full", True, r"Not enough free disk space to download the file"),
+    ("disk_full", False, r"database or disk is full"),
+    ("disk_full", False, r"PytorchStreamWriter failed writing file"),
+    # -- symptoms that must NOT be taken for a CUDA OOM --
+    ("host_oom_kill", True, r"Out of memory: Kill(?:ed)? process|invoked oom-killer|oom-kill:|oom_reaper"
+                            r"|Memory cgroup out of memory|OOMKilled|DefaultCPUAllocator: (?:not enough memory"
+                            r"|can't allocate memory)"),
+    ("host_oom_kill", True, r"(?:^|\s)Killed(?:\s+\S.*)?$|exit(?:ed)? (?:with )?(?:code|status) 137\b"
+                            r"|died with <Signals\.SIGKILL: 9>|signal 9 \(SIGKILL\)"),
+    ("illegal_memory_access", True, r"an illegal memory access was encountered|cudaErrorIllegalAddress"
+                                    r"|CUDA_ERROR_ILLEGAL_ADDRESS"),
+    ("cuda_error", True, r"CUDA error: |CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|NCCL error|unspecified launch failure"
+                         r"|device-side assert triggered|NVRM: Xid"),
+)
+
+_COMBINED: Final[re.Pattern[str]] = re.compile("|".join(f"(?:{p})" for _, _, p in _RULES))
+_RULE_PATTERNS: Final[tuple[re.Pattern[str], ...]] = tuple(re.compile(p) for _, _, p in _RULES)
+_ANSI: Final[re.Pattern[str]] = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+#: Longest slice of one line that is examined (progress bars can make megabyte "lines").
+MAX_LINE_CHARS: Final[int] = 8192
+_MAX_EVIDENCE: Final[int] = 20
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One matching line: what it indicates, its 1-based number and its text."""
+
+    label: str
+    line_no: int
+    line: str
+    strong: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "line_no": self.line_no, "line": self.line, "strong": self.strong}
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """The classification of one failure: cause, decisive line, remedy, and whether a blind retry may help."""
+
+    cause: Cause
+    line_no: int | None
+    line: str | None
+    remedy: str
+    retryable: bool
+    symptom: Symptom | None = None
+    source: Source = "log"
+    lines_read: int = 0
+    evidence: tuple[Evidence, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cause": self.cause, "line_no": self.line_no, "line": self.line, "remedy": self.remedy,
+            "retryable": self.retryable, "symptom": self.symptom, "source": self.source,
+            "lines_read": self.lines_read, "evidence": [e.to_json() for e in self.evidence],
+        }
+
+    def explain(self) -> str:
+        """Human text: cause, decisive line, remedy."""
+        where = f" (line {self.line_no}: {self.line})" if self.line_no is not None else ""
+        head = f"{self.cause}{where}"
+        if self.symptom:
+            head += f"\nsymptom: {self.symptom}"
+        return f"{head}\nremedy: {self.remedy}\nretryable: {'yes' if self.retryable else 'no'}"
+
+
+def classify_lines(lines: Iterable[str]) -> Diagnosis:
+    """Classify a stream of log lines in one pass (bounded memory, any length)."""
+    best: dict[str, Evidence] = {}  # label -> its first strong (or, failing that, first weak) line
+    evidence: list[Evidence] = []
+    count = 0
+    for count, raw in enumerate(lines, start=1):
+        text = raw[:MAX_LINE_CHARS]
+        if "\x1b" in text:
+            text = _ANSI.sub("", text)
+        if _COMBINED.search(text) is None:
+            continue
+        line = text.rstrip("\r\n").strip()
+        for label, strong in _labels(text):
+            found = Evidence(label=label, line_no=count, line=line[:500], strong=strong)
+            previous = best.get(label)
+            if previous is None or (strong and not previous.strong):
+                best[label] = found
+            if len(evidence) < _MAX_EVIDENCE:
+                evidence.append(found)
+    return _decide(best, tuple(evidence), count, "log")
+
+
+def classify_text(text: str) -> Diagnosis:
+    """Classify a whole text: a log, or ComfyUI / RunPod error JSON (unpacked to its messages first)."""
+    stripped = text.lstrip()
+    if stripped[:1] in ("{", "["):
+        try:
+            document = json.loads(stripped)
+        except ValueError:
+            document = None
+        if document is not None:
+            messages, source = _json_messages(document)
+            if messages:
+                diagnosis = classify_lines(messages)
+                return _relocate(diagnosis, text, source)
+    return classify_lines(text.splitlines())
+
+
+def classify_file(path: str | Path) -> Diagnosis:
+    """Classify a log file, streaming it (JSON documents are read whole)."""
+    file_path = Path(path)
+    with file_path.open("r", encoding="utf-8", errors="replace") as handle:
+        head = handle.read(1)
+        while head and head.isspace():
+            head = handle.read(1)
+        if head in ("{", "["):
+            handle.seek(0)
+            return classify_text(handle.read())
+        handle.seek(0)
+        return classify_lines(handle)
+
+
+# --- internals -------------------------------------------------------------------------------------------
+
+def _labels(text: str) -> Iterator[tuple[str, bool]]:
+    """Every label whose rules match the line (strong if any of its matching rules is strong)."""
+    found: dict[str, bool] = {}
+    for (label, strong, _), pattern in zip(_RULES, _RULE_PATTERNS, strict=True):
+        if (label not in found or (strong and not found[label])) and pattern.search(text):
+            found[label] = found.get(label, False) or strong
+    yield from found.items()
+
+
+def _decide(best: dict[str, Evidence], evidence: tuple[Evidence, ...], count: int, source: Source) -> Diagnosis:
+    if not best:
+        return Diagnosis(cause="unknown", line_no=None, line=None, remedy=REMEDIES["unknown"], retryable=True,
+                         source=source, lines_read=count, evidence=evidence)
+    strong = {k: v for k, v in best.items() if v.strong}
+    pool = strong or best
+    label = min(pool, key=lambda k: (_PRIORITY[k], pool[k].line_no))
+    chosen = pool[label]
+    if label in CAUSES:
+        cause: Cause = label  # type: ignore[assignment]
+        return Diagnosis(cause=cause, line_no=chosen.line_no, line=chosen.line, remedy=REMEDIES[cause],
+                         retryable=_RETRYABLE[cause], source=source, lines_read=count, evidence=evidence)
+    symptom: Symptom = label  # type: ignore[assignment]
+    return Diagnosis(cause="unknown", line_no=chosen.line_no, line=chosen.line,
+                     remedy=f"{REMEDIES['unknown']}; {SYMPTOM_HINTS[symptom]}",
+                     retryable=symptom != "host_oom_kill", symptom=symptom, source=source, lines_read=count,
+                     evidence=evidence)
+
+
+_COMFY_KEYS = ("exception_type", "exception_message", "traceback")
+_RUNPOD_KEYS = ("error_type", "error_message", "error_traceback")
+
+
+def _json_messages(document: Any) -> tuple[list[str], Source]:
+    """The error text inside ComfyUI / RunPod / generic JSON, as lines, in document order."""
+    out: list[str] = []
+    sources: set[Source] = set()
+
+    def add(text: str) -> None:
+        out.extend(text.splitlines() or [text])
+
+    def walk(node: Any, depth: int) -> None:
+        if depth > 12:
+            return
+        if isinstance(node, dict):
+            if any(k in node for k in _COMFY_KEYS):
+                sources.add("comfyui")
+                kind = str(node.get("exception_type") or "")
+                message = str(node.get("exception_message") or "")
+                add(f"{kind}: {message}" if kind else message)
+                trace = node.get("traceback")
+                for item in trace if isinstance(trace, list) else [trace] if trace else []:
+                    add(str(item))
+                return
+            if any(k in node for k in _RUNPOD_KEYS):
+                sources.add("runpod")
+                kind = str(node.get("error_type") or "")
+                add(f"{kind}: {node.get('error_message') or ''}" if kind else str(node.get("error_message") or ""))
+                if node.get("error_traceback"):
+                    add(str(node["error_traceback"]))
+                return
+            if node.get("type") in ("missing_node_type", "execution_error") and "message" in node:
+                sources.add("comfyui")
+                add(f"{node['type']}: {node['message']}")
+                if node.get("details"):
+                    add(str(node["details"]))
+                return
+            for key, value in node.items():
+                if key in ("error", "output", "message", "detail", "details") and isinstance(value, str):
+                    nested = _maybe_json(value)
+                    if nested is not None:
+                        walk(nested, depth + 1)
+                    else:
+                        add(value)
+                        if key == "error":
+                            sources.add("runpod" if "status" in node else "json")
+                elif isinstance(value, (dict, list)):
+                    walk(value, depth + 1)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, depth + 1)
+
+    walk(document, 0)
+    source: Source = "comfyui" if "comfyui" in sources else "runpod" if "runpod" in sources else "json"
+    return out, source
+
+
+def _maybe_json(value: str) -> Any:
+    text = value.strip()
+    if text[:1] not in ("{", "["):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _relocate(diagnosis: Diagnosis, text: str, source: Source) -> Diagnosis:
+    """Map the decisive message line back to the line of the original JSON text that holds it."""
+    line_no: int | None = diagnosis.line_no
+    if diagnosis.line:
+        line_no = 1
+        raw_lines = text.splitlines()
+        # The decisive line may be "<type>: <message>" assembled from two fields: try the message alone too.
+        candidates = [diagnosis.line[:60]]
+        if ": " in diagnosis.line:
+            candidates.append(diagnosis.line.split(": ", 1)[1][:60])
+        found = False
+        for candidate in candidates:
+            needle = json.dumps(candidate.strip())[1:-1]
+            doubled = json.dumps(needle)[1:-1]  # the message may sit inside a JSON string inside JSON
+            for number, raw in enumerate(raw_lines, start=1):
+                if needle in raw or doubled in raw:
+                    line_no, found = number, True
+                    break
+            if found:
+                break
+    return Diagnosis(cause=diagnosis.cause, line_no=line_no, line=diagnosis.line, remedy=diagnosis.remedy,
+                     retryable=diagnosis.retryable, symptom=diagnosis.symptom, source=source,
+                     lines_read=len(text.splitlines()), evidence=())
