@@ -1,0 +1,102 @@
+"""Commands that read failure evidence: `diagnose` (classify a failure log) and `gpus` (parse nvidia-smi)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuharness.cli import emit
+from gpuharness.diagnose import classify_file, classify_text
+from gpuharness.errors import EXIT_USAGE, UserError
+from gpuharness.nvidia_smi import SmiParseError, SmiReport, parse_output, run_local
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser(
+        "diagnose", parents=[common],
+        help="classify a failure log (cuda_oom, driver_mismatch, custom_node_import, weights_corrupt, "
+             "disk_full, unknown) with the decisive line and the remedy")
+    p.add_argument("log", nargs="?", default="-", metavar="LOG",
+                   help="log file, ComfyUI /history or RunPod error JSON; '-' or nothing reads stdin")
+    p.set_defaults(handler=cmd_diagnose)
+
+    p = subparsers.add_parser(
+        "gpus", parents=[common],
+        help="parse nvidia-smi output (table, CSV, or an error) from --from FILE, else run the local nvidia-smi")
+    p.add_argument("--from", dest="source", metavar="FILE", help="saved nvidia-smi output ('-' reads stdin)")
+    p.add_argument("--fields", help="comma-separated --query-gpu fields of a headerless CSV")
+    p.add_argument("--timeout", type=float, default=20.0, help="deadline for the local nvidia-smi (seconds)")
+    p.set_defaults(handler=cmd_gpus)
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    if args.log == "-":
+        diagnosis = classify_text(sys.stdin.read())
+        origin = "<stdin>"
+    else:
+        path = Path(args.log)
+        if not path.exists():
+            raise UserError("no such log file", path=path, hint="give a log file, or '-' to read stdin")
+        if path.is_dir():
+            raise UserError("is a directory, not a log file", path=path)
+        try:
+            diagnosis = classify_file(path)
+        except OSError as exc:
+            raise UserError(f"cannot read log: {exc.strerror or exc}", path=path) from None
+        origin = str(path)
+    payload = {"log": origin, **diagnosis.to_json()}
+    emit(args, payload, f"{origin}: {diagnosis.explain()}")
+    return 0
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    fields = tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None
+    if args.source is None:
+        report = run_local(timeout_s=args.timeout)
+        origin = "nvidia-smi"
+    else:
+        origin = "<stdin>" if args.source == "-" else args.source
+        text = sys.stdin.read() if args.source == "-" else _read(Path(args.source))
+        try:
+            report = parse_output(text, fields)
+        except SmiParseError as exc:
+            raise UserError(str(exc), path=origin, hint="pass --fields index,name,...") from None
+    emit(args, {"source": origin, **report.to_json()}, _text(origin, report))
+    if report.error is not None:
+        print(f"gpuharness: error: {origin}: {report.error}: {report.error_line} ({report.remedy})",
+              file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def _read(path: Path) -> str:
+    if not path.exists():
+        raise UserError("no such file", path=path, hint="save `nvidia-smi` output to a file, or use --from -")
+    if path.is_dir():
+        raise UserError("is a directory, not nvidia-smi output", path=path)
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror or exc}", path=path) from None
+
+
+def _text(origin: str, report: SmiReport) -> str:
+    head = f"{origin}: {report.layout}"
+    if report.driver_version:
+        head += f", driver {report.driver_version}"
+    if report.cuda_version:
+        head += f", CUDA {report.cuda_version}"
+    lines = [head]
+    for gpu in report.gpus:
+        memory = (f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB"
+                  if gpu.memory_total_mib is not None else "memory n/a")
+        extras = [f"{gpu.temperature_c}C" if gpu.temperature_c is not None else None,
+                  f"{gpu.utilization_pct}%" if gpu.utilization_pct is not None else None,
+                  f"{gpu.power_draw_w:g}W" if gpu.power_draw_w is not None else None,
+                  ",".join(gpu.clock_event_names) or None]
+        lines.append(f"  [{gpu.index}] {gpu.name}  {memory}  " + "  ".join(e for e in extras if e))
+    if report.error:
+        lines.append(f"error: {report.error}: {report.error_line}")
+    return "\n".join(lines)
