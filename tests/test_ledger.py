@@ -130,7 +130,7 @@ def test_broken_line_in_the_middle_is_an_error_naming_the_line(ledger: Ledger, j
     ledger.append(job_line("J-3"))
     with pytest.raises(UserError) as caught:
         list(ledger.records())
-    assert caught.value.path == str(ledger.path) and caught.value.place == "2:1"
+    assert caught.value.path == str(ledger.path) and caught.value.place == "2:41"  # line:column
     assert "middle" in (caught.value.hint or "")
 
 

@@ -165,3 +165,12 @@ def test_unreadable_file_is_a_user_error(registry: Registry) -> None:
     os.chmod(path, 0)
     with pytest.raises(UserError, match="permission denied"):
         registry.load("models.json")
+
+
+def test_a_huge_value_in_an_error_is_elided_to_keep_one_short_line(registry: Registry) -> None:
+    registry.path("policy.json").write_text(json.dumps({"schema_version": 1, "daily_usd": "9" * 5000}))
+    with pytest.raises(UserError) as caught:
+        registry.load("policy.json")
+    line = caught.value.line()
+    assert len(line) < 500 and " … " in line and line.count("\n") == 0
+    assert "is not of type 'number'" in line

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import final
 
 EXIT_USAGE = 2
+MAX_WHAT = 240
 
 
 @final
@@ -23,11 +24,14 @@ class UserError(Exception):
         super().__init__(self.line())
 
     def line(self) -> str:
-        """The single line shown to the user."""
+        """The single line shown to the user (a long message, e.g. quoting a huge value, is elided)."""
         where = self.path or ""
         if self.place:
             where = f"{where}:{self.place}" if where else self.place
-        text = f"{where}: {self.what}" if where else self.what
+        what = self.what
+        if len(what) > MAX_WHAT:
+            what = f"{what[:MAX_WHAT // 2]} … {what[-MAX_WHAT // 2:]}"
+        text = f"{where}: {what}" if where else what
         if self.hint:
             text += f" ({self.hint})"
         return " ".join(text.split("\n"))

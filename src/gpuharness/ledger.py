@@ -28,6 +28,7 @@ class Entry:
     raw: bytes
     record: dict[str, Any] | None
     problem: str | None = None
+    column: int = 1
 
     @property
     def torn(self) -> bool:
@@ -106,7 +107,8 @@ class Ledger:
                 try:
                     record = loads(raw)
                 except orjson.JSONDecodeError as exc:
-                    yield Entry(lineno, offset, raw, None, f"invalid JSON: {exc}")
+                    problem = "blank line" if not raw.strip() else f"invalid JSON: {exc.msg}"
+                    yield Entry(lineno, offset, raw, None, problem, exc.colno)
                 else:
                     if isinstance(record, dict):
                         yield Entry(lineno, offset, raw, record)
@@ -122,7 +124,8 @@ class Ledger:
                 if entry.torn:
                     continue  # a torn final line is not history yet
                 raise UserError(entry.problem or "unreadable line", path=self.path,
-                                place=f"{entry.lineno}:1", hint="a broken line in the middle of the ledger")
+                                place=f"{entry.lineno}:{entry.column}",
+                                hint="a broken line in the middle of the ledger; nothing was changed")
             yield entry.record
 
     def checked_records(self) -> Iterator[dict[str, Any]]:
@@ -132,9 +135,14 @@ class Ledger:
                 if entry.torn:
                     continue
                 raise UserError(entry.problem or "unreadable line", path=self.path,
-                                place=f"{entry.lineno}:1", hint="a broken line in the middle of the ledger")
+                                place=f"{entry.lineno}:{entry.column}",
+                                hint="a broken line in the middle of the ledger; nothing was changed")
             if not schema.is_valid_fast("job", entry.record):
-                errors, _ = schema.check("job", entry.record)
+                try:
+                    errors, _ = schema.check("job", entry.record)
+                except RecursionError:
+                    raise UserError("a value is nested too deeply to check", path=self.path,
+                                    place=f"{entry.lineno}:1", hint="nothing was changed") from None
                 if errors:
                     first = errors[0]
                     raise UserError(first.message, path=self.path, place=f"{entry.lineno}:{first.json_path}",

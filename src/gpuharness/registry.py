@@ -108,8 +108,12 @@ class Registry:
     def validate(self, file_name: str, document: Any) -> None:
         """Raise UserError on the first schema error; keep unknown-field warnings."""
         schema_name, _ = DOCUMENTS[file_name]
-        errors, warnings = schema.check(schema_name, document)
         path = self.path(file_name)
+        try:
+            errors, warnings = schema.check(schema_name, document)
+        except RecursionError:
+            raise UserError("a value is nested too deeply to check", path=path, place="$",
+                            hint="nothing was changed") from None
         self.warnings.extend(f"{path}:{w.json_path}: {w.message}" for w in warnings)
         if errors:
             first = errors[0]

@@ -25,6 +25,9 @@ def parse_json_text(text: str, path: Path | str) -> Any:
     except json.JSONDecodeError as exc:
         raise UserError(f"invalid JSON: {exc.msg}", path=path, place=f"{exc.lineno}:{exc.colno}",
                         hint="fix the syntax at that place; nothing was changed") from None
+    except RecursionError:
+        raise UserError("invalid JSON: nested too deeply to read", path=path, place="1:1",
+                        hint="nothing was changed") from None
 
 
 def read_json(path: Path) -> Any:
