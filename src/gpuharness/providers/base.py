@@ -120,3 +120,49 @@ class Provider(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """Something rentable now, at an hourly price. `refused` says why the policy would refuse it."""
+
+    provider: str
+    gpu: str
+    cost_hr: float
+    gpu_count: int = 1
+    offer_id: str | None = None
+    region: str | None = None
+    available: int | None = None
+    vram_gb: float | None = None
+    refused: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class OfferSource(Protocol):
+    """A provider that can list what is rentable (RunPod GPU types, Vast offers, Massed inventory)."""
+
+    def offers(self, gpu: str) -> list[Offer]:
+        """Offers whose GPU matches `gpu` (case-insensitive; "RTX 4090" matches "NVIDIA GeForce RTX 4090")."""
+        ...
+
+
+class Authenticating(Protocol):
+    """A provider with one cheap authenticated read."""
+
+    def check(self) -> None:
+        """Raise ProviderError (kind auth when the key is refused); return when the key works."""
+        ...
+
+
+def gpu_matches(query: str, *names: str | None) -> bool:
+    """Loose GPU name matching across providers' spellings ("rtx 4090" ~ "NVIDIA GeForce RTX 4090")."""
+    wanted = _gpu_words(query)
+    return bool(wanted) and any(name and wanted <= _gpu_words(name) for name in names)
+
+
+def _gpu_words(text: str) -> set[str]:
+    words = set(text.lower().replace("-", " ").replace("_", " ").split())
+    return words - {"nvidia", "geforce"}

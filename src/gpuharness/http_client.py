@@ -1,0 +1,206 @@
+"""One HTTP client per provider per phase: bounded, deadline-aware retries for reads, one shot for mutations."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from types import TracebackType
+from typing import Any, final
+
+import httpx
+
+from gpuharness.clock import Clock, utcnow
+from gpuharness.providers.base import ProviderError, UnknownOutcome
+from gpuharness.providers.failures import classify, redact
+
+log = logging.getLogger("gpuharness.http")
+
+Sleep = Callable[[float], None]
+Monotonic = Callable[[], float]
+
+#: kinds worth another attempt on a read; capacity/balance/auth/invalid answers will not change by waiting
+RETRYABLE = ("rate_limited", "server", "network")
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Reads: at most max_attempts in total; backoff 5/10/20 s capped at cap_s, plus up to jitter_s."""
+
+    max_attempts: int = 3
+    backoff_s: tuple[float, ...] = (5.0, 10.0, 20.0)
+    cap_s: float = 60.0
+    jitter_s: float = 1.0
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """Retry-After as delta-seconds or an HTTP date; None when absent or unreadable."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            moment = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if moment is None:
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=now.tzinfo)
+        return max(0.0, (moment - now).total_seconds())
+    return max(0.0, seconds)
+
+
+def retry_wait(failed_attempts: int, retry_after: float | None, policy: RetryPolicy, rng: random.Random) -> float:
+    """Seconds to wait after the n-th failed attempt: max(Retry-After, capped backoff + jitter)."""
+    index = min(max(failed_attempts, 1), len(policy.backoff_s)) - 1
+    backoff = min(policy.backoff_s[index], policy.cap_s) + rng.uniform(0.0, policy.jitter_s)
+    return max(retry_after or 0.0, backoff)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One HTTP exchange as the client saw it (no headers, no bodies: nothing secret)."""
+
+    method: str
+    path: str
+    status: int | None
+    attempt: int
+    waited_s: float
+    error: str | None = None
+
+
+@final
+class ProviderHttp:
+    """The HTTP client of one provider for one phase (provision, reconcile, destroy...).
+
+    Sleep, the monotonic clock, the wall clock and the jitter source are injectable so tests take no time.
+    """
+
+    def __init__(self, provider: str, base_url: str, api_key: str | None, *, credential_env: str | None = None,
+                 deadline_s: float = 300.0, timeout_s: float = 30.0, policy: RetryPolicy | None = None,
+                 sleep: Sleep = time.sleep, monotonic: Monotonic = time.monotonic, wall: Clock = utcnow,
+                 rng: random.Random | None = None, transport: httpx.BaseTransport | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
+        self.provider = provider
+        self.credential_env = credential_env
+        self.policy = policy or RetryPolicy()
+        self.sleep = sleep
+        self.monotonic = monotonic
+        self.wall = wall
+        self.rng = rng or random.Random()
+        self.timeout_s = timeout_s
+        self.deadline = monotonic() + deadline_s
+        self.calls: list[CallRecord] = []
+        self._secret = api_key
+        all_headers = {"Accept": "application/json", "User-Agent": "gpuharness/0.1"}
+        if api_key:
+            all_headers["Authorization"] = f"Bearer {api_key}"
+        all_headers.update(headers or {})
+        self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=all_headers, transport=transport,
+                                    timeout=timeout_s, follow_redirects=False)
+
+    # public API
+    def read(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None,
+             allow: tuple[int, ...] = ()) -> httpx.Response:
+        """An idempotent read: retried on 429, 5xx and transport errors within the attempt budget and deadline.
+
+        Statuses in `allow` (e.g. 404 for a get) are returned, not raised.
+        """
+        waited = 0.0
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self._send(method, path, params, json, attempt, waited)
+            except httpx.TransportError as exc:
+                error = ProviderError("network", f"{method} {path}: {self._describe(exc)}", provider=self.provider)
+            else:
+                if response.is_success or response.status_code in allow:
+                    return response
+                error = self._classify(response)
+            if error.kind not in RETRYABLE or attempt >= self.policy.max_attempts:
+                if error.kind in RETRYABLE:
+                    raise ProviderError(error.kind, f"{_strip(error)} (gave up after {attempt} attempts)",
+                                        provider=self.provider, status=error.status, retry_after=error.retry_after)
+                raise error
+            waited = retry_wait(attempt, error.retry_after, self.policy, self.rng)
+            remaining = self.deadline - self.monotonic()
+            if waited > remaining:
+                raise ProviderError(error.kind, f"{_strip(error)} (next retry in {waited:.1f}s would pass the phase "
+                                    f"deadline; {max(remaining, 0):.1f}s left)", provider=self.provider,
+                                    status=error.status, retry_after=error.retry_after)
+            log.info("%s %s %s: %s; retry %d in %.1fs", self.provider, method, path, error.kind, attempt + 1, waited)
+            self.sleep(waited)
+
+    def mutate(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
+               json: Any = None, allow: tuple[int, ...] = ()) -> httpx.Response:
+        """A mutation: exactly one attempt. A lost or ambiguous answer raises UnknownOutcome."""
+        try:
+            response = self._send(method, path, params, json, 1, 0.0)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            # the request never left: nothing can have happened
+            raise ProviderError("network", f"{method} {path}: {self._describe(exc)}", provider=self.provider) from None
+        except httpx.TransportError as exc:
+            raise UnknownOutcome(f"{method} {path}: the response was lost ({self._describe(exc)}); it may or may not "
+                                 "have happened: reconcile before retrying", provider=self.provider) from None
+        if response.is_success or response.status_code in allow:
+            return response
+        error = self._classify(response)
+        if error.kind == "server":
+            raise UnknownOutcome(f"{method} {path}: {_strip(error)}; it may or may not have happened: reconcile "
+                                 "before retrying", provider=self.provider)
+        raise error
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> ProviderHttp:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def count(self, method: str | None = None, path_prefix: str = "") -> int:
+        """How many HTTP exchanges (attempts) this client made, optionally filtered."""
+        return sum(1 for c in self.calls if (method is None or c.method == method) and c.path.startswith(path_prefix))
+
+    # internals
+    def _send(self, method: str, path: str, params: Mapping[str, Any] | None, json: Any, attempt: int,
+              waited: float) -> httpx.Response:
+        remaining = self.deadline - self.monotonic()
+        if remaining <= 0:
+            raise ProviderError("network", f"{method} {path}: the phase deadline has passed", provider=self.provider)
+        timeout = min(self.timeout_s, remaining)
+        try:
+            response = self._client.request(method, path, params=params, json=json, timeout=timeout)
+        except httpx.TransportError as exc:
+            self.calls.append(CallRecord(method, path, None, attempt, waited, type(exc).__name__))
+            raise
+        self.calls.append(CallRecord(method, path, response.status_code, attempt, waited))
+        log.debug("%s %s %s -> %d (attempt %d)", self.provider, method, path, response.status_code, attempt)
+        return response
+
+    def _classify(self, response: httpx.Response) -> ProviderError:
+        retry_after = parse_retry_after(response.headers.get("Retry-After"), self.wall())
+        return classify(self.provider, response.status_code, response.text, credential_env=self.credential_env,
+                        retry_after=retry_after, secret=self._secret)
+
+    def _describe(self, exc: Exception) -> str:
+        return redact(f"{type(exc).__name__}: {exc}", self._secret)
+
+
+def _strip(error: ProviderError) -> str:
+    """The message of an error without its "provider: kind: " prefix."""
+    text = str(error)
+    prefix = f"{error.provider}: {error.kind}: "
+    return text[len(prefix):] if text.startswith(prefix) else text

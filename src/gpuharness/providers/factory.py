@@ -1,0 +1,111 @@
+"""Build a Provider from a providers.json entry and the credential in the environment it names."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, final
+
+import httpx
+
+from gpuharness.clock import Clock, utcnow
+from gpuharness.errors import UserError
+from gpuharness.http_client import Monotonic, ProviderHttp, RetryPolicy, Sleep
+from gpuharness.providers.base import Provider
+from gpuharness.providers.massed import MassedCompute
+from gpuharness.providers.owned import OwnedServers
+from gpuharness.providers.runpod import RunPodPods
+from gpuharness.providers.serverless import ServerlessEndpoint
+from gpuharness.providers.vast import VastAi
+from gpuharness.registry import Registry
+
+#: real API hosts, used when an entry has no api_base
+DEFAULT_API_BASE: dict[str, str] = {
+    "runpod": "https://api.runpod.io",
+    "runpod-serverless": "https://api.runpod.ai",
+    "vast": "https://console.vast.ai",
+    "massed": "https://vm.massedcompute.com",
+}
+#: shortest plausible key; anything shorter was cut when pasted ([UNVERIFIED] exact lengths per provider)
+MIN_KEY_LENGTH = 20
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PhaseOptions:
+    """Transport settings of one phase: deadline, timeouts, retry policy and the injectable time sources."""
+
+    deadline_s: float = 300.0
+    timeout_s: float = 30.0
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    sleep: Sleep = time.sleep
+    monotonic: Monotonic = time.monotonic
+    wall: Clock = utcnow
+    rng: random.Random | None = None
+    transport: httpx.BaseTransport | None = None
+
+
+def credential(entry: Mapping[str, Any], env: Mapping[str, str] | None = None) -> str:
+    """The API key from the variable the entry names; UserError (never echoing the value) when unusable."""
+    environ = os.environ if env is None else env
+    name = entry.get("name", "?")
+    variable = entry.get("credential_env")
+    if not variable:
+        raise UserError(f"provider {name!r} names no credential_env", path="providers.json", place=f"{name}",
+                        hint="set credential_env to the environment variable holding the API key")
+    value = environ.get(str(variable))
+    if value is None or not value.strip():
+        raise UserError(f"${variable} is not set (provider {name!r})", path="providers.json",
+                        place=f"{name}.credential_env", hint=f"export {variable}=<your API key>")
+    key = value.strip()
+    if len(key) < MIN_KEY_LENGTH or any(c.isspace() for c in key):
+        raise UserError(f"${variable} looks truncated or damaged ({len(key)} characters, expected at least "
+                        f"{MIN_KEY_LENGTH} with no spaces; provider {name!r})", path="providers.json",
+                        place=f"{name}.credential_env", hint="copy the whole key again from the provider's console")
+    return key
+
+
+def http_for(entry: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
+             options: PhaseOptions | None = None) -> ProviderHttp:
+    """One HTTP client for one provider entry, for one phase."""
+    opts = options or PhaseOptions()
+    kind = str(entry["kind"])
+    base = entry.get("api_base") or DEFAULT_API_BASE[kind]
+    return ProviderHttp(str(entry.get("name", kind)), str(base), credential(entry, env),
+                        credential_env=entry.get("credential_env"), deadline_s=opts.deadline_s,
+                        timeout_s=opts.timeout_s, policy=opts.policy, sleep=opts.sleep, monotonic=opts.monotonic,
+                        wall=opts.wall, rng=opts.rng, transport=opts.transport)
+
+
+def build_provider(entry: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
+                   options: PhaseOptions | None = None, registry: Registry | None = None) -> Provider:
+    """The adapter for a providers.json entry (kind runpod, vast, massed or owned)."""
+    kind = entry.get("kind")
+    name = str(entry.get("name", kind))
+    if kind == "owned":
+        return OwnedServers(name, registry or Registry.locate())
+    if kind == "runpod":
+        return RunPodPods(name, http_for(entry, env=env, options=options))
+    if kind == "vast":
+        return VastAi(name, http_for(entry, env=env, options=options))
+    if kind == "massed":
+        return MassedCompute(name, http_for(entry, env=env, options=options))
+    if kind == "runpod-serverless":
+        raise UserError(f"provider {name!r} is a serverless endpoint, not a source of instances",
+                        path="providers.json", place=name, hint="use build_serverless for its jobs")
+    raise UserError(f"provider {name!r} has unknown kind {kind!r}", path="providers.json", place=name,
+                    hint="kind is one of runpod, runpod-serverless, vast, massed, owned")
+
+
+def build_serverless(entry: Mapping[str, Any], endpoint_id: str | None = None, *,
+                     env: Mapping[str, str] | None = None, options: PhaseOptions | None = None) -> ServerlessEndpoint:
+    """The client of a RunPod Serverless endpoint (id from the argument or the entry's endpoint_id)."""
+    name = str(entry.get("name", "runpod-serverless"))
+    endpoint = endpoint_id or entry.get("endpoint_id")
+    if not endpoint:
+        raise UserError(f"provider {name!r} names no endpoint_id", path="providers.json", place=name,
+                        hint="add endpoint_id (the id in https://api.runpod.ai/v2/<endpoint_id>/...)")
+    return ServerlessEndpoint(name, http_for(entry, env=env, options=options), str(endpoint))

@@ -1,0 +1,106 @@
+"""Launch and terminate with reconciliation: a lost answer is an unknown outcome, settled by listing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpuharness.clock import now_ts
+from gpuharness.providers.base import Instance, LaunchSpec, Provider, ProviderError, UnknownOutcome
+
+Journal = Callable[[dict[str, Any]], None]
+
+#: kinds after which the launch certainly did not happen and another attempt (within the budget) is reasonable
+RETRY_LAUNCH_ON = ("capacity", "rate_limited", "network")
+
+
+def find_by_key(provider: Provider, key: str) -> Instance | None:
+    """The live instance carrying this idempotency key (name or label), from one list call plus pages."""
+    for instance in provider.list_instances():
+        if instance.status != "terminated" and (instance.idempotency_key == key or instance.name == key):
+            return instance
+    return None
+
+
+def _entry(provider: Provider, op: str, attempt: int, event: str, **extra: Any) -> dict[str, Any]:
+    return {"ts": now_ts(), "provider": provider.name, "op": op, "attempt": attempt, "event": event, **extra}
+
+
+def launch_reconciled(provider: Provider, spec: LaunchSpec, journal: Journal, max_attempts: int = 2, *,
+                      check_first: bool = True) -> Instance:
+    """Launch at most max_attempts times, never duplicating: an instance with the key is found before any retry.
+
+    - check_first: one list before the first launch; an instance already carrying the key is returned.
+    - UnknownOutcome (timeout, dropped connection, ambiguous 5xx): list and match the key; launch again
+      only when nothing was created.
+    - capacity / rate limit / connect failure: the launch did not happen; retried within max_attempts.
+    - auth, balance, invalid, unsupported: raised at once.
+    Every attempt and its outcome is passed to `journal`.
+    """
+    key = spec.idempotency_key
+    if check_first:
+        existing = find_by_key(provider, key)
+        if existing is not None:
+            journal(_entry(provider, "launch", 0, "exists", key=key, instance_id=existing.id))
+            return existing
+    last: ProviderError | None = None
+    for attempt in range(1, max_attempts + 1):
+        journal(_entry(provider, "launch", attempt, "attempt", key=key, gpu=spec.gpu, gpu_count=spec.gpu_count))
+        try:
+            instance = provider.launch(spec)
+        except UnknownOutcome as exc:
+            last = exc
+            journal(_entry(provider, "launch", attempt, "unknown_outcome", key=key, error=str(exc)))
+            try:
+                found = find_by_key(provider, key)
+            except ProviderError as list_error:
+                journal(_entry(provider, "launch", attempt, "reconcile_failed", key=key, error=str(list_error)))
+                raise UnknownOutcome(f"launch of {key} may have happened and the listing to check failed "
+                                     f"({list_error.kind}); do not launch again before `status --refresh`",
+                                     provider=provider.name) from None
+            if found is not None:
+                journal(_entry(provider, "launch", attempt, "reconciled", key=key, instance_id=found.id))
+                return found
+            journal(_entry(provider, "launch", attempt, "nothing_created", key=key))
+            continue
+        except ProviderError as exc:
+            last = exc
+            journal(_entry(provider, "launch", attempt, "refused", key=key, kind=exc.kind, error=str(exc)))
+            if exc.kind not in RETRY_LAUNCH_ON:
+                raise
+            continue
+        journal(_entry(provider, "launch", attempt, "created", key=key, instance_id=instance.id))
+        return instance
+    assert last is not None
+    journal(_entry(provider, "launch", max_attempts, "gave_up", key=key, kind=last.kind))
+    raise ProviderError(last.kind, f"launch of {key} failed after {max_attempts} attempt(s): {last}",
+                        provider=provider.name, status=last.status, retry_after=last.retry_after)
+
+
+def terminate_reconciled(provider: Provider, instance_id: str, journal: Journal, max_attempts: int = 2) -> bool:
+    """Terminate the exact id and verify by listing that it is gone (or terminated).
+
+    A lost answer is checked by listing; terminate is repeated (same exact id) only while the instance is still
+    listed as live. Returns True once verified gone; raises ProviderError when it is still there after the budget.
+    """
+    for attempt in range(1, max_attempts + 1):
+        journal(_entry(provider, "terminate", attempt, "attempt", instance_id=instance_id))
+        try:
+            provider.terminate(instance_id)
+            journal(_entry(provider, "terminate", attempt, "accepted", instance_id=instance_id))
+        except UnknownOutcome as exc:
+            journal(_entry(provider, "terminate", attempt, "unknown_outcome", instance_id=instance_id,
+                           error=str(exc)))
+        except ProviderError as exc:
+            journal(_entry(provider, "terminate", attempt, "refused", instance_id=instance_id, kind=exc.kind,
+                           error=str(exc)))
+            if exc.kind not in ("rate_limited", "network", "server"):
+                raise
+        still = next((i for i in provider.list_instances() if i.id == instance_id), None)
+        if still is None or still.status == "terminated":
+            journal(_entry(provider, "terminate", attempt, "verified_gone", instance_id=instance_id))
+            return True
+        journal(_entry(provider, "terminate", attempt, "still_listed", instance_id=instance_id,
+                       status=still.status))
+    raise ProviderError("server", f"{instance_id} is still listed after {max_attempts} terminate attempt(s); it "
+                        "is still billing: check the provider console", provider=provider.name)

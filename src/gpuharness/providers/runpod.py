@@ -1,0 +1,121 @@
+"""RunPod Pods through REST v2 (v1 retired 2026-11-15): list, get, launch, stop/start, terminate, GPU types."""
+
+from __future__ import annotations
+
+from typing import Any, final
+
+from gpuharness.http_client import ProviderHttp
+from gpuharness.providers import fields
+from gpuharness.providers.base import Instance, LaunchSpec, Offer, ProviderError, SshEndpoint, Status, gpu_matches
+
+#: v2 PodStatus (and v1 desiredStatus) -> normalized status
+STATUS: dict[str, Status] = {
+    "PROVISIONING": "pending", "STARTING": "pending", "CREATED": "pending", "RESTARTING": "pending",
+    "RUNNING": "running", "EXITED": "stopped", "PAUSED": "stopped", "ERROR": "error", "DEAD": "error",
+    "TERMINATED": "terminated",
+}
+
+
+def pod_instance(provider: str, pod: dict[str, Any]) -> Instance:
+    """A v2 pod (tolerating v1 field names) as an Instance."""
+    raw = pod.get("status") or pod.get("desiredStatus")
+    gpu = fields.obj(pod.get("gpu"))
+    runtime = fields.obj(pod.get("runtime"))
+    ports = [p for p in runtime.get("ports") or [] if isinstance(p, dict)]
+    return Instance(
+        provider=provider,
+        id=str(pod["id"]),
+        status=STATUS.get(str(raw).upper(), "unknown") if raw else "unknown",
+        raw_status=str(raw) if raw is not None else None,
+        name=pod.get("name"),
+        cost_hr=fields.number(pod.get("cost", pod.get("costPerHr"))),
+        gpu=gpu.get("id") or fields.obj(pod.get("machine")).get("gpuDisplayName"),
+        gpu_count=fields.integer(gpu.get("count", pod.get("gpuCount")), 1),
+        region=pod.get("dataCenterId"),
+        ssh=_ssh(pod, ports),
+        endpoint=next((f"http://{p['ip']}:{p['public']}" for p in ports
+                       if p.get("type") == "http" and p.get("ip") and p.get("public")), None),
+        created_at=fields.timestamp(pod.get("createdAt")),
+    )
+
+
+def _ssh(pod: dict[str, Any], ports: list[dict[str, Any]]) -> SshEndpoint | None:
+    direct = fields.obj(pod.get("ssh")).get("direct")
+    if isinstance(direct, dict) and direct.get("host") and direct.get("port"):
+        return SshEndpoint(str(direct["host"]), int(direct["port"]), str(direct.get("username") or "root"))
+    for port in ports:
+        if port.get("private") == 22 and port.get("ip") and port.get("public"):
+            return SshEndpoint(str(port["ip"]), int(port["public"]))
+    mapped = fields.obj(pod.get("portMappings")).get("22")
+    if pod.get("publicIp") and mapped:
+        return SshEndpoint(str(pod["publicIp"]), int(mapped))
+    return None
+
+
+@final
+class RunPodPods:
+    """RunPod Pods REST v2. api_base is the host (https://api.runpod.io or http://127.0.0.1:N/runpod)."""
+
+    kind = "runpod"
+    supports_stop = True
+
+    def __init__(self, name: str, http: ProviderHttp, *, cloud: str = "SECURE") -> None:
+        self.name = name
+        self.http = http
+        self.cloud = cloud
+
+    def list_instances(self) -> list[Instance]:
+        body = self.http.read("GET", "/v2/pods").json()
+        pods = body if isinstance(body, list) else fields.mapping(body, self.name, "GET /v2/pods").get("pods")
+        return [pod_instance(self.name, p) for p in fields.items(pods, self.name, "GET /v2/pods")]
+
+    def get_instance(self, instance_id: str) -> Instance | None:
+        response = self.http.read("GET", f"/v2/pods/{instance_id}", allow=(404,))
+        if response.status_code == 404:
+            return None
+        return pod_instance(self.name, fields.mapping(response.json(), self.name, "GET /v2/pods/{id}"))
+
+    def launch(self, spec: LaunchSpec) -> Instance:
+        body: dict[str, Any] = {
+            "name": spec.idempotency_key, "image": spec.image,
+            "gpu": {"id": spec.gpu, "count": spec.gpu_count}, "cloud": self.cloud, "disk": spec.disk_gb,
+            "ports": list(spec.ports), "env": dict(spec.env), "interruptible": spec.interruptible,
+        }
+        if spec.region:
+            body["dataCenterIds"] = [spec.region]
+        response = self.http.mutate("POST", "/v2/pods", json=body)
+        return pod_instance(self.name, fields.mapping(response.json(), self.name, "POST /v2/pods"))
+
+    def _action(self, instance_id: str, action: str) -> None:
+        self.http.mutate("POST", f"/v2/pods/{instance_id}/action", json={"action": action})
+
+    def stop(self, instance_id: str) -> None:
+        self._action(instance_id, "stop")
+
+    def start(self, instance_id: str) -> None:
+        self._action(instance_id, "start")
+
+    def terminate(self, instance_id: str) -> None:
+        try:
+            self._action(instance_id, "terminate")
+        except ProviderError as exc:
+            if exc.kind != "not_found":  # already gone is what we wanted
+                raise
+
+    def offers(self, gpu: str) -> list[Offer]:
+        # [UNVERIFIED] route: REST v2 documents no gpu-types list; the simulator serves the GraphQL gpuTypes shape.
+        body = fields.mapping(self.http.read("GET", "/v2/gpu-types").json(), self.name, "GET /v2/gpu-types")
+        found: list[Offer] = []
+        for row in fields.items(body.get("gpuTypes"), self.name, "GET /v2/gpu-types"):
+            price = fields.number(row.get("communityPrice" if self.cloud == "COMMUNITY" else "securePrice"))
+            if price is None or not gpu_matches(gpu, row.get("id"), row.get("displayName")):
+                continue
+            found.append(Offer(provider=self.name, gpu=str(row["id"]), cost_hr=price, offer_id=str(row["id"]),
+                               vram_gb=fields.number(row.get("memoryInGb")), region=self.cloud))
+        return found
+
+    def check(self) -> None:
+        self.http.read("GET", "/v2/pods")
+
+    def close(self) -> None:
+        self.http.close()
