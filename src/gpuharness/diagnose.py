@@ -134,7 +134,7 @@ _RULES: Final[tuple[tuple[str, bool, str], ...]] = (
 _COMBINED: Final[re.Pattern[str]] = re.compile("|".join(f"(?:{p})" for _, _, p in _RULES))
 _RULE_PATTERNS: Final[tuple[re.Pattern[str], ...]] = tuple(re.compile(p) for _, _, p in _RULES)
 _ANSI: Final[re.Pattern[str]] = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-#: Longest slice of one line that is examined (progress bars can make megabyte "lines").
+#: Characters of one line that are examined: its first and last halves of this (progress bars make huge lines).
 MAX_LINE_CHARS: Final[int] = 8192
 _MAX_EVIDENCE: Final[int] = 20
 
@@ -190,7 +190,8 @@ def classify_lines(lines: Iterable[str]) -> Diagnosis:
     evidence: list[Evidence] = []
     count = 0
     for count, raw in enumerate(lines, start=1):
-        text = raw[:MAX_LINE_CHARS]
+        # A progress bar can make a megabyte "line": look at its head and its tail only.
+        text = raw if len(raw) <= MAX_LINE_CHARS else raw[: MAX_LINE_CHARS // 2] + raw[-MAX_LINE_CHARS // 2 :]
         if "\x1b" in text:
             text = _ANSI.sub("", text)
         if _COMBINED.search(text) is None:
