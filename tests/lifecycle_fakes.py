@@ -20,7 +20,8 @@ from gpuharness.remote import ExecResult, RemoteError
 
 class FakeClock:
     def __init__(self) -> None:
-        self.now = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+        # starts at the real time: the journal stamps its own entries with the real clock
+        self.now = datetime.now(UTC).replace(microsecond=0)
         self.slept: list[float] = []
 
     def __call__(self) -> datetime:
@@ -236,6 +237,7 @@ def make_world(tmp_path: Path, *, policy: dict[str, Any] | None = None) -> World
 
 def mark_ready(registry: Registry, deployment_id: str) -> None:
     """Stands in for the health suite (the only path to ready) in unit tests of later phases."""
+    from gpuharness.clock import now_ts
     from gpuharness.lifecycle import transition
-    transition(registry, deployment_id, "ready", ready_at="2026-11-30T12:00:00.000Z",
+    transition(registry, deployment_id, "ready", ready_at=now_ts(),
                health={"test_generation": "passed"}, note="health suite passed (test stand-in)")

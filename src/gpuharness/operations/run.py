@@ -181,7 +181,11 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: dict[str, Any], wo
         failure = classify(str(exc))
         return finish("failed", error=failure.message(), cause=failure.cause, artifacts=[]), failure
     while True:
-        progress = executor.poll(handle)
+        try:
+            progress = executor.poll(handle)
+        except Exception as exc:  # the runtime stopped answering: the job's fate is unknown, record it failed
+            failure = classify(f"lost contact with the runtime while polling: {exc}")
+            return finish("failed", error=failure.message(), cause=failure.cause, artifacts=[]), failure
         elapsed = (ctx.clock() - start).total_seconds()
         if progress.state == "completed":
             artifacts = [{k: v for k, v in {"name": o["name"], "remote_path": o.get("remote_path"),

@@ -1,0 +1,168 @@
+"""reap: shutdown rules (idle minutes, max hours, deadline) and keep-alive economics for every live
+deployment; a dry run unless --apply, and idleness only from >= 2 observations spanning the idle window."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, final
+
+import orjson
+
+from gpuharness.clock import format_ts, parse_ts
+from gpuharness.economics import keep_alive
+from gpuharness.errors import UserError
+from gpuharness.jsonl import append_record
+from gpuharness.ledger import Ledger
+from gpuharness.lifecycle import read_journal
+from gpuharness.operations.context import Context
+from gpuharness.operations.destroy import destroy, refusal
+from gpuharness.operations.provision import HOLDING
+from gpuharness.operations.retrieve import retrieve, unsynced
+from gpuharness.operations.run import mark_interrupted
+from gpuharness.policy import Policy
+
+OBSERVATIONS = "observations.jsonl"
+
+
+@final
+@dataclass(slots=True)
+class ReapDecision:
+    deployment: str
+    action: str  # destroy | keep | busy | refused | destroyed
+    reasons: list[str] = field(default_factory=list)
+    arithmetic: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"deployment": self.deployment, "action": self.action, "reasons": self.reasons,
+                "arithmetic": self.arithmetic}
+
+
+def observations_path(ctx: Context) -> Path:
+    return ctx.registry.root / OBSERVATIONS
+
+
+def read_observations(path: Path) -> list[dict[str, Any]]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    return [orjson.loads(line) for line in raw.splitlines(keepends=True) if line.endswith(b"\n") and line.strip()]
+
+
+def activity(ctx: Context, deployment: dict[str, Any]) -> tuple[str, str]:
+    """(last activity time, progress marker): the latest ledger line or journal entry of the deployment."""
+    stamps = [deployment.get("created_at"), deployment.get("ready_at")]
+    lines = 0
+    for record in Ledger(ctx.registry.ledger_path).records():
+        if record.get("deployment_id") == deployment["id"]:
+            lines += 1
+            stamps += [record.get("ts"), record.get("started_at"), record.get("completed_at")]
+    for entry in read_journal(ctx.registry.journal_path):
+        if entry.get("deployment") == deployment["id"]:
+            stamps.append(entry.get("ts"))
+    last = max((parse_ts(s) for s in stamps if s), default=ctx.clock())
+    return format_ts(last), f"ledger:{lines}@{format_ts(last)}"
+
+
+def idle_proof(history: list[dict[str, Any]], marker: str, window_min: float) -> tuple[bool, str]:
+    """Idle only when >= 2 observations with no running job and the same progress marker span the window."""
+    same = [o for o in history if o.get("marker") == marker and not o.get("running_jobs")]
+    if len(same) < 2:
+        return False, f"{len(same)} idle observation(s) with no progress; 2 spanning {window_min:g} min needed"
+    span = (parse_ts(same[-1]["observed_at"]) - parse_ts(same[0]["observed_at"])).total_seconds() / 60
+    if span + 1e-9 < window_min:
+        return False, (f"{len(same)} idle observations span {span:.1f} min < the {window_min:g} min window; "
+                       "observe again later")
+    return True, f"{len(same)} idle observations with no progress span {span:.1f} min >= {window_min:g} min"
+
+
+def assess(ctx: Context, *, startup_minutes: float = 12.0) -> list[ReapDecision]:
+    """Observe every live deployment (recorded) and decide what the rules say. Acts on nothing."""
+    registry = ctx.registry
+    now = ctx.clock()
+    policy = Policy(registry.policy_document())
+    running: dict[str, list[str]] = {}
+    for record in Ledger(registry.ledger_path).current().values():
+        if record["status"] == "running":
+            running.setdefault(record["deployment_id"], []).append(record["id"])
+    path = observations_path(ctx)
+    history = read_observations(path)
+    decisions: list[ReapDecision] = []
+    for deployment in registry.deployments():
+        if deployment["status"] not in HOLDING:
+            continue
+        dep_id = deployment["id"]
+        last, marker = activity(ctx, deployment)
+        observation = {"deployment": dep_id, "observed_at": format_ts(now), "status": deployment["status"],
+                       "running_jobs": running.get(dep_id, []), "last_activity": last, "marker": marker}
+        append_record(path, observation)
+        mine = [o for o in history if o.get("deployment") == dep_id] + [observation]
+        decision = ReapDecision(dep_id, "keep")
+        rule = dict(deployment.get("shutdown_rule") or {})
+        cost_hr = float(deployment.get("cost_hr") or 0.0)
+        idle_min = max((now - parse_ts(last)).total_seconds() / 60, 0.0)
+        if running.get(dep_id):
+            decision.action = "busy"
+            decision.reasons.append(f"job(s) {', '.join(running[dep_id])} running: never reaped mid-job")
+        deadline = rule.get("deadline")
+        if deadline and now >= parse_ts(deadline):
+            decision.reasons.append(f"deadline {deadline} has passed")
+        age_h = (now - parse_ts(deployment["created_at"])).total_seconds() / 3600
+        if rule.get("max_hours") is not None:
+            decision.arithmetic.append(f"age = {age_h:.2f} h of max_hours {rule['max_hours']:g} h")
+            if age_h >= float(rule["max_hours"]):
+                decision.reasons.append(f"max_hours: up {age_h:.2f} h >= {rule['max_hours']:g} h")
+        window = rule.get("idle_minutes")
+        source = "idle_minutes rule"
+        if window is None and policy.get("max_idle_minutes") is not None:
+            window, source = float(policy.get("max_idle_minutes")), "policy max_idle_minutes"
+        economics = keep_alive(cost_hr=cost_hr, gap_minutes=idle_min, startup_minutes=startup_minutes)
+        decision.arithmetic.append(f"idle {idle_min:.1f} min since {last}")
+        decision.arithmetic.extend(economics.explain().splitlines()[1:])
+        if window is None:
+            window, source = startup_minutes, "keep-alive economics (no idle rule)"
+        if idle_min >= float(window):
+            proven, why = idle_proof(mine, marker, float(window))
+            decision.arithmetic.append(why)
+            if proven:
+                decision.reasons.append(f"{source}: idle {idle_min:.1f} min >= {float(window):g} min ({why})")
+        if decision.reasons and decision.action != "busy":
+            decision.action = "destroy"
+        decisions.append(decision)
+    return decisions
+
+
+def reap(ctx: Context, *, apply: bool = False, retrieve_to: str | Path = "outputs",
+         startup_minutes: float = 12.0) -> list[ReapDecision]:
+    """Assess every live deployment; with apply, sync artifacts first, then destroy what the rules say."""
+    if apply:
+        mark_interrupted(ctx)
+    decisions = assess(ctx, startup_minutes=startup_minutes)
+    if not apply:
+        return decisions
+    for decision in decisions:
+        if decision.action != "destroy":
+            continue
+        dep_id = decision.deployment
+        deployment = ctx.registry.deployment(dep_id)
+        if unsynced(Ledger(ctx.registry.ledger_path), dep_id) and deployment.get("ssh"):
+            try:
+                retrieve(ctx, dep_id, retrieve_to)
+            except UserError as exc:
+                decision.action = "refused"
+                decision.reasons.append(f"artifacts could not be synced, so it was not destroyed: {exc.what}")
+                continue
+        problem = refusal(ctx, dep_id, dep_id, False)
+        if problem is not None:
+            decision.action = "refused"
+            decision.reasons.append(f"not destroyed: {problem}")
+            continue
+        try:
+            destroy(ctx, dep_id, confirm=dep_id)
+        except UserError as exc:
+            decision.action = "refused"
+            decision.reasons.append(f"destroy failed: {exc.what}")
+            continue
+        decision.action = "destroyed"
+    return decisions

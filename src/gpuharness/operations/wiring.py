@@ -1,0 +1,51 @@
+"""The real seams for the command line: provider adapters from providers.json, SSH from the deployment's
+route (connections.json first), and the job runtime from the deployment's runtime."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from gpuharness.errors import UserError
+from gpuharness.operations.comfy_job import ComfyJobExecutor
+from gpuharness.operations.context import Context
+from gpuharness.operations.run import JobExecutor
+from gpuharness.providers.base import Provider
+from gpuharness.registry import Registry
+from gpuharness.remote import Remote
+from gpuharness.ssh import open_remote
+from gpuharness.ssh.route import resolve
+
+
+def provider_from_entry(entry: dict[str, Any]) -> Provider:
+    """One adapter (one HTTP client) for a providers.json entry."""
+    try:
+        factory = importlib.import_module("gpuharness.providers.factory")
+    except ModuleNotFoundError:
+        raise UserError("provider adapters are not installed in this build", place=str(entry.get("name")),
+                        hint="use `gpuharness demo` for the simulator") from None
+    provider: Provider = factory.build_provider(entry)
+    return provider
+
+
+def remote_factory(registry: Registry) -> Any:
+    def connect(deployment: dict[str, Any]) -> Remote:
+        connections = registry.items("connections.json")
+        remote: Remote = open_remote(resolve(deployment, connections))
+        return remote
+
+    return connect
+
+
+def executor_for(deployment: dict[str, Any]) -> JobExecutor:
+    runtime = deployment.get("runtime")
+    if runtime == "comfyui":
+        return ComfyJobExecutor(deployment)
+    raise UserError(f"running jobs on a {runtime!r} runtime is not supported yet", place=deployment["id"],
+                    hint="supported: comfyui")
+
+
+def cli_context(registry: Registry) -> Context:
+    """The context the CLI commands use."""
+    return Context(registry=registry, providers=provider_from_entry, remotes=remote_factory(registry),
+                   executors=executor_for)
