@@ -8,33 +8,12 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, final
 
+from gpuharness import nvidia_smi
+from gpuharness.nvidia_smi import GpuInfo
 from gpuharness.remote import ExecResult, Remote
 
 PROBE_VERSION: Final = 1
 MARK: Final = "@@gpuharness"
-
-#: Query fields, in order; the throttle reasons are asked under the new spelling first, then the old one.
-BASE_FIELDS: Final = ("index", "name", "uuid", "driver_version", "memory.total", "memory.used",
-                      "temperature.gpu", "utilization.gpu", "ecc.errors.uncorrected.volatile.total")
-REASONS: Final = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
-PCIE_FIELDS: Final = ("pcie.link.gen.current", "pcie.link.width.current")
-SPELLINGS: Final = ("clocks_event_reasons", "clocks_throttle_reasons")
-
-#: nvidia-smi outputs that mean "no usable GPU", as error classes (first match wins).
-NVIDIA_SMI_ERRORS: Final = (
-    ("driver_library_mismatch", re.compile(r"Driver/library version mismatch", re.I)),
-    ("driver_not_loaded", re.compile(r"couldn't communicate with the NVIDIA driver|driver not loaded", re.I)),
-    ("no_devices_found", re.compile(r"No devices were found", re.I)),
-    ("device_handle_unknown_error", re.compile(r"Unable to determine the device handle.*Unknown Error", re.I)),
-    ("gpu_access_blocked", re.compile(r"access.*blocked|Insufficient Permissions", re.I)),
-    ("gpu_fallen_off_bus", re.compile(r"fallen off the bus", re.I)),
-)
-
-
-def query_fields(spelling: str) -> tuple[str, ...]:
-    """The --query-gpu field list under one throttle-reason spelling."""
-    return (*BASE_FIELDS, *(f"{spelling}.{reason}" for reason in REASONS), *PCIE_FIELDS)
-
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -94,18 +73,9 @@ def build_script(targets: ProbeTargets) -> str:
         'if command -v timeout >/dev/null 2>&1; then TO="timeout -k 2 $GH_T"; TOT="timeout -k 2 $GH_TT"; '
         'else TO=""; TOT=""; fi',
         "sec gpus",
-        "rc=127",
-        "if command -v nvidia-smi >/dev/null 2>&1; then",
-        f'  echo "spelling {SPELLINGS[0]}"',
-        f"  $TO nvidia-smi --query-gpu={','.join(query_fields(SPELLINGS[0]))} --format=csv,noheader,nounits 2>&1",
-        "  rc=$?",
-        # exit 2 is "invalid argument": drivers older than r525 only know the throttle spelling
-        '  if [ "$rc" -eq 2 ]; then',
-        f'    echo "spelling {SPELLINGS[1]}"',
-        f"    $TO nvidia-smi --query-gpu={','.join(query_fields(SPELLINGS[1]))} --format=csv,noheader,nounits 2>&1",
-        "    rc=$?",
-        "  fi",
-        "else echo 'nvidia-smi: command not found'; fi",
+        "_smi_rc=127",
+        nvidia_smi.probe_shell_snippet(targets.nvidia_smi_timeout_s).rstrip("\n"),
+        "rc=$_smi_rc",
         "end $rc",
         "sec header",
         'if [ "$rc" = 0 ]; then $TO nvidia-smi 2>&1 | grep -E "Driver Version|CUDA Version"; fi; end 0',
@@ -139,25 +109,6 @@ def build_script(targets: ProbeTargets) -> str:
 
 @final
 @dataclass(frozen=True, slots=True)
-class GpuFacts:
-    """One GPU as nvidia-smi reports it. Unsupported values ([N/A]) are None."""
-
-    index: int
-    name: str
-    uuid: str
-    driver_version: str
-    memory_total_mib: int | None
-    memory_used_mib: int | None
-    temperature_c: int | None
-    utilization_pct: int | None
-    ecc_uncorrected: int | None
-    throttle: tuple[str, ...]
-    pcie_gen: int | None
-    pcie_width: int | None
-
-
-@final
-@dataclass(frozen=True, slots=True)
 class ComputeApp:
     pid: int
     name: str
@@ -169,10 +120,10 @@ class ComputeApp:
 class ProbeResult:
     """Every remote fact from one probe exec, parsed; `digest` identifies the raw transcript."""
 
-    gpus: tuple[GpuFacts, ...]
-    gpu_error: str | None  # an error class: nvidia_smi_missing, nvidia_smi_hung, driver_library_mismatch, ...
+    gpus: tuple[GpuInfo, ...]
+    gpu_error: str | None  # an error class of nvidia_smi.ERROR_REMEDIES (nvidia_smi_timeout, ...) or probe_incomplete
     gpu_error_line: str | None
-    throttle_spelling: str | None
+    gpu_fields: tuple[str, ...]
     driver_version: str | None
     cuda_version: str | None
     compute_apps: tuple[ComputeApp, ...]
@@ -190,6 +141,7 @@ class ProbeResult:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data["gpus"] = [gpu.to_json() for gpu in self.gpus]
         data["listening_ports"] = sorted(self.listening_ports)
         return data
 
@@ -241,42 +193,6 @@ def _int(text: str) -> int | None:
     return int(match.group()) if match else None
 
 
-def parse_gpu_line(line: str) -> GpuFacts:
-    """One CSV line of query_fields(); raises ValueError when it does not have the expected shape."""
-    cells = [cell.strip() for cell in line.split(",")]
-    expected = len(BASE_FIELDS) + len(REASONS) + len(PCIE_FIELDS)
-    if len(cells) != expected:
-        # a GPU name may itself hold a comma; join the surplus back into the name
-        surplus = len(cells) - expected
-        if surplus < 0:
-            raise ValueError(f"expected {expected} CSV fields, got {len(cells)}: {line!r}")
-        cells = [cells[0], ", ".join(cells[1:2 + surplus]), *cells[2 + surplus:]]
-    reasons = cells[len(BASE_FIELDS):len(BASE_FIELDS) + len(REASONS)]
-    active = tuple(reason for reason, value in zip(REASONS, reasons, strict=True)
-                   if (_value(value) or "").lower() == "active")
-    index = _int(cells[0])
-    if index is None:
-        raise ValueError(f"GPU index is not a number: {line!r}")
-    return GpuFacts(index=index, name=cells[1], uuid=cells[2], driver_version=cells[3],
-                    memory_total_mib=_int(cells[4]), memory_used_mib=_int(cells[5]),
-                    temperature_c=_int(cells[6]), utilization_pct=_int(cells[7]),
-                    ecc_uncorrected=_int(cells[8]), throttle=active,
-                    pcie_gen=_int(cells[-2]), pcie_width=_int(cells[-1]))
-
-
-def classify_nvidia_smi(lines: list[str], rc: int | None) -> tuple[str, str | None]:
-    """An error class and its decisive line for a failed nvidia-smi run."""
-    if rc == 127:
-        return "nvidia_smi_missing", next((line for line in lines if line.strip()), None)
-    if rc in (124, 137):
-        return "nvidia_smi_hung", None
-    for name, pattern in NVIDIA_SMI_ERRORS:
-        for line in lines:
-            if pattern.search(line):
-                return name, line.strip()
-    return "nvidia_smi_crashed", next((line.strip() for line in lines if line.strip()), None)
-
-
 def _listening(lines: list[str]) -> frozenset[int]:
     ports: set[int] = set()
     for line in lines:
@@ -298,38 +214,12 @@ def _listening(lines: list[str]) -> frozenset[int]:
 def parse(stdout: str, stderr: str = "", exit_status: int | None = 0) -> ProbeResult:
     """Parse a probe transcript into a ProbeResult."""
     sections, codes, done = split_sections(stdout)
-    gpu_lines = sections.get("gpus", [])
-    spelling = None
-    data_lines: list[str] = []
-    for line in gpu_lines:
-        if line.startswith("spelling "):
-            spelling = line.split(" ", 1)[1].strip()
-            data_lines = []
-        else:
-            data_lines.append(line)
-    rc = codes.get("gpus")
-    gpus: list[GpuFacts] = []
-    gpu_error: str | None = None
-    gpu_error_line: str | None = None
-    if "gpus" not in sections:
-        gpu_error = "probe_incomplete"
-    elif rc is None:
-        gpu_error, gpu_error_line = "nvidia_smi_hung", None
-    elif rc != 0:
-        gpu_error, gpu_error_line = classify_nvidia_smi(data_lines, rc)
-    else:
-        for line in data_lines:
-            if not line.strip():
-                continue
-            try:
-                gpus.append(parse_gpu_line(line))
-            except ValueError:
-                gpu_error, gpu_error_line = classify_nvidia_smi(data_lines, rc)
-                if gpu_error == "nvidia_smi_crashed":
-                    gpu_error_line = line
-                break
-        if not gpus and gpu_error is None:
-            gpu_error, gpu_error_line = "no_devices_found", None
+    if "gpus" in sections and "gpus" in codes:
+        report = nvidia_smi.parse_probe_csv("\n".join(sections["gpus"]))
+        gpus, gpu_error, gpu_error_line = report.gpus, report.error, report.error_line
+        fields = report.fields
+    else:  # the script never finished its nvidia-smi section: the exec deadline cut it off
+        gpus, gpu_error, gpu_error_line, fields = (), "probe_incomplete", "the probe did not finish", ()
     driver = cuda = None
     for line in sections.get("header", []):
         match = re.search(r"Driver Version:\s*([\d.]+)", line)
@@ -338,6 +228,8 @@ def parse(stdout: str, stderr: str = "", exit_status: int | None = 0) -> ProbeRe
         cuda = match.group(1) if match else cuda
     if driver is None and gpus:
         driver = gpus[0].driver_version
+    if cuda is None:
+        cuda = nvidia_smi.cuda_version_from_header("\n".join(sections.get("header", [])))
     apps: list[ComputeApp] = []
     for line in sections.get("apps", []):
         cells = [cell.strip() for cell in line.split(",")]
@@ -362,7 +254,7 @@ def parse(stdout: str, stderr: str = "", exit_status: int | None = 0) -> ProbeRe
             progress[key] = int(value.strip())
     torch_lines = [line for line in sections.get("torch", []) if line.strip()]
     return ProbeResult(
-        gpus=tuple(gpus), gpu_error=gpu_error, gpu_error_line=gpu_error_line, throttle_spelling=spelling,
+        gpus=tuple(gpus), gpu_error=gpu_error, gpu_error_line=gpu_error_line, gpu_fields=tuple(fields),
         driver_version=driver, cuda_version=cuda, compute_apps=tuple(apps), disk_free_bytes=disk,
         processes=tuple(processes), listening_ports=_listening(sections.get("ports", [])),
         log_tail=tuple(sections.get("log", [])), progress=progress,

@@ -25,6 +25,7 @@ import paramiko
 from paramiko.common import AUTH_FAILED, AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED, OPEN_SUCCEEDED
 from paramiko.sftp import SFTP_PERMISSION_DENIED
 
+from gpuharness.nvidia_smi import CLOCK_EVENT_BITS
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
 Counter = Callable[[str], None]
@@ -117,12 +118,15 @@ def _gpu_rows(spec: HostSpec) -> list[dict[str, str]]:
             else "[N/A]",
             "pcie.link.gen.current": "4", "pcie.link.width.current": "16",
         }
-        for reason in ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown",
-                       "sw_power_cap", "gpu_idle", "active"):
+        mask = sum(bit for bit, name in CLOCK_EVENT_BITS.items() if name in spec.throttle)
+        for reason in CLOCK_EVENT_BITS.values():
             state = "Active" if reason in spec.throttle else "Not Active"
             row[f"clocks_throttle_reasons.{reason}"] = state
             if not spec.old_spelling:
                 row[f"clocks_event_reasons.{reason}"] = state
+        row["clocks_throttle_reasons.active"] = f"0x{mask:016X}"
+        if not spec.old_spelling:
+            row["clocks_event_reasons.active"] = f"0x{mask:016X}"
         rows.append(row)
     return rows
 

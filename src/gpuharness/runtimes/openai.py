@@ -1,0 +1,74 @@
+"""OpenAI-compatible servers (vLLM, SGLang, TGI): /health, /v1/models lists the model, a small /v1/completions."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from gpuharness.runtimes import Artifact, Clock, Outcome, classified, failed, transport_failure
+
+
+def health(client: httpx.Client, **_: Any) -> Outcome:
+    started = time.monotonic()
+    try:
+        response = client.get("/health")
+    except httpx.HTTPError as exc:
+        return transport_failure(exc, "GET /health", started=started)
+    if response.status_code != 200:
+        return failed("unhealthy", f"GET /health answered {response.status_code}: {response.text[:200]} "
+                      "(engine starting, dead or out of memory: read the server log)", started=started)
+    return Outcome(True, "GET /health answered 200", duration_s=time.monotonic() - started)
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300]
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            return str(error.get("message", error))
+        return str(body.get("message") or error)
+    return str(body)[:300]
+
+
+def generate(client: httpx.Client, workflow: dict[str, Any], *, model: str | None, deadline_s: float,
+                    clock: Clock) -> Outcome:
+    started = clock()
+    spec = workflow.get("test_generation") or {}
+    inputs = spec.get("inputs") or {}
+    model = inputs.get("model") or model or workflow.get("model")
+    timeout = httpx.Timeout(deadline_s)
+    try:
+        listing = client.get("/v1/models", timeout=timeout)
+    except httpx.HTTPError as exc:
+        return transport_failure(exc, "GET /v1/models", started=started, clock=clock)
+    if listing.status_code != 200:
+        return failed("unhealthy", f"GET /v1/models answered {listing.status_code}: {_error_text(listing)}",
+                      started=started, clock=clock)
+    served = [item.get("id") for item in listing.json().get("data", [])]
+    if model not in served:
+        return failed("model_missing", f"the server does not serve {model!r}; /v1/models lists {served}",
+                      remedy="start the server with the model of the deployment (e.g. vllm serve MODEL)",
+                      started=started, clock=clock)
+    body = {"model": model, "prompt": inputs.get("prompt", "Hello"), "max_tokens": int(inputs.get("max_tokens", 16)),
+            "temperature": 0}
+    remaining = max(0.1, deadline_s - (clock() - started))
+    try:
+        response = client.post("/v1/completions", json=body, timeout=httpx.Timeout(remaining))
+    except httpx.HTTPError as exc:
+        return transport_failure(exc, "POST /v1/completions", started=started, clock=clock)
+    if response.status_code != 200:
+        text = _error_text(response)
+        return classified(text, "completion_failed", f"POST /v1/completions answered {response.status_code}: {text}",
+                          started=started, clock=clock)
+    choices = response.json().get("choices") or []
+    text = (choices[0].get("text") or "") if choices else ""
+    if not text.strip():
+        return failed("empty_output", "POST /v1/completions returned no text", started=started, clock=clock)
+    return Outcome(True, f"completion of {len(text)} chars: {text.strip()[:60]!r}",
+                   outputs=(Artifact("completion.txt", "text/plain", len(text.encode())),),
+                   duration_s=clock() - started)
