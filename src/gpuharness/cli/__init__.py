@@ -14,6 +14,7 @@ from gpuharness.errors import EXIT_USAGE, UserError
 #: Each module defines `register(subparsers, common)`; a new command family adds one line here.
 COMMAND_MODULES: tuple[str, ...] = (
     "gpuharness.cli.registry_cmds",
+    "gpuharness.cli.provider_cmds",
     "gpuharness.cli.diagnose_cmds",
 )
 

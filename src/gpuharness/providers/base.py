@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol, final
+from typing import Any, Literal, Protocol, final, runtime_checkable
 
 Status = Literal["pending", "running", "stopped", "terminated", "error", "unknown"]
 ErrorKind = Literal["capacity", "balance", "auth", "rate_limited", "not_found", "invalid", "server",
@@ -141,6 +141,7 @@ class Offer:
         return asdict(self)
 
 
+@runtime_checkable
 class OfferSource(Protocol):
     """A provider that can list what is rentable (RunPod GPU types, Vast offers, Massed inventory)."""
 
@@ -149,12 +150,15 @@ class OfferSource(Protocol):
         ...
 
 
+@runtime_checkable
 class Authenticating(Protocol):
     """A provider with one cheap authenticated read."""
 
     def check(self) -> None:
         """Raise ProviderError (kind auth when the key is refused); return when the key works."""
         ...
+
+    def close(self) -> None: ...
 
 
 def gpu_matches(query: str, *names: str | None) -> bool:

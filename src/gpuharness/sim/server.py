@@ -84,6 +84,15 @@ class Simulator:
             raise KeyError(provider)
         return self.base_url + wire.prefix
 
+    def provider_entries(self, credential_env: str = "GPUHARNESS_SIM_KEY") -> list[dict[str, Any]]:
+        """providers.json entries pointing at this simulator (any key of 20+ characters works)."""
+        entries: list[dict[str, Any]] = [
+            {"name": kind, "kind": kind, "credential_env": credential_env, "api_base": self.url(kind)}
+            for kind in ("runpod", "vast", "massed")]
+        entries.append({"name": "runpod-serverless", "kind": "runpod-serverless", "credential_env": credential_env,
+                        "api_base": self.url("runpod-serverless"), "endpoint_id": "sim-endpoint"})
+        return entries
+
     def start(self) -> str:
         """Start serving in a background thread; return the base URL."""
         if self._server is None:
@@ -93,11 +102,10 @@ class Simulator:
             self._thread.start()
         return self.base_url
 
-    def serve_forever(self) -> None:
-        """Serve in the calling thread (the CLI)."""
-        if self._server is None:
-            self._server = _Server((self.host, self.port), _Handler, self)
-        self._server.serve_forever()
+    def wait(self, timeout_s: float) -> None:
+        """Block while serving (the CLI), up to timeout_s."""
+        if self._thread is not None:
+            self._thread.join(timeout_s)
 
     def stop(self) -> None:
         server, self._server = self._server, None
