@@ -13,7 +13,11 @@ import pytest
 from gpuharness.registry import ENV_VAR, Registry
 
 #: Plugin-shaped modules of the check families, loaded with this plugin.
-FAMILIES: tuple[str, ...] = ()
+FAMILIES: tuple[str, ...] = (
+    "gpuharness.pytest_plugin.audit",
+    "gpuharness.pytest_plugin.reports",
+    "gpuharness.pytest_plugin.plan",
+)
 
 MODES = ("offline", "live", "record")
 

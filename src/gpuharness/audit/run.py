@@ -1,0 +1,460 @@
+"""One audit of a registry: every rule evaluated once, findings grouped by rule id for the checks to assert."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, final
+
+import orjson
+
+from gpuharness import schema
+from gpuharness.audit import checkpoint as cp
+from gpuharness.audit.findings import Finding
+from gpuharness.audit.ledger_pass import (
+    ChunkResult,
+    PassContext,
+    complete_length,
+    scan_parallel,
+    scan_range,
+)
+from gpuharness.audit.secrets import scan_tree
+from gpuharness.clock import parse_ts
+from gpuharness.errors import UserError
+from gpuharness.ledger import TERMINAL, sequence_problem
+from gpuharness.lifecycle import LIVE
+from gpuharness.policy import Policy
+from gpuharness.registry import DOCUMENTS, JOURNAL, LEDGER
+from gpuharness.statefile import read_json
+
+#: Deployments that bill by the hour: every live state except `stopped`.
+BILLING = frozenset(LIVE - {"stopped"})
+#: Whole-file documents and their identity keys, for the uniqueness rule.
+IDENTITY: dict[str, tuple[str, ...]] = {
+    "providers.json": ("name",), "machines.json": ("provider", "instance_id"), "deployments.json": ("id",),
+    "models.json": ("name",), "workflows.json": ("id", "version"), "connections.json": ("target", "kind"),
+}
+SCHEMA_FILES = (*DOCUMENTS, JOURNAL)
+
+
+def _ts(text: Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return parse_ts(text).timestamp()
+    except ValueError:
+        return None
+
+
+@final
+@dataclass(slots=True)
+class AuditRun:
+    """The result of one audit: findings by rule, warnings, and the ledger state that a pass would record."""
+
+    root: Path
+    now: datetime
+    findings: dict[str, list[Finding]] = field(default_factory=lambda: defaultdict(list))
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    not_applicable: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    documents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    state: cp.LedgerState = field(default_factory=cp.LedgerState)
+    previous: cp.Checkpoint | None = None
+    incremental: bool = False
+    lines_validated: int = 0
+    touched: list[str] = field(default_factory=list)
+    deployment_ids: list[str] = field(default_factory=list)
+    policy_sha256: str = ""
+
+    def add(self, rule: str, where: str, message: str, count: int = 1) -> None:
+        self.findings[rule].append(Finding(rule, where, message))
+        self.counts[rule] += count
+
+    def problems(self, rule: str) -> list[Finding]:
+        """The findings of one rule (capped examples; see `count`)."""
+        return list(self.findings.get(rule, ()))
+
+    def count(self, rule: str) -> int:
+        return int(self.counts.get(rule, 0))
+
+    def explain(self, rule: str, limit: int = 12) -> str:
+        """An actionable failure message: every example line, then how many more."""
+        found = self.problems(rule)
+        lines = [f.line() for f in found[:limit]]
+        more = self.count(rule) - len(lines)
+        if more > 0:
+            lines.append(f"... and {more} more")
+        return f"{rule}: {self.count(rule)} problem(s)\n  " + "\n  ".join(lines)
+
+    @property
+    def policy(self) -> Policy:
+        return Policy(self.documents.get("policy.json") or {})
+
+    def items(self, file_name: str) -> list[dict[str, Any]]:
+        """The well-formed items of a document (others are reported by the schema rule)."""
+        _, key = DOCUMENTS[file_name]
+        doc = self.documents.get(file_name) or {}
+        items = doc.get(key or "", []) if key else []
+        return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+    def deployments(self) -> list[dict[str, Any]]:
+        return self.items("deployments.json")
+
+    @property
+    def passed(self) -> bool:
+        return not any(self.counts.values())
+
+    def checkpoint_document(self) -> dict[str, Any]:
+        return cp.document(self.state, self.deployment_ids, self.policy_sha256)
+
+
+def _load_documents(run: AuditRun) -> None:
+    for file_name, (schema_name, _) in DOCUMENTS.items():
+        rule = f"schema:{file_name}"
+        path = run.root / file_name
+        try:
+            doc = read_json(path)
+        except UserError as exc:
+            run.add(rule, file_name, f"{exc.what}; {exc.hint or 'fix the file'}")
+            continue
+        if not isinstance(doc, dict):
+            run.add(rule, f"{file_name}:$", "expected a JSON object at the top level")
+            continue
+        run.documents[file_name] = doc
+        errors, warnings = schema.check(schema_name, doc)
+        for error in errors:
+            run.add(rule, f"{file_name}:{error.json_path}", f"{error.message}; fix that field")
+        run.warnings.extend(f"{file_name}:{w.json_path}: {w.message}" for w in warnings)
+
+
+def _journal(run: AuditRun) -> dict[str, float]:
+    """Schema-check transitions.jsonl; return each deployment's last transition time."""
+    rule = f"schema:{JOURNAL}"
+    last: dict[str, float] = {}
+    path = run.root / JOURNAL
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return last
+    known = {d.get("id") for d in run.deployments()}
+    with handle:
+        for lineno, raw in enumerate(handle, 1):
+            if not raw.endswith(b"\n"):
+                run.warnings.append(f"{JOURNAL}:{lineno}: torn last line (a writer died mid-write)")
+                break
+            try:
+                entry = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                run.add(rule, f"{JOURNAL}:{lineno}", f"not valid JSON ({exc}); move the broken line out")
+                continue
+            errors, _ = schema.check("transition", entry) if isinstance(entry, dict) else (
+                [schema.Finding("$", "a journal line must be a JSON object")], [])
+            for error in errors[:3]:
+                run.add(rule, f"{JOURNAL}:{lineno}:{error.json_path}", error.message)
+            if errors or not isinstance(entry, dict):
+                continue
+            deployment = entry["deployment"]
+            if deployment not in known:
+                run.add("ref:journal-deployment", f"{JOURNAL}:{lineno}",
+                        f"transition of deployment {deployment} ({entry.get('from')} → {entry['to']}), which is not "
+                        "in deployments.json: history was deleted; restore the deployment (status destroyed, "
+                        "with destroyed_at)")
+            moment = _ts(entry.get("ts"))
+            if moment is not None and moment > last.get(deployment, 0.0):
+                last[deployment] = moment
+    return last
+
+
+def _references(run: AuditRun) -> None:
+    for file_name, keys in IDENTITY.items():
+        seen: dict[tuple[Any, ...], int] = {}
+        for index, item in enumerate(run.items(file_name)):
+            key = tuple(item.get(k) for k in keys)
+            if key in seen:
+                label = ", ".join(f"{k}={v}" for k, v in zip(keys, key, strict=True))
+                run.add(f"unique:{file_name}", f"{file_name}:$.{DOCUMENTS[file_name][1]}[{index}]",
+                        f"duplicate {label} (first at index {seen[key]}); merge or rename one of them")
+            else:
+                seen[key] = index
+    providers = {p.get("name") for p in run.items("providers.json")}
+    for deployment in run.deployments():
+        if deployment.get("provider") not in providers:
+            run.add("ref:deployment-provider", f"deployment {deployment.get('id')}",
+                    f"provider {deployment.get('provider')!r} is not in providers.json "
+                    f"(known: {sorted(p for p in providers if p)}); add it there or fix the deployment")
+
+
+def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
+    root = run.root
+    path = root / LEDGER
+    size = path.stat().st_size if path.exists() else 0
+    ids = [d.get("id") for d in run.deployments()]
+    rates = {str(d["id"]): float(d["cost_hr"]) for d in run.deployments()
+             if isinstance(d.get("cost_hr"), int | float) and d.get("id")}
+    tol_abs, tol_rel = run.policy.cost_tolerance
+    ctx = PassContext(str(path), rates, tol_abs, tol_rel)
+    previous: cp.Checkpoint | None = None
+    if use_checkpoint:
+        try:
+            previous = cp.load(cp.checkpoint_path(root))
+        except ValueError as exc:
+            run.add("ledger:append-only", "audit/checkpoint.json",
+                    f"{exc}; move it aside to re-baseline (the next passing audit writes a new one)")
+    run.previous = previous
+    results: list[ChunkResult]
+    digest = _verified_prefix(run, path, size, previous) if previous is not None else None
+    if previous is not None and digest is not None:
+        state = previous.state
+        start = state.byte_length
+        results = [scan_range(ctx, start, size, state.jobs, True)] if size > start else []
+        run.state = state
+        run.incremental = True
+        end = complete_length(path, size) if size > start else start
+        _hash_range(path, start, end, digest)
+        sha = digest.hexdigest()
+    else:
+        run.state = cp.LedgerState()
+        results, sha_or_none = scan_parallel(ctx, 0, size, with_digest=True) if size else ([], cp.EMPTY_SHA256)
+        sha = sha_or_none or cp.EMPTY_SHA256
+        end = complete_length(path, size)
+    _merge(run, results)
+    run.state.byte_length = end
+    run.state.prefix_sha256 = sha
+    if previous is not None:
+        vanished = sorted(set(previous.deployment_ids) - set(ids))
+        for deployment in vanished:
+            run.add("history:no-vanished", f"deployment {deployment}",
+                    f"was in deployments.json at the checkpoint of {previous.written_at} and is gone now; history "
+                    "is never deleted: restore it (status destroyed, with destroyed_at)")
+
+
+def _hash_range(path: Path, start: int, end: int, digest: Any) -> None:
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        remaining = end - start
+        while remaining > 0:
+            block = handle.read(min(8 << 20, remaining))
+            if not block:
+                break
+            digest.update(block)
+            remaining -= len(block)
+
+
+def _verified_prefix(run: AuditRun, path: Path, size: int, previous: cp.Checkpoint) -> Any:
+    """The sha256 state over the checkpointed prefix when it is unchanged, else None (and a finding)."""
+    state = previous.state
+    where = f"{LEDGER}:1-{state.line_count}"
+    if size < state.byte_length:
+        run.add("ledger:append-only", where,
+                f"the ledger is {size} bytes but the checkpoint of {previous.written_at} covered {state.byte_length} "
+                f"bytes ({state.line_count} lines): history was truncated; restore jobs.jsonl from a backup")
+        return None
+    digest = hashlib.sha256()
+    _hash_range(path, 0, state.byte_length, digest)
+    if digest.hexdigest() != state.prefix_sha256:
+        run.add("ledger:append-only", where,
+                f"the first {state.line_count} lines ({state.byte_length} bytes) changed since the checkpoint of "
+                f"{previous.written_at} (sha256 {digest.hexdigest()[:12]}… ≠ {state.prefix_sha256[:12]}…): history "
+                "was rewritten; restore those lines and append correction lines instead")
+        return None
+    return digest
+
+
+def _merge(run: AuditRun, results: Iterable[ChunkResult]) -> None:
+    state = run.state
+    base = state.line_count
+    validated = 0
+    for result in results:
+        for rule, lineno, message in result.findings:
+            run.findings[rule].append(Finding(rule, f"{LEDGER}:{base + lineno}", message))
+        for rule, count in result.counts.items():
+            run.counts[rule] += count
+        for job_id, (lineno, record) in result.firsts.items():
+            old = state.jobs.get(job_id)
+            problem = sequence_problem(None if old is None else {"status": old[0], "deployment_id": old[5]},
+                                       record)
+            if problem:
+                run.add("job:only-corrections-after-terminal", f"{LEDGER}:{base + lineno}",
+                        f"{problem}. Append a correction line instead")
+        if run.incremental:
+            run.touched.extend(result.jobs)
+        state.absorb(result)
+        if result.torn is not None:
+            lineno, length = result.torn
+            run.warnings.append(f"{LEDGER}:{base + lineno}: torn last line ({length} bytes without a newline): a "
+                                "writer died mid-write; it was never acknowledged and the next append quarantines it")
+        base += result.lines
+        validated += result.lines
+    run.lines_validated = validated
+
+
+def _spend(run: AuditRun, touched: Iterable[str] | None) -> None:
+    policy = run.policy
+    state = run.state
+    per_job = policy.get("per_job_usd")
+    if per_job is not None:
+        cap = float(per_job)
+        jobs = state.jobs
+        keys = jobs.keys() if touched is None else touched
+        for job_id in keys:
+            job = jobs.get(job_id)
+            if job is not None and job[1] > cap + 1e-9:
+                run.add("spend:per-job", f"job {job_id}",
+                        f"billed ${job[1]:.4f} > per_job_usd ${cap:.2f} (deployment {job[5]}, {job[2]}); find out why "
+                        "it ran so long, append a correction if the cost is wrong, or raise per_job_usd on purpose")
+    for grouping, ceiling in (("day", "daily_usd"), ("month", "monthly_usd")):
+        limit = policy.get(ceiling)
+        if limit is None:
+            continue
+        for key, spent in state.rounded(grouping).items():
+            if spent > float(limit) + 1e-9:
+                run.add(f"spend:{'daily' if grouping == 'day' else 'monthly'}", f"{grouping} {key} (UTC)",
+                        f"spent ${spent:.2f} > {ceiling} ${float(limit):.2f} "
+                        f"(over by ${spent - float(limit):.2f}); see `gpuharness spend --by {grouping}` and stop the "
+                        "leak, or raise the ceiling on purpose")
+    billing = [d for d in run.deployments() if d.get("status") in BILLING]
+    burn = sum(float(d.get("cost_hr") or 0.0) for d in billing)
+    cap_hr = policy.get("max_cost_hr")
+    names = ", ".join(f"{d.get('id')} ${float(d.get('cost_hr') or 0):.2f}/hr ({d.get('status')})" for d in billing)
+    if cap_hr is not None and burn > float(cap_hr) + 1e-9:
+        run.add("spend:live-burn", "deployments.json",
+                f"live burn ${burn:.2f}/hr > max_cost_hr ${float(cap_hr):.2f}/hr: {names}; destroy or stop one "
+                "(`gpuharness destroy ID`)")
+    cap_n = policy.get("max_concurrent_deployments")
+    if cap_n is not None and len(billing) > int(cap_n):
+        run.add("spend:concurrent", "deployments.json",
+                f"{len(billing)} live deployments > max_concurrent_deployments {int(cap_n)}: {names}; destroy the "
+                "ones not needed")
+
+
+def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None:
+    policy = run.policy
+    deployments = run.deployments()
+    destroyed_at: dict[str, float] = {}
+    for d in deployments:
+        dep = str(d.get("id"))
+        rule = f"history:destroyed-at:{dep}"
+        when = _ts(d.get("destroyed_at"))
+        if d.get("status") == "destroyed":
+            if when is None:
+                run.add(rule, f"deployment {dep}", "status is destroyed but destroyed_at is missing; record when it "
+                        "was destroyed (see transitions.jsonl)")
+            else:
+                destroyed_at[dep] = when
+                created = _ts(d.get("created_at"))
+                if created is not None and when < created:
+                    run.add(rule, f"deployment {dep}",
+                            f"destroyed_at {d.get('destroyed_at')} is before created_at {d.get('created_at')}; fix the "
+                            "times from transitions.jsonl")
+        else:
+            run.not_applicable[f"history:artifacts-synced:{dep}"] = f"status {d.get('status')}: not destroyed"
+        if d.get("status") != "destroyed" and when is not None:
+            run.add(rule, f"deployment {dep}",
+                    f"has destroyed_at {d.get('destroyed_at')} but status {d.get('status')}; a destroyed deployment "
+                    "keeps status destroyed (check the provider: is it still running?)")
+    open_jobs: dict[str, list[str]] = defaultdict(list)
+    for job_id, job in run.state.jobs.items():
+        status, deployment, artifacts = job[0], job[5], job[6]
+        if status not in TERMINAL:
+            open_jobs[deployment].append(job_id)
+        gone = destroyed_at.get(deployment)
+        if gone is None:
+            continue
+        rule = f"history:artifacts-synced:{deployment}"
+        if isinstance(artifacts, str):
+            run.add(rule, f"job {job_id}", f"artifact {artifacts[1:]!r} was never synced (no synced_at) before "
+                    f"deployment {deployment} was destroyed; sync it if a copy exists, else record discarded: true "
+                    "in a correction line")
+        elif isinstance(artifacts, float) and artifacts > gone + 1e-3:
+            run.add(rule, f"job {job_id}", f"artifacts synced {artifacts - gone:.0f} s after deployment {deployment} "
+                    "was destroyed; outputs die with the instance: sync before destroy")
+        if status not in TERMINAL:
+            run.add(rule, f"job {job_id}", f"still {status} on destroyed deployment {deployment}; its outputs died "
+                    "with the instance: append an interrupted (or failed) line")
+    max_idle = policy.get("max_idle_minutes")
+    need_rule = bool(policy.get("require_shutdown_rule"))
+    for d in deployments:
+        dep = str(d.get("id"))
+        paid = d.get("status") in BILLING and float(d.get("cost_hr") or 0.0) > 0
+        if not paid:
+            reason = f"status {d.get('status')}, ${float(d.get('cost_hr') or 0):g}/hr: not a live paid deployment"
+            run.not_applicable[f"shutdown:rule:{dep}"] = reason
+            run.not_applicable[f"shutdown:idle:{dep}"] = reason
+            continue
+        if not need_rule:
+            run.not_applicable[f"shutdown:rule:{dep}"] = "policy.json does not set require_shutdown_rule"
+        elif not d.get("shutdown_rule"):
+            run.add(f"shutdown:rule:{dep}", f"deployment {dep}",
+                    f"live at ${float(d.get('cost_hr') or 0):g}/hr with no shutdown_rule; add idle_minutes, max_hours "
+                    "or a deadline to it in deployments.json, or destroy it")
+        if max_idle is None:
+            run.not_applicable[f"shutdown:idle:{dep}"] = "policy.json sets no max_idle_minutes"
+            continue
+        if open_jobs.get(dep):
+            run.not_applicable[f"shutdown:idle:{dep}"] = f"busy: {len(open_jobs[dep])} open job(s)"
+            continue
+        stamps = [_ts(d.get("created_at")), _ts(d.get("ready_at")), run.state.last_activity.get(dep),
+                  journal_last.get(dep)]
+        last = max((s for s in stamps if s is not None), default=None)
+        if last is None:
+            continue
+        idle = (run.now.timestamp() - last) / 60.0
+        if idle > float(max_idle):
+            run.add(f"shutdown:idle:{dep}", f"deployment {dep}",
+                    f"idle for {idle:.0f} min (no open job since {datetime.fromtimestamp(last).isoformat()}) > "
+                    f"max_idle_minutes {float(max_idle):g} at ${float(d.get('cost_hr') or 0):g}/hr; destroy it "
+                    "(`gpuharness destroy " + dep + "`) or run the queued work")
+
+
+def _unknown_deployments(run: AuditRun) -> None:
+    known = {d.get("id") for d in run.deployments()}
+    missing = sorted(run.state.ledger_deployments - known)
+    if not missing:
+        return
+    examples: dict[str, list[str]] = defaultdict(list)
+    counts: dict[str, int] = defaultdict(int)
+    for job_id, job in run.state.jobs.items():
+        if job[5] in missing:
+            counts[job[5]] += 1
+            if len(examples[job[5]]) < 3:
+                examples[job[5]].append(job_id)
+    for deployment in missing:
+        run.add("ref:job-deployment", f"deployment {deployment}",
+                f"{counts[deployment]} job(s) (e.g. {', '.join(examples[deployment])}) run on a deployment that is not "
+                "in deployments.json; restore it there (destroyed deployments stay, with destroyed_at)")
+
+
+def _secrets(run: AuditRun, extra_roots: dict[str, Path]) -> None:
+    for path, lineno, hit in scan_tree(run.root, skip=(LEDGER,)):
+        if path.parent.name == "audit" and path.parent.parent == run.root:
+            continue
+        rel = path.relative_to(run.root)
+        run.add("secrets:registry", f"{rel}:{lineno}", f"{hit.kind} {hit.shown}; revoke it at the provider and "
+                "keep only the environment variable's name (credential_env)")
+    for name, root in extra_roots.items():
+        for path, lineno, hit in scan_tree(root):
+            run.add(f"secrets:{name}", f"{path}:{lineno}", f"{hit.kind} {hit.shown}; revoke it, then delete or "
+                    "re-record the file scrubbed")
+
+
+def run_audit(root: Path, now: datetime, *, use_checkpoint: bool = True,
+              secret_roots: dict[str, Path] | None = None) -> AuditRun:
+    """Audit the registry at root, as of `now`, using (and verifying) its checkpoint when there is one."""
+    run = AuditRun(root=root, now=now)
+    _load_documents(run)
+    run.deployment_ids = sorted(str(d.get("id")) for d in run.deployments())
+    run.policy_sha256 = cp.policy_digest(run.documents.get("policy.json") or {})
+    journal_last = _journal(run)
+    _references(run)
+    _ledger(run, use_checkpoint)
+    policy_changed = run.previous is None or run.previous.policy_sha256 != run.policy_sha256
+    touched = None if (policy_changed or not run.incremental) else run.touched
+    _spend(run, touched)
+    _unknown_deployments(run)
+    _history_and_shutdown(run, journal_last)
+    _secrets(run, secret_roots or {})
+    return run

@@ -1,0 +1,177 @@
+"""The audit family: one AuditRun per session for checks/audit, the checkpoint after a passing audit, and the
+spend summary at the top of the HTML report.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuharness.audit import checkpoint as cp
+from gpuharness.audit.run import AuditRun, run_audit
+from gpuharness.audit.summary import summarize, to_html
+from gpuharness.clock import parse_ts, utcnow
+from gpuharness.pytest_plugin import cassette_dir, registry_root
+from gpuharness.statefile import read_json
+
+#: An RFC 3339 time the audit takes as "now" (idle minutes); tests and replays pin it, default: the clock.
+NOW_ENV = "GPUHARNESS_AUDIT_NOW"
+MARK = "gh_audit"
+RUN_KEY = pytest.StashKey[AuditRun]()
+SUMMARY_KEY = pytest.StashKey[dict[str, Any]]()
+SESSION_PLUGIN = "gpuharness-audit-session"
+
+
+def audit_now() -> datetime:
+    """$GPUHARNESS_AUDIT_NOW, else the current UTC time."""
+    pinned = os.environ.get(NOW_ENV)
+    return parse_ts(pinned) if pinned else utcnow()
+
+
+def is_audit_path(path: Path) -> bool:
+    """Whether a collected file belongs to the audit suite (checks/audit/...)."""
+    parts = path.parts
+    return any(a == "checks" and b == "audit" for a, b in itertools.pairwise(parts))
+
+
+def audit_run(config: pytest.Config) -> AuditRun:
+    """The session's audit, computed once."""
+    run = config.stash.get(RUN_KEY, None)
+    if run is None:
+        root = registry_root(config)
+        if not root.is_dir():
+            pytest.fail(f"registry {root} not found: pass --registry DIR (or set $GPUHARNESS_REGISTRY), or run "
+                        "`gpuharness init`", pytrace=False)
+        reports = Path(config.invocation_params.dir) / "reports"
+        run = run_audit(root, audit_now(), secret_roots={"cassettes": cassette_dir(config), "reports": reports})
+        config.stash[RUN_KEY] = run
+        config.stash[SUMMARY_KEY] = summarize(run)
+    return run
+
+
+@pytest.fixture(scope="session")
+def audit(pytestconfig: pytest.Config) -> AuditRun:
+    """The audit of the registry under test (every rule evaluated once per session)."""
+    return audit_run(pytestconfig)
+
+
+def _deployment_ids(config: pytest.Config) -> list[str]:
+    try:
+        doc = read_json(registry_root(config) / "deployments.json")
+        ids = [str(d["id"]) for d in doc["deployments"] if isinstance(d, dict) and "id" in d]
+    except Exception:  # the schema check reports a broken file; here we only need test ids
+        return []
+    wanted = config.getoption("--deployment") or []
+    return [i for i in ids if not wanted or i in wanted]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "audit_deployment" in metafunc.fixturenames:
+        metafunc.parametrize("audit_deployment", _deployment_ids(metafunc.config))
+
+
+class AuditSession:
+    """Tracks the audit tests of this session (on the controller) and writes the checkpoint if all passed."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.collected = 0
+        self.deselected = 0
+        self.failed: list[str] = []
+        self.passed = 0
+        self.checkpoint_note: str | None = None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            if is_audit_path(Path(item.path)):
+                item.add_marker(MARK)
+                self.collected += 1
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += sum(1 for item in items if is_audit_path(Path(item.path)))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if hasattr(self.config, "workerinput") or MARK not in report.keywords:
+            return
+        if report.failed:
+            self.failed.append(report.nodeid)
+        elif report.when == "call" and report.passed:
+            self.passed += 1
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        config = self.config
+        if hasattr(config, "workerinput"):
+            summary = config.stash.get(SUMMARY_KEY, None)
+            if summary is not None:
+                config.workeroutput["gh_audit_summary"] = summary  # type: ignore[attr-defined]
+            return
+        if not self.collected:
+            return
+        self.checkpoint_note = self._write_checkpoint(session, exitstatus)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        summary = getattr(node, "workeroutput", {}).get("gh_audit_summary")
+        if summary is not None:
+            self.config.stash[SUMMARY_KEY] = summary
+
+    def _write_checkpoint(self, session: pytest.Session, exitstatus: int) -> str | None:
+        config = self.config
+        if self.failed or exitstatus != 0 or session.testsfailed:
+            return None
+        if self.deselected or config.getoption("--deployment") or session.shouldstop or session.shouldfail:
+            return "audit checkpoint not written: only part of the audit ran"
+        run = config.stash.get(RUN_KEY, None)
+        if run is None:  # under xdist the workers audited; the controller audits again and must pass too
+            run = audit_run(config)
+        if not run.passed:
+            return "audit checkpoint not written: the registry changed during the audit and now fails"
+        path = cp.checkpoint_path(run.root)
+        try:
+            written = cp.write(path, run.checkpoint_document(), run.previous)
+        except OSError as exc:
+            return f"audit checkpoint not written ({exc.strerror}: {path})"
+        if not written:
+            return f"audit checkpoint {path} already attests {run.state.line_count} lines; unchanged"
+        return f"audit checkpoint written: {path} ({run.state.line_count} lines, {run.state.byte_length} bytes)"
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        run = self.config.stash.get(RUN_KEY, None)
+        if run is not None:
+            mode = "incremental" if run.incremental else "full"
+            terminalreporter.write_line(f"gpuharness audit: {run.state.line_count} ledger lines, "
+                                        f"{run.lines_validated} validated ({mode})")
+            for warning in run.warnings[:20]:
+                terminalreporter.write_line(f"gpuharness audit warning: {warning}")
+        if self.checkpoint_note:
+            terminalreporter.write_line(self.checkpoint_note)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str]) -> None:
+        data = self.config.stash.get(SUMMARY_KEY, None)
+        if data is None or not self.collected:
+            return
+        from gpuharness.spendchart import daily_spend_png
+
+        daily = data["policy"].get("daily_usd")
+        chart = daily_spend_png(data["day_provider"], float(daily) if daily is not None else None,
+                                title="Daily spend by provider (UTC days) against daily_usd")
+        prefix.append(to_html(data, chart))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_report_title(self, report: Any) -> None:
+        if any(is_audit_path(Path(str(arg).split("::")[0]).resolve()) for arg in self.config.args):
+            root = registry_root(self.config)
+            report.title = f"gpuharness audit of {root}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARK}: a check of the audit suite (checks/audit)")
+    if not config.pluginmanager.has_plugin(SESSION_PLUGIN):
+        config.pluginmanager.register(AuditSession(config), SESSION_PLUGIN)

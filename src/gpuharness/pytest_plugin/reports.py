@@ -1,0 +1,89 @@
+"""Reports for every check suite: unless the user passed --html or --junitxml, a run of checks/<suite> writes
+reports/<suite>-<UTC time>.html (self-contained, pytest-html) and reports/<suite>-<UTC time>.xml (JUnit),
+relative to the invocation directory.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+REPORTS_DIR = "reports"
+
+
+def suite_name(args: list[str], invocation_dir: Path) -> str | None:
+    """The suite of the collected paths: `audit` for checks/audit/..., joined with '+' for several."""
+    suites: list[str] = []
+    for arg in args:
+        path = Path(arg.split("::")[0])
+        if not path.is_absolute():
+            path = invocation_dir / path
+        parts = path.resolve().parts
+        for index, part in enumerate(parts):
+            if part == "checks":
+                name = parts[index + 1] if index + 1 < len(parts) else "checks"
+                name = name.removesuffix(".py")
+                if name not in suites:
+                    suites.append(name)
+                break
+    return "+".join(suites) if suites else None
+
+
+def report_paths(directory: Path, suite: str, now: datetime) -> tuple[Path, Path]:
+    """Fresh (html, xml) paths for a suite run; a second run within the same second gets a suffix."""
+    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    for attempt in range(1, 1000):
+        suffix = "" if attempt == 1 else f"-{attempt}"
+        html = directory / f"{suite}-{stamp}{suffix}.html"
+        xml = directory / f"{suite}-{stamp}{suffix}.xml"
+        if not html.exists() and not xml.exists():
+            return html, xml
+    raise RuntimeError(f"no free report name in {directory}")
+
+
+def _register_html(config: pytest.Config, path: Path) -> None:
+    from pytest_html.basereport import BaseReport
+    from pytest_html.report_data import ReportData
+    from pytest_html.selfcontained_report import SelfContainedReport
+    from pytest_html.util import _process_css, _read_template
+
+    if any(isinstance(plugin, BaseReport) for plugin in config.pluginmanager.get_plugins()):
+        return
+    import pytest_html
+
+    resources = Path(pytest_html.__file__).parent / "resources"
+    report = SelfContainedReport(str(path), config, ReportData(config), _read_template([resources]),
+                                 _process_css(resources / "style.css", []))
+    config.pluginmanager.register(report, "gpuharness-html-report")
+
+
+def _register_junit(config: pytest.Config, path: Path) -> None:
+    from _pytest.junitxml import LogXML, xml_key
+
+    if config.stash.get(xml_key, None) is not None:
+        return
+    xml = LogXML(str(path), config.option.junitprefix, config.getini("junit_suite_name"),
+                 config.getini("junit_logging"), config.getini("junit_duration_report"),
+                 config.getini("junit_family"), config.getini("junit_log_passing_tests"))
+    config.stash[xml_key] = xml
+    config.pluginmanager.register(xml, "gpuharness-junit-report")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # the xdist controller writes the reports
+        return
+    invocation = Path(config.invocation_params.dir)
+    suite = suite_name([str(a) for a in config.args], invocation)
+    if suite is None:
+        return
+    user_html = bool(config.getoption("htmlpath", None))
+    user_xml = bool(config.getoption("xmlpath", None))
+    if user_html or user_xml:
+        return
+    directory = invocation / REPORTS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    html, xml = report_paths(directory, suite, datetime.now(UTC))
+    _register_html(config, html)
+    _register_junit(config, xml)
