@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, final
+from urllib.parse import urlsplit
 
+from gpuharness import cassette
 from gpuharness.clock import now_ts
 from gpuharness.providers.base import Instance, Provider, ProviderError
 
@@ -53,3 +56,71 @@ def fetch_inventory(providers: Mapping[str, Provider], *, source: str = "live",
                 raise
             skipped[name] = str(exc)
     return Inventory(found, observed_at, source, skipped)
+
+
+ProviderFactory = Callable[[dict[str, Any]], Provider]
+
+
+def listed_providers(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """providers.json entries with a cloud instance list (owned servers: the registry is theirs; serverless
+    endpoints have workers, not instances)."""
+    return [dict(e) for e in entries if e.get("kind") not in ("owned", "runpod-serverless")]
+
+
+def record_inventory(path: Path, entries: Iterable[Mapping[str, Any]], factory: ProviderFactory, *,
+                     secrets: Iterable[str] = (), recorded_against: str | None = None) -> Inventory:
+    """List every provider live (one list call plus pages each) while recording the calls to a cassette."""
+    chosen = listed_providers(entries)
+    bases = {str(e["name"]): str(e.get("api_base") or "") for e in chosen}
+    against = recorded_against or (cassette.SIMULATOR if all(_loopback(b) for b in bases.values())
+                                   else "the live provider APIs")
+    with cassette.use(path, cassette.Mode.RECORD, secrets=secrets, recorded_against=against,
+                      metadata={"api_bases": bases, "kinds": {str(e["name"]): str(e["kind"]) for e in chosen}}):
+        return _list_all(chosen, factory, source=f"cassette:{path}")
+
+
+def recorded_inventory(path: Path, entries: Iterable[Mapping[str, Any]], factory: ProviderFactory) -> Inventory:
+    """Replay the recorded list calls (mode none: no network, no credentials) through the adapters."""
+    metadata = cassette.read_metadata(path)
+    bases: dict[str, str] = dict(metadata.get("api_bases") or {})
+    chosen = [{**e, "api_base": bases[str(e["name"])]} for e in listed_providers(entries) if e["name"] in bases]
+    stamp = str(metadata.get("recorded_at") or now_ts())
+    with cassette.use(path, cassette.Mode.OFFLINE):
+        return _list_all(chosen, factory, source=f"cassette:{path}", clock=lambda: stamp)
+
+
+def _list_all(entries: list[dict[str, Any]], factory: ProviderFactory, *, source: str,
+              clock: Callable[[], str] = now_ts) -> Inventory:
+    providers: dict[str, Provider] = {}
+    try:
+        for entry in entries:
+            providers[str(entry["name"])] = factory(entry)
+        return fetch_inventory(providers, source=source, clock=clock)
+    finally:
+        for provider in providers.values():
+            provider.close()
+
+
+def _loopback(base: str) -> bool:
+    host = urlsplit(base).hostname or ""
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+#: Stands in for the API key when replaying: never a secret, long enough for the adapters' key check.
+OFFLINE_KEY = "offline-replay-not-a-credential"
+
+
+def adapter_factory(*, offline: bool = False) -> ProviderFactory:
+    """The real provider adapters. Offline, they get a placeholder key and a sleep that does not wait
+    (the cassette answers; recorded retries must not cost wall time)."""
+    from gpuharness.providers.factory import PhaseOptions, build_provider
+
+    if not offline:
+        return lambda entry: build_provider(entry)
+
+    def replaying(entry: dict[str, Any]) -> Provider:
+        env = {str(entry.get("credential_env") or "GPUHARNESS_OFFLINE_KEY"): OFFLINE_KEY}
+        return build_provider({**entry, "credential_env": next(iter(env))}, env=env,
+                              options=PhaseOptions(sleep=lambda _s: None))
+
+    return replaying

@@ -16,6 +16,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gpuharness.cli.registry_cmds",
     "gpuharness.cli.provider_cmds",
     "gpuharness.cli.diagnose_cmds",
+    "gpuharness.cli.plan_cmds",
 )
 
 Handler = Callable[[argparse.Namespace], int]

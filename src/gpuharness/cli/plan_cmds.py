@@ -1,0 +1,177 @@
+"""Commands over provider inventory and plans: status [--refresh], plan make, plan apply."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from gpuharness import cassette, inventory, reconcile
+from gpuharness.cli import emit
+from gpuharness.errors import UserError
+from gpuharness.ledger import Ledger
+from gpuharness.plan import LaunchRequest, load_plan, make_plan, save_plan, step_label
+from gpuharness.registry import Registry
+
+DEFAULT_INVENTORY = Path("cassettes/http/inventory.yaml")
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser("status", parents=[common],
+                              help="the registry view; --refresh reconciles it against every provider (one list each)")
+    p.add_argument("--refresh", action="store_true", help="list every provider once and reconcile the registry")
+    p.add_argument("--gpu-mode", choices=("live", "record", "offline"), default="live",
+                   help="live lists providers; record also writes --cassette; offline replays --cassette")
+    p.add_argument("--cassette", type=Path, default=DEFAULT_INVENTORY,
+                   help=f"inventory cassette for record/offline (default {DEFAULT_INVENTORY})")
+    p.set_defaults(handler=cmd_status)
+
+    plan = subparsers.add_parser("plan", help="plans of provider mutations: make, verify offline, apply live")
+    sub = plan.add_subparsers(dest="plan_command", metavar="ACTION", required=True)
+    p = sub.add_parser("make", parents=[common],
+                       help="write a plan (launch and/or teardown), rehearsed against the simulator into a cassette")
+    p.add_argument("--provider", help="provider name of providers.json for the launch")
+    p.add_argument("--gpu", help="GPU as the provider names it, e.g. 'NVIDIA GeForce RTX 4090'")
+    p.add_argument("--image", help="container or VM image")
+    p.add_argument("--cost-hr", type=float, help="the hourly price accepted (see `gpuharness offers`)")
+    p.add_argument("--idle-minutes", type=float, help="stop condition: idle minutes")
+    p.add_argument("--max-hours", type=float, help="stop condition: max hours")
+    p.add_argument("--gpu-count", type=int, default=1)
+    p.add_argument("--region")
+    p.add_argument("--disk-gb", type=int, default=50)
+    p.add_argument("--checkpoint-path")
+    p.add_argument("--terminate", action="append", default=[], metavar="DEPLOYMENT",
+                   help="add a retrieve then a terminate of this deployment (repeatable)")
+    p.add_argument("--gpu-mode", choices=("live", "offline"), default="live",
+                   help="where the inventory comes from: live lists, or offline from --inventory")
+    p.add_argument("--inventory", type=Path, default=DEFAULT_INVENTORY, help="inventory cassette (offline)")
+    p.add_argument("--cassette", type=Path, help="plan cassette to record (default cassettes/http/<plan>.yaml)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="plan file to write")
+    p.set_defaults(handler=cmd_plan_make)
+
+    p = sub.add_parser("apply", parents=[common], help="run a verified plan live; refuses a stale plan")
+    p.add_argument("file", type=Path)
+    p.add_argument("--artifacts", type=Path, default=Path("artifacts"),
+                   help="where retrieve steps sync artifacts (default ./artifacts)")
+    p.add_argument("--yes", action="store_true", help="do not ask before each mutation (the disclosure still prints)")
+    p.set_defaults(handler=cmd_plan_apply)
+
+
+def current_inventory(registry: Registry, mode: str, path: Path) -> inventory.Inventory:
+    """The provider inventory: live lists, live lists recorded to path, or replayed from path."""
+    entries = registry.providers()
+    if mode == "offline":
+        return inventory.recorded_inventory(path, entries, inventory.adapter_factory(offline=True))
+    if mode == "record":
+        names = [e.get("credential_env") for e in entries]
+        return inventory.record_inventory(path, entries, inventory.adapter_factory(),
+                                          secrets=cassette.secret_values(names))
+    factory = inventory.adapter_factory()
+    chosen = inventory.listed_providers(entries)
+    providers = {str(e["name"]): factory(e) for e in chosen}
+    try:
+        return inventory.fetch_inventory(providers)
+    finally:
+        for provider in providers.values():
+            provider.close()
+
+
+def _registry_view(registry: Registry) -> tuple[list[dict[str, Any]], str]:
+    deployments = registry.deployments()
+    lines = [f"{d['id']:<24} {d['provider']:<10} {d.get('instance_id') or '-'!s:<38} {d['status']:<16} "
+             f"${float(d.get('cost_hr') or 0):.3f}/hr" for d in deployments]
+    return deployments, "\n".join(lines) or "(no deployments)"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    registry = Registry.locate(args.registry)
+    if not args.refresh:
+        deployments, text = _registry_view(registry)
+        emit(args, {"deployments": deployments}, text)
+        return 0
+    found = current_inventory(registry, args.gpu_mode, args.cassette)
+    report = reconcile.reconcile(registry, found)
+    stale = reconcile.stale_running_jobs(Ledger(registry.ledger_path), registry.deployments(),
+                                         vanished=report.vanished)
+    payload = {**report.to_json(), "stale_jobs": [s.to_json() for s in stale]}
+    counts = ", ".join(f"{p} {len(items)}" for p, items in found.instances.items()) or "no providers"
+    lines = [f"reconciled against {found.source} at {found.observed_at}: {counts} instance(s)"]
+    lines += [f"skipped {p}: {why}" for p, why in found.skipped.items()]
+    lines += [f"  {change}" for change in report.machine_changes]
+    lines += [f"  transition {t}" for t in report.transitions]
+    lines += [f"ORPHAN   {o.message()}" for o in report.orphans]
+    lines += [f"VANISHED {v.message()}" for v in report.vanished]
+    lines += [f"STALE JOB {s.job_id} on {s.deployment_id}: {s.reason}" for s in stale]
+    if report.clean and not stale:
+        lines.append("clean: no orphans, no vanished deployments, no stale running jobs")
+    emit(args, payload, "\n".join(lines))
+    return 0 if report.clean and not stale else 1
+
+
+def _launch_request(args: argparse.Namespace) -> LaunchRequest | None:
+    wanted = [args.provider, args.gpu, args.image]
+    if not any(wanted):
+        return None
+    if not all(wanted):
+        raise UserError("a launch needs --provider, --gpu and --image", place="plan make")
+    if args.cost_hr is None:
+        raise UserError("a launch needs --cost-hr (the hourly price you accept)", place="plan make",
+                        hint="see `gpuharness offers --gpu ...`")
+    return LaunchRequest(provider=args.provider, gpu=args.gpu, image=args.image, expected_cost_hr=args.cost_hr,
+                         idle_minutes=args.idle_minutes, max_hours=args.max_hours, gpu_count=args.gpu_count,
+                         region=args.region, disk_gb=args.disk_gb, checkpoint_path=args.checkpoint_path)
+
+
+def rehearse_plan(plan: dict[str, Any], registry: Registry, found: inventory.Inventory, path: Path) -> int:
+    """Rehearse the plan's mutations against an in-process simulator mirroring the inventory; record to path."""
+    from gpuharness.plan_replay import mirror_into, rehearse
+    from gpuharness.sim.server import Simulator
+
+    entries = {str(e["name"]): e for e in registry.providers()}
+    kinds = {name: str(e["kind"]) for name, e in entries.items()}
+    with Simulator(ready_delay_s=0.0) as sim:
+        copied = mirror_into(sim, found, kinds)
+        bases = {name: sim.url(kind) for name, kind in kinds.items() if kind in ("runpod", "vast", "massed")}
+        rehearse(plan, entries, inventory.adapter_factory(offline=True), path, api_bases=bases)
+    return copied
+
+
+def cmd_plan_make(args: argparse.Namespace) -> int:
+    registry = Registry.locate(args.registry)
+    request = _launch_request(args)
+    if request is not None:
+        registry.provider(request.provider)
+    found = current_inventory(registry, args.gpu_mode, args.inventory)
+    output: Path = args.output
+    cassette_path: Path = args.cassette or Path("cassettes/http") / f"{output.stem}.yaml"
+    relative = os.path.relpath(cassette_path.resolve(), output.resolve().parent)
+    plan = make_plan(registry.deployments(), found, launches=[request] if request else [],
+                     terminate=args.terminate, cassette=relative)
+    rehearse_plan(plan, registry, found, cassette_path)
+    save_plan(output, plan)
+    lines = [f"plan {output} ({len(plan['steps'])} step(s), fingerprint {plan['fingerprint'][:19]}…)"]
+    lines += [f"  {step_label(s)}" for s in plan["steps"]]
+    lines.append(f"rehearsed against the simulator into {cassette_path}; verify offline with "
+                 f"`pytest checks/plan --plan {output}`")
+    emit(args, plan, "\n".join(lines))
+    return 0
+
+
+def cmd_plan_apply(args: argparse.Namespace) -> int:
+    from gpuharness.operations.wiring import cli_context
+    from gpuharness.plan_apply import apply_plan
+
+    registry = Registry.locate(args.registry)
+    plan = load_plan(args.file)
+    done = apply_plan(plan, cli_context(registry), artifacts=args.artifacts, ask=None if args.yes else _ask)
+    emit(args, {"applied": done}, "\n".join(f"applied {line}" for line in done) or "nothing applied")
+    return 0
+
+
+def _ask(question: str) -> bool:
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")

@@ -1,0 +1,120 @@
+"""checks/plan: one test per plan step and rule, verified offline against the plan's cassette."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, final
+
+import pytest
+
+from gpuharness import inventory as inventory_mod
+from gpuharness.errors import UserError
+from gpuharness.ledger import Ledger
+from gpuharness.plan import APPLIES, RULES, PlanContext, cassette_of, check, fingerprint, load_plan, step_label
+from gpuharness.plan_replay import replay_calls
+from gpuharness.policy import Policy
+from gpuharness.pytest_plugin import cassette_dir
+from gpuharness.registry import Registry
+from gpuharness.spend import today_and_month
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PlanCase:
+    """One (step, rule) pair of the plan under test, or the reason the plan could not be read."""
+
+    step: dict[str, Any] | None = None
+    rule: str | None = None
+    error: str | None = None
+
+
+def plan_path(config: pytest.Config) -> Path | None:
+    name = config.getoption("--plan")
+    if not name:
+        return None
+    path = Path(name)
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "plan_case" not in metafunc.fixturenames:
+        return
+    path = plan_path(metafunc.config)
+    if path is None:
+        metafunc.parametrize("plan_case", [pytest.param(PlanCase(), id="no-plan", marks=pytest.mark.skip(
+            reason="no plan to verify: pass --plan FILE"))])
+        return
+    try:
+        plan = load_plan(path)
+    except UserError as exc:
+        metafunc.parametrize("plan_case", [pytest.param(PlanCase(error=exc.line()), id="plan-file")])
+        return
+    cases = [pytest.param(PlanCase(step, rule), id=f"{step_label(step)}::{rule}")
+             for step in plan["steps"] for rule in RULES if step["action"] in APPLIES[rule]]
+    metafunc.parametrize("plan_case", cases)
+
+
+@pytest.fixture(scope="session")
+def gh_plan_file(pytestconfig: pytest.Config) -> Path:
+    path = plan_path(pytestconfig)
+    if path is None:
+        pytest.skip("no plan to verify: pass --plan FILE")
+    return path
+
+
+@pytest.fixture(scope="session")
+def gh_plan(gh_plan_file: Path) -> dict[str, Any]:
+    try:
+        return load_plan(gh_plan_file)
+    except UserError as exc:
+        pytest.fail(exc.line(), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def gh_provider_factory() -> inventory_mod.ProviderFactory:
+    """Builds one provider adapter from a providers.json entry (override in a conftest to substitute fakes)."""
+    return inventory_mod.adapter_factory(offline=True)
+
+
+@pytest.fixture(scope="session")
+def gh_plan_cassette(pytestconfig: pytest.Config, gh_plan: dict[str, Any], gh_plan_file: Path) -> Path:
+    """The plan's cassette: its `cassette` field, else <cassettes>/http/<plan name>.yaml."""
+    path = cassette_of(gh_plan, gh_plan_file) or cassette_dir(pytestconfig) / "http" / f"{gh_plan_file.stem}.yaml"
+    if not path.exists():
+        pytest.fail(f"{path}: the plan's cassette is missing; make the plan again with `gpuharness plan make` "
+                    "(it rehearses the plan against the simulator and records the calls)", pytrace=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def gh_plan_context(gh_plan: dict[str, Any], gh_plan_cassette: Path, gh_registry: Registry,
+                    gh_provider_factory: inventory_mod.ProviderFactory) -> PlanContext:
+    """The recorded inventory (replayed in mode none), the registry view, policy, spend and the replay results."""
+    try:
+        recorded = inventory_mod.recorded_inventory(gh_plan_cassette, gh_registry.providers(), gh_provider_factory)
+        records = list(Ledger(gh_registry.ledger_path).records())
+        today, month = today_and_month(records)
+        replay = replay_calls(gh_plan["steps"], gh_plan_cassette)
+        return PlanContext(gh_plan, recorded, gh_registry.deployments(), Policy(gh_registry.policy_document()),
+                           today, month, replay=replay)
+    except UserError as exc:
+        pytest.fail(exc.line(), pytrace=False)
+
+
+def verify_case(case: PlanCase, ctx: PlanContext) -> str | None:
+    """The problem of one (step, rule) case, or None."""
+    if case.error:
+        return case.error
+    assert case.step is not None and case.rule is not None
+    return check(case.step, case.rule, ctx)
+
+
+def fingerprint_problem(plan: dict[str, Any], ctx: PlanContext) -> str | None:
+    """Whether the registry and recorded inventory are still the ones the plan was made from."""
+    now = fingerprint(ctx.deployments, ctx.inventory)
+    if now == plan["fingerprint"]:
+        return None
+    return (f"plan fingerprint {plan['fingerprint'][:19]}… does not match the registry and recorded inventory "
+            f"({now[:19]}…): the plan is stale; make it again")
+
