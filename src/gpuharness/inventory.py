@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,15 +69,33 @@ def listed_providers(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
 
 
 def record_inventory(path: Path, entries: Iterable[Mapping[str, Any]], factory: ProviderFactory, *,
-                     secrets: Iterable[str] = (), recorded_against: str | None = None) -> Inventory:
-    """List every provider live (one list call plus pages each) while recording the calls to a cassette."""
+                     secrets: Iterable[str] = (), recorded_against: str | None = None,
+                     registry_root: Path | None = None) -> Inventory:
+    """List every provider live (one list call plus pages each) while recording the calls to a cassette.
+
+    The metadata names the registry it was recorded for (relative to the cassette), so checks of another
+    registry do not judge it against this inventory."""
     chosen = listed_providers(entries)
     bases = {str(e["name"]): str(e.get("api_base") or "") for e in chosen}
     against = recorded_against or (cassette.SIMULATOR if all(_loopback(b) for b in bases.values())
                                    else "the live provider APIs")
     with cassette.use(path, cassette.Mode.RECORD, secrets=secrets, recorded_against=against,
-                      metadata={"api_bases": bases, "kinds": {str(e["name"]): str(e["kind"]) for e in chosen}}):
+                      metadata={"api_bases": bases, "kinds": {str(e["name"]): str(e["kind"]) for e in chosen},
+                                "registry": recorded_for(registry_root, path)}):
         return _list_all(chosen, factory, source=f"cassette:{path}")
+
+
+def recorded_for(registry_root: Path | None, path: Path) -> str | None:
+    """The registry directory relative to the cassette's directory (portable when both are committed)."""
+    if registry_root is None:
+        return None
+    return os.path.relpath(registry_root.resolve(), path.resolve().parent)
+
+
+def recorded_registry(path: Path) -> Path | None:
+    """The registry a recorded inventory was made for, resolved, or None when it does not say."""
+    name = cassette.read_metadata(path).get("registry")
+    return (path.resolve().parent / str(name)).resolve() if name else None
 
 
 def recorded_inventory(path: Path, entries: Iterable[Mapping[str, Any]], factory: ProviderFactory) -> Inventory:

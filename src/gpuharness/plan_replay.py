@@ -102,7 +102,8 @@ def rehearse(plan: dict[str, Any], entries: Mapping[str, dict[str, Any]], factor
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise UserError(f"refusing to rehearse against {base}: rehearsal mutates, so it only runs against "
                             "the loopback simulator", place=f"provider {name}")
-    names = sorted({str(s["provider"]) for s in plan["steps"] if s["action"] in MUTATIONS} & set(api_bases))
+    # every provider is listed, not only those the plan touches: the fingerprint covers the whole inventory
+    names = sorted(set(api_bases) & set(entries))
     with cassette.use(path, cassette.Mode.RECORD, secrets=secrets, recorded_against=recorded_against,
                       metadata={"api_bases": {n: api_bases[n] for n in names}, "kinds":
                                 {n: entries[n]["kind"] for n in names}}) as recording:
@@ -147,4 +148,22 @@ def mirror_into(sim: Any, inventory: Inventory, kinds: Mapping[str, str]) -> int
             if item.status == "stopped":
                 state.stop(created)
             copied += 1
+    return copied
+
+
+def rehearse_with_mirror(plan: dict[str, Any], entries: Iterable[Mapping[str, Any]], found: Inventory,
+                         path: Path, *, secrets: Iterable[str] = ()) -> int:
+    """Rehearse the plan's mutations against an in-process simulator mirroring the inventory; record to path.
+
+    Returns how many instances were mirrored. Nothing outside the loopback simulator is called.
+    """
+    from gpuharness.inventory import adapter_factory
+    from gpuharness.sim.server import Simulator
+
+    by_name = {str(e["name"]): dict(e) for e in entries}
+    kinds = {name: str(e["kind"]) for name, e in by_name.items()}
+    with Simulator(ready_delay_s=0.0) as sim:
+        copied = mirror_into(sim, found, kinds)
+        bases = {name: sim.url(kind) for name, kind in kinds.items() if kind in ("runpod", "vast", "massed")}
+        rehearse(plan, by_name, adapter_factory(offline=True), path, api_bases=bases, secrets=secrets)
     return copied

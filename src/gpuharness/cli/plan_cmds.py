@@ -12,6 +12,7 @@ from gpuharness.cli import emit
 from gpuharness.errors import UserError
 from gpuharness.ledger import Ledger
 from gpuharness.plan import LaunchRequest, load_plan, make_plan, save_plan, step_label
+from gpuharness.plan_replay import rehearse_with_mirror
 from gpuharness.registry import Registry
 
 DEFAULT_INVENTORY = Path("cassettes/http/inventory.yaml")
@@ -66,7 +67,7 @@ def current_inventory(registry: Registry, mode: str, path: Path) -> inventory.In
     if mode == "record":
         names = [e.get("credential_env") for e in entries]
         return inventory.record_inventory(path, entries, inventory.adapter_factory(),
-                                          secrets=cassette.secret_values(names))
+                                          secrets=cassette.secret_values(names), registry_root=registry.root)
     factory = inventory.adapter_factory()
     chosen = inventory.listed_providers(entries)
     providers = {str(e["name"]): factory(e) for e in chosen}
@@ -123,20 +124,6 @@ def _launch_request(args: argparse.Namespace) -> LaunchRequest | None:
                          region=args.region, disk_gb=args.disk_gb, checkpoint_path=args.checkpoint_path)
 
 
-def rehearse_plan(plan: dict[str, Any], registry: Registry, found: inventory.Inventory, path: Path) -> int:
-    """Rehearse the plan's mutations against an in-process simulator mirroring the inventory; record to path."""
-    from gpuharness.plan_replay import mirror_into, rehearse
-    from gpuharness.sim.server import Simulator
-
-    entries = {str(e["name"]): e for e in registry.providers()}
-    kinds = {name: str(e["kind"]) for name, e in entries.items()}
-    with Simulator(ready_delay_s=0.0) as sim:
-        copied = mirror_into(sim, found, kinds)
-        bases = {name: sim.url(kind) for name, kind in kinds.items() if kind in ("runpod", "vast", "massed")}
-        rehearse(plan, entries, inventory.adapter_factory(offline=True), path, api_bases=bases)
-    return copied
-
-
 def cmd_plan_make(args: argparse.Namespace) -> int:
     registry = Registry.locate(args.registry)
     request = _launch_request(args)
@@ -148,7 +135,7 @@ def cmd_plan_make(args: argparse.Namespace) -> int:
     relative = os.path.relpath(cassette_path.resolve(), output.resolve().parent)
     plan = make_plan(registry.deployments(), found, launches=[request] if request else [],
                      terminate=args.terminate, cassette=relative)
-    rehearse_plan(plan, registry, found, cassette_path)
+    rehearse_with_mirror(plan, registry.providers(), found, cassette_path)
     save_plan(output, plan)
     lines = [f"plan {output} ({len(plan['steps'])} step(s), fingerprint {plan['fingerprint'][:19]}…)"]
     lines += [f"  {step_label(s)}" for s in plan["steps"]]
