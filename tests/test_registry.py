@@ -174,3 +174,19 @@ def test_a_huge_value_in_an_error_is_elided_to_keep_one_short_line(registry: Reg
     line = caught.value.line()
     assert len(line) < 500 and " … " in line and line.count("\n") == 0
     assert "is not of type 'number'" in line
+
+
+def test_update_sweeps_stale_temp_files_of_killed_writers_but_not_fresh_ones(registry: Registry) -> None:
+    stale = registry.root / ".deployments.json.dead1234.tmp"
+    fresh = registry.root / ".deployments.json.live5678.tmp"
+    other = registry.root / ".policy.json.dead9999.tmp"
+    for temp in (stale, fresh, other):
+        temp.write_text("{")
+    long_ago = stale.stat().st_mtime - 3600
+    os.utime(stale, (long_ago, long_ago))
+    os.utime(other, (long_ago, long_ago))
+    with registry.update("deployments.json"):
+        pass
+    assert not stale.exists()
+    assert fresh.exists()  # may belong to a writer still saving
+    assert other.exists()  # another file's temp: swept only under that file's lock

@@ -10,7 +10,7 @@ from typing import Any, final
 
 from gpuharness import schema
 from gpuharness.errors import UserError
-from gpuharness.statefile import atomic_write_json, exclusive_lock, read_json
+from gpuharness.statefile import atomic_write_json, exclusive_lock, read_json, sweep_stale_temps
 
 DEFAULT_DIR = ".pi/gpu"
 ENV_VAR = "GPUHARNESS_REGISTRY"
@@ -150,6 +150,7 @@ class Registry:
             yield document
             self.validate(file_name, document)
             atomic_write_json(path, document)
+            sweep_stale_temps(path)
 
     # Convenience accessors used across the core.
     def deployments(self) -> list[dict[str, Any]]:

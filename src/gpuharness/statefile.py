@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,21 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(directory)
+
+
+STALE_TEMP_S = 60.0
+
+
+def sweep_stale_temps(path: Path, *, older_than_s: float = STALE_TEMP_S, now: float | None = None) -> list[Path]:
+    """Remove temp files of path left by writers killed mid-save (call it holding path's lock)."""
+    moment = time.time() if now is None else now
+    removed: list[Path] = []
+    for temp in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            if moment - temp.stat().st_mtime > older_than_s:
+                temp.unlink()
+                removed.append(temp)
+    return removed
 
 
 def dump_json(document: Any) -> bytes:
