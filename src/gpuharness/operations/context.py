@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, final
 
 from gpuharness.clock import Clock, format_ts, utcnow
-from gpuharness.providers.base import Provider
+from gpuharness.providers.base import Instance, Provider
 from gpuharness.registry import Registry
 from gpuharness.remote import Remote
 
@@ -32,6 +32,8 @@ class Context:
     providers: ProviderFactory
     remotes: RemoteFactory
     executors: Callable[[dict[str, Any]], Any] | None = None  # -> run.JobExecutor
+    #: extra deployment fields only the host knows (ssh key_file/known_hosts/workspace, endpoint, service_port)
+    host_details: Callable[[Instance], dict[str, Any]] | None = None
     clock: Clock = utcnow
     sleep: Callable[[float], None] = time.sleep
     say: Callable[[str], None] = _stderr

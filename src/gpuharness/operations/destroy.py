@@ -10,8 +10,8 @@ from gpuharness.ledger import Ledger
 from gpuharness.lifecycle import transition
 from gpuharness.operations.context import Context
 from gpuharness.operations.launch import terminate_reconciled
-from gpuharness.operations.provision import observe
 from gpuharness.operations.retrieve import unsynced
+from gpuharness.providers.base import ProviderError
 
 
 @final
@@ -76,13 +76,11 @@ def destroy(ctx: Context, deployment_id: str, *, confirm: str | None,
     if instance_id:
         provider = ctx.provider_for(deployment["provider"])
         try:
-            calls = terminate_reconciled(provider, instance_id, sleep=ctx.sleep)
-            remaining = [i for i in provider.list_instances() if i.id == instance_id and i.status != "terminated"]
-            if remaining:
-                observe(ctx, remaining[0])
-                raise UserError(f"{instance_id} is still listed as {remaining[0].raw_status or remaining[0].status} "
-                                "after terminate", place=deployment_id,
-                                hint="it may still be billing; re-run destroy (it reconciles, never doubles)")
+            try:
+                calls = terminate_reconciled(provider, instance_id, sleep=ctx.sleep)
+            except ProviderError as exc:
+                raise UserError(f"terminate of {instance_id} not verified: {exc}", place=deployment_id,
+                                hint="it may still be billing; re-run destroy (it reconciles, never doubles)") from None
             with ctx.registry.update("machines.json") as document:
                 for machine in document["machines"]:
                     if machine.get("provider") == deployment["provider"] and machine.get("instance_id") == instance_id:

@@ -1,14 +1,16 @@
-"""Launch and terminate once, reconciling a lost response by idempotency key or exact id before any retry."""
+"""Launch and terminate through the providers' reconciled mutations, honouring Retry-After between attempts."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import final
+from dataclasses import dataclass, field
+from typing import Any, final
 
 from gpuharness.policy import Policy
-from gpuharness.providers.base import Instance, LaunchSpec, Provider, ProviderError, UnknownOutcome
+from gpuharness.providers.base import Instance, LaunchSpec, Provider, ProviderError
+from gpuharness.providers.mutation import launch_reconciled as provider_launch
+from gpuharness.providers.mutation import terminate_reconciled as provider_terminate
 
 BACKOFF_S = (5.0, 10.0, 20.0)
 BACKOFF_CAP_S = 60.0
@@ -20,6 +22,7 @@ class LaunchOutcome:
     instance: Instance
     launch_calls: int
     reconciled: bool
+    events: tuple[dict[str, Any], ...] = field(default=())
 
 
 def _wait(attempt: int, retry_after: float | None, sleep: Callable[[float], None]) -> None:
@@ -27,71 +30,31 @@ def _wait(attempt: int, retry_after: float | None, sleep: Callable[[float], None
     sleep(max(retry_after or 0.0, backoff))
 
 
-def find_by_key(provider: Provider, key: str) -> Instance | None:
-    """The live instance carrying this idempotency key, from one list call."""
-    for instance in provider.list_instances():
-        if instance.idempotency_key == key and instance.status != "terminated":
-            return instance
-    return None
-
-
 def launch_reconciled(provider: Provider, spec: LaunchSpec, *, policy: Policy,
                       sleep: Callable[[float], None]) -> LaunchOutcome:
-    """Launch; on an unknown outcome list by key first and retry only when nothing was created.
-
-    A 429 or a rate-limit means the launch was not executed: wait max(Retry-After, backoff) and try again.
-    Capacity, balance, auth and invalid requests are final. At most max_launch_attempts calls.
-    """
+    """At most max_launch_attempts launch calls; each retry is preceded by a listing for the key (never a
+    duplicate) and, after a 429, by max(Retry-After, backoff). Capacity, auth, balance and invalid are final."""
     attempts = policy.max_attempts("max_launch_attempts", 2)
-    calls = 0
-    reconciled = False
-    last: ProviderError | None = None
-    while calls < attempts:
-        calls += 1
+    events: list[dict[str, Any]] = []
+    for attempt in range(1, attempts + 1):
         try:
-            return LaunchOutcome(provider.launch(spec), calls, reconciled)
-        except UnknownOutcome as exc:
-            last = exc
-            reconciled = True
-            found = find_by_key(provider, spec.idempotency_key)
-            if found is not None:
-                return LaunchOutcome(found, calls, True)
+            instance = provider_launch(provider, spec, events.append, 1, check_first=True)
         except ProviderError as exc:
-            last = exc
-            if exc.kind not in ("rate_limited", "network"):
+            if exc.kind not in ("rate_limited", "network") or attempt == attempts:
                 raise
-            if exc.kind == "network":
-                reconciled = True
-                found = find_by_key(provider, spec.idempotency_key)
-                if found is not None:
-                    return LaunchOutcome(found, calls, True)
-        if calls < attempts:
-            _wait(calls - 1, last.retry_after if last else None, sleep)
-    assert last is not None
-    raise last
+            _wait(attempt - 1, exc.retry_after, sleep)
+            continue
+        calls = sum(1 for e in events if e.get("event") == "attempt")
+        reconciled = any(e.get("event") in ("unknown_outcome", "exists") for e in events)
+        return LaunchOutcome(instance, calls, reconciled, tuple(events))
+    raise AssertionError("unreachable")
 
 
 def terminate_reconciled(provider: Provider, instance_id: str, *, sleep: Callable[[float], None],
                          attempts: int = 2) -> int:
-    """Terminate; an unknown outcome is reconciled by getting the exact id, never repeated blind.
-
-    Returns the number of terminate calls made.
-    """
-    calls = 0
-    while True:
-        calls += 1
-        try:
-            provider.terminate(instance_id)
-            return calls
-        except ProviderError as exc:
-            if exc.kind == "not_found":
-                return calls
-            if exc.kind not in ("unknown_outcome", "network", "rate_limited"):
-                raise
-            if exc.kind != "rate_limited":
-                seen = provider.get_instance(instance_id)
-                if seen is None or seen.status == "terminated":
-                    return calls
-            if calls >= attempts:
-                raise
-            _wait(calls - 1, exc.retry_after, sleep)
+    """Terminate the exact id, verified by listing; a lost answer is reconciled, never repeated blind.
+    Returns the number of terminate calls."""
+    events: list[dict[str, Any]] = []
+    del sleep  # the provider's client waits inside its own deadline
+    provider_terminate(provider, instance_id, events.append, attempts)
+    return sum(1 for e in events if e.get("event") == "attempt")

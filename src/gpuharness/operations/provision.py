@@ -47,6 +47,8 @@ class ProvisionRequest:
     checkpoint_path: str | None = None
     deployment_id: str | None = None
     service_port: int | None = None
+    ssh_key_file: str | None = None
+    known_hosts: str | None = None
     env: dict[str, str] = field(default_factory=dict)
 
     def shutdown_rule(self) -> dict[str, Any] | None:
@@ -264,6 +266,8 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
     ctx.say(text)
     deployment = _create_record(ctx, request, kind)
     deployment_id = deployment["id"]
+    if kind == SERVERLESS:
+        return _register_endpoint(ctx, entry, deployment_id, text)
     spec = LaunchSpec(gpu=request.gpu, image=request.image, idempotency_key=deployment["idempotency_key"],
                       gpu_count=request.gpu_count, region=request.region, interruptible=request.interruptible,
                       disk_gb=request.disk_gb, env=dict(request.env), bid_price=request.bid_price,
@@ -293,29 +297,48 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
                                           "reconciled": outcome.reconciled},
                                "next_action": "wait until running", "note": "launched"})
         try:
-            instance = wait_until_up(ctx, provider, instance, serverless=kind == SERVERLESS,
-                                     deadline_s=up_deadline_s, poll_s=poll_s)
+            instance = wait_until_up(ctx, provider, instance, serverless=False, deadline_s=up_deadline_s,
+                                     poll_s=poll_s)
         except UserError as exc:
             transition(ctx.registry, deployment_id, "error", error=exc.what,
                        next_action=f"gpuharness destroy {deployment_id} --confirm {deployment_id}")
             raise
     finally:
         provider.close()
-    ssh = None
-    if instance.ssh is not None and kind != SERVERLESS:
+    ssh: dict[str, Any] | None = None
+    if instance.ssh is not None:
         ssh = {"host": instance.ssh.host, "port": instance.ssh.port, "user": instance.ssh.user, "transport": "ssh"}
-    endpoint = instance.endpoint
+        if request.ssh_key_file:
+            ssh["key_file"] = request.ssh_key_file
+        if request.known_hosts:
+            ssh["known_hosts"] = request.known_hosts
+    fields: dict[str, Any] = {"endpoint": instance.endpoint}
+    if ctx.host_details is not None:  # what only the host knows (the simulator's keys, ports, workspace)
+        details = dict(ctx.host_details(instance))
+        ssh = {**(ssh or {}), **details.pop("ssh", {})} or None
+        fields.update(details)
     cost_hr = instance.cost_hr if instance.cost_hr is not None else request.cost_hr
-    deployment = _set_fields(ctx, deployment_id, ssh=ssh, endpoint=endpoint, cost_hr=cost_hr,
-                             region=instance.region or request.region)
-    if kind == SERVERLESS:
-        deployment = transition(ctx.registry, deployment_id, "health-checking", route=endpoint,
-                                note="serverless endpoint: no SSH, nothing to install",
-                                next_action=f"pytest checks/health --deployment {deployment_id}")
-    else:
+    deployment = _set_fields(ctx, deployment_id, ssh=ssh, cost_hr=cost_hr, region=instance.region or request.region,
+                             **fields)
+    if ssh is not None:
         journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider,
                                "target_id": instance.id, "from": "provisioning", "to": "provisioning",
                                "route": f"ssh {ssh['user']}@{ssh['host']}:{ssh['port']}" if ssh else None,
                                "observed_at": ctx.now(), "marker": instance.raw_status,
                                "next_action": f"gpuharness install {deployment_id}", "note": "instance running"})
     return ProvisionResult(deployment, False, text, instance)
+
+
+def _register_endpoint(ctx: Context, entry: dict[str, Any], deployment_id: str, text: str) -> ProvisionResult:
+    """RunPod Serverless: the deployment is the endpoint (scale to zero); nothing is launched, there is no SSH."""
+    endpoint_id = entry.get("endpoint_id")
+    if not endpoint_id:
+        transition(ctx.registry, deployment_id, "error", error="providers.json names no endpoint_id")
+        raise UserError(f"provider {entry['name']!r} names no endpoint_id", path=ctx.registry.path("providers.json"),
+                        place=str(entry["name"]), hint="add endpoint_id (the id in /v2/<endpoint_id>/run)")
+    base = str(entry.get("api_base") or "https://api.runpod.ai").rstrip("/")
+    _set_fields(ctx, deployment_id, instance_id=str(endpoint_id), endpoint=f"{base}/v2/{endpoint_id}", ssh=None)
+    deployment = transition(ctx.registry, deployment_id, "health-checking", route=f"{base}/v2/{endpoint_id}",
+                            note="serverless endpoint: no SSH, nothing to install",
+                            next_action=f"pytest checks/health --deployment {deployment_id}")
+    return ProvisionResult(deployment, False, text)

@@ -1,0 +1,229 @@
+"""Lifecycle commands: provision, install, configure, run, retrieve, destroy, reap, demo, check."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuharness.cli import emit
+from gpuharness.errors import UserError
+from gpuharness.registry import Registry
+
+SUITES = ("health", "audit", "plan")
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser("provision", parents=[common],
+                              help="check the policy, disclose, then launch one instance (or reuse a live match)")
+    p.add_argument("--provider", required=True, help="a providers.json name")
+    p.add_argument("--gpu", required=True)
+    p.add_argument("--image", required=True)
+    p.add_argument("--cost-hr", type=float, required=True,
+                   help="the hourly price you accept (from `gpuharness offers`); checked against the policy")
+    p.add_argument("--runtime", choices=("comfyui", "openai", "native", "serverless"))
+    p.add_argument("--model")
+    p.add_argument("--workflow")
+    p.add_argument("--gpu-count", type=int, default=1)
+    p.add_argument("--region")
+    p.add_argument("--disk-gb", type=int, default=50)
+    p.add_argument("--idle-minutes", type=float)
+    p.add_argument("--max-hours", type=float)
+    p.add_argument("--deadline", help="RFC 3339 UTC time after which it is destroyed")
+    p.add_argument("--interruptible", action="store_true", help="spot/bid where the provider offers it")
+    p.add_argument("--bid-price", type=float)
+    p.add_argument("--owner")
+    p.add_argument("--checkpoint-path")
+    p.add_argument("--id", dest="deployment_id", help="the deployment id (default dep_<model>_<nn>)")
+    p.add_argument("--ssh-key", help="private key file for the instance's SSH route")
+    p.add_argument("--known-hosts", help="known_hosts file pinning the instance's host key")
+    p.add_argument("--up-deadline", type=float, default=900.0, help="seconds to wait for running (default 900)")
+    p.set_defaults(handler=cmd_provision)
+
+    for name, text in (("install", "download and sha256-verify the model files (one batched SSH exec)"),
+                       ("configure", "runtime setup from the workflow manifest (one batched SSH exec)")):
+        p = subparsers.add_parser(name, parents=[common], help=text)
+        p.add_argument("deployment")
+        p.add_argument("--deadline", type=float, default=1800.0 if name == "install" else 900.0,
+                       help="seconds for the one exec")
+        p.set_defaults(handler=cmd_install if name == "install" else cmd_configure)
+
+    p = subparsers.add_parser("run", parents=[common], help="run jobs on a ready deployment, with ledger lines")
+    p.add_argument("deployment")
+    p.add_argument("--workflow")
+    p.add_argument("--inputs", action="append", default=[], metavar="JSON",
+                   help="job inputs as a JSON object (repeat for a batch)")
+    p.add_argument("--poll", type=float, default=2.0, help="seconds between status polls (default 2)")
+    p.set_defaults(handler=cmd_run)
+
+    p = subparsers.add_parser("retrieve", parents=[common],
+                              help="sync artifacts off the instance over SFTP (resumable, sha256-verified)")
+    p.add_argument("deployment")
+    p.add_argument("--to", default="outputs", help="local directory (default ./outputs)")
+    p.set_defaults(handler=cmd_retrieve)
+
+    p = subparsers.add_parser("destroy", parents=[common],
+                              help="terminate (needs --confirm <exact id>; refuses with unsynced artifacts)")
+    p.add_argument("deployment")
+    p.add_argument("--confirm", metavar="ID", help="the exact deployment id, again")
+    p.add_argument("--discard-artifacts", action="store_true",
+                   help="destroy although artifacts are not synced (recorded on the ledger)")
+    p.set_defaults(handler=cmd_destroy)
+
+    p = subparsers.add_parser("reap", parents=[common],
+                              help="apply shutdown rules and idle economics (dry run unless --apply)")
+    p.add_argument("--apply", action="store_true", help="sync artifacts, then destroy what the rules say")
+    p.add_argument("--to", default="outputs", help="where artifacts are synced before a destroy")
+    p.add_argument("--startup-minutes", type=float, default=12.0,
+                   help="provision+install+load time used by the keep-alive economics (default 12)")
+    p.set_defaults(handler=cmd_reap)
+
+    p = subparsers.add_parser("demo", parents=[common],
+                              help="the whole lifecycle on the built-in simulator, then the three check suites")
+    p.add_argument("--workdir", help="workspace directory (default: a fresh temp dir)")
+    p.add_argument("--no-suites", action="store_true", help="skip the health/audit/plan suites")
+    p.set_defaults(handler=cmd_demo)
+
+    p = subparsers.add_parser("check", help="run a packaged check suite with pytest: check health|audit|plan ARGS")
+    p.add_argument("suite", choices=SUITES)
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    p.set_defaults(handler=cmd_check)
+
+
+def _ctx(args: argparse.Namespace) -> Any:
+    from gpuharness.operations.wiring import cli_context
+    return cli_context(Registry.locate(args.registry))
+
+
+def cmd_provision(args: argparse.Namespace) -> int:
+    from gpuharness.operations.provision import ProvisionRequest, provision
+    request = ProvisionRequest(
+        provider=args.provider, gpu=args.gpu, image=args.image, cost_hr=args.cost_hr, runtime=args.runtime,
+        model=args.model, workflow=args.workflow, gpu_count=args.gpu_count, region=args.region,
+        disk_gb=args.disk_gb, idle_minutes=args.idle_minutes, max_hours=args.max_hours, deadline=args.deadline,
+        interruptible=args.interruptible, bid_price=args.bid_price, owner=args.owner,
+        checkpoint_path=args.checkpoint_path, deployment_id=args.deployment_id, ssh_key_file=args.ssh_key,
+        known_hosts=args.known_hosts)
+    result = provision(_ctx(args), request, up_deadline_s=args.up_deadline)
+    dep = result.deployment
+    verb = "reused" if result.reused else "provisioned"
+    emit(args, {"deployment": dep, "reused": result.reused},
+         f"{verb} {dep['id']} ({dep['status']}) on {dep['provider']} instance {dep.get('instance_id')}\n"
+         f"next: gpuharness install {dep['id']} && gpuharness configure {dep['id']}")
+    return 0
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from gpuharness.operations.install import install
+    result = install(_ctx(args), args.deployment, deadline_s=args.deadline)
+    emit(args, {"deployment": result.deployment, "duration_s": result.duration_s},
+         f"installed {args.deployment} in {result.duration_s:.1f} s; next: gpuharness configure {args.deployment}")
+    return 0
+
+
+def cmd_configure(args: argparse.Namespace) -> int:
+    from gpuharness.operations.install import configure
+    result = configure(_ctx(args), args.deployment, deadline_s=args.deadline)
+    emit(args, {"deployment": result.deployment, "duration_s": result.duration_s},
+         f"configured {args.deployment}; next: pytest checks/health --deployment {args.deployment} "
+         "(the only path to ready)")
+    return 0
+
+
+def _inputs(texts: list[str]) -> list[dict[str, Any]]:
+    from gpuharness.statefile import parse_json_text
+    batch: list[dict[str, Any]] = []
+    for index, text in enumerate(texts or ["{}"]):
+        value = parse_json_text(text, f"--inputs #{index + 1}")
+        if not isinstance(value, dict):
+            raise UserError("inputs must be a JSON object", path=f"--inputs #{index + 1}", place="1:1")
+        batch.append(value)
+    return batch
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gpuharness.operations.run import mark_interrupted, run_job, spend_line
+    ctx = _ctx(args)
+    batch = _inputs(args.inputs)
+    for job in mark_interrupted(ctx, args.deployment):
+        ctx.say(f"{job}: marked interrupted (its run process had died)")
+    ctx.say(spend_line(ctx))
+    results = []
+    code = 0
+    for inputs in batch:
+        result = run_job(ctx, args.deployment, workflow_id=args.workflow, inputs=inputs, poll_s=args.poll)
+        results.append({"job": result.job_id, "status": result.status, "cost_usd": result.cost_usd,
+                        "duration_s": result.duration_s, "attempts": result.attempts,
+                        "cause": result.failure.cause if result.failure else None})
+        if result.status != "completed":
+            code = 1
+            if result.failure is not None:
+                ctx.say(f"{result.job_id}: {result.failure.message()}")
+            if ctx.registry.deployment(args.deployment)["status"] != "ready":
+                break
+    lines = [f"{r['job']} {r['status']} ${r['cost_usd']:.4f} {r['duration_s']:.1f}s"
+             + (f" (cause {r['cause']})" if r["cause"] else "") for r in results]
+    emit(args, results, "\n".join(lines))
+    return code
+
+
+def cmd_retrieve(args: argparse.Namespace) -> int:
+    from gpuharness.operations.retrieve import retrieve
+    result = retrieve(_ctx(args), args.deployment, args.to)
+    emit(args, {"synced": result.synced, "bytes": result.bytes_transferred},
+         f"synced {len(result.synced)} artifact(s), {result.bytes_transferred:,} bytes, into {args.to}")
+    return 0
+
+
+def cmd_destroy(args: argparse.Namespace) -> int:
+    from gpuharness.operations.destroy import destroy
+    result = destroy(_ctx(args), args.deployment, confirm=args.confirm, discard_artifacts=args.discard_artifacts)
+    text = f"destroyed {args.deployment} (terminate verified by listing: {result.verified})"
+    if result.discarded:
+        text += f"; discarded on purpose: {', '.join(result.discarded)}"
+    emit(args, {"deployment": result.deployment, "discarded": list(result.discarded)}, text)
+    return 0
+
+
+def cmd_reap(args: argparse.Namespace) -> int:
+    from gpuharness.operations.reap import reap
+    decisions = reap(_ctx(args), apply=args.apply, retrieve_to=args.to, startup_minutes=args.startup_minutes)
+    lines = []
+    for d in decisions:
+        lines.append(f"{d.deployment}: {d.action}" + ("" if args.apply or d.action != "destroy"
+                                                      else " (dry run: pass --apply)"))
+        lines += [f"  why: {r}" for r in d.reasons] + [f"  {a}" for a in d.arithmetic]
+    emit(args, [d.to_json() for d in decisions], "\n".join(lines) or "no live deployments")
+    return 1 if any(d.action == "refused" for d in decisions) else 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from gpuharness.demo import run_demo
+    summary = run_demo(workdir=args.workdir, suites=not args.no_suites)
+    emit(args, summary.to_json(), summary.text())
+    return 0 if summary.ok else 1
+
+
+def checks_root() -> Path:
+    """The packaged checks (gpuharness/_checks in a wheel), else the repository's checks/ (editable installs)."""
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "_checks", package.parent.parent / "checks"):
+        if (candidate / "health").is_dir() or (candidate / "audit").is_dir():
+            return candidate
+    raise UserError("the check suites are not installed", place=str(package / "_checks"),
+                    hint="reinstall gpuharness (the wheel ships them as gpuharness/_checks)")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    root = checks_root()
+    suite = root / args.suite
+    if not suite.is_dir():
+        raise UserError(f"suite {args.suite!r} is not installed", path=suite)
+    command = [sys.executable, "-m", "pytest", str(suite), f"--rootdir={root}", "-p", "no:cacheprovider",
+               *args.pytest_args]
+    env = dict(os.environ)
+    return subprocess.call(command, env=env)
+
