@@ -17,6 +17,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gpuharness.cli.provider_cmds",
     "gpuharness.cli.diagnose_cmds",
     "gpuharness.cli.plan_cmds",
+    "gpuharness.cli.lifecycle_cmds",
 )
 
 Handler = Callable[[argparse.Namespace], int]
