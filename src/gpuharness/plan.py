@@ -365,6 +365,14 @@ def rule_replay(step: dict[str, Any], ctx: PlanContext) -> str | None:
         return None
     if not step.get("calls"):
         return "the step has no recorded provider calls; make the plan again (`gpuharness plan make`)"
+    sent = json.dumps(step["calls"])
+    target = step["target"]
+    must = ([target.get("idempotency_key"), (step.get("spec") or {}).get("image")] if step["action"] == "launch"
+            else [target.get("instance_id")])
+    missing = [str(m) for m in must if m and str(m) not in sent]
+    if missing:
+        return (f"the recorded calls do not carry {', '.join(repr(m) for m in missing)} of this step (the step was "
+                "edited after it was rehearsed); make the plan again")
     if step["id"] not in ctx.replay:
         return "the plan's calls were not replayed (no cassette)"
     return ctx.replay[step["id"]]

@@ -1,0 +1,173 @@
+"""checks/plan (pytester): each kind of bad plan fails offline with a message naming the step and the rule."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpuharness import cassette
+from gpuharness.recordings import World, layout, record
+
+CHECKS = Path(__file__).resolve().parents[1] / "checks" / "plan"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> World:
+    """A world born in the simulator and recorded; the simulator is gone before any check runs."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "ab12" * 10)
+        built = layout(tmp_path_factory.mktemp("world"))
+        record(built)
+    return built
+
+
+def _plan(world: World) -> dict:
+    return json.loads(world.plan.read_text())
+
+
+def _run(pytester, world: World, plan: dict | str | None = None, *extra: str):
+    path = pytester.path / "plan.json"
+    if plan is None:
+        shutil.copy(world.plan, path)
+    else:
+        path.write_text(plan if isinstance(plan, str) else json.dumps(plan))
+    doc = json.loads(path.read_text()) if plan is None or not isinstance(plan, str) else None
+    if doc is not None and "cassette" in doc:
+        doc["cassette"] = str(world.plan_cassette)
+        path.write_text(json.dumps(doc))
+    return pytester.runpytest(str(CHECKS), "--plan", str(path), "--registry", str(world.registry),
+                              "-p", "no:cacheprovider", "-q", *extra)
+
+
+def _step(plan: dict, step_id: str) -> dict:
+    return next(s for s in plan["steps"] if s["id"] == step_id)
+
+
+def test_the_recorded_plan_passes_every_rule_offline(pytester, world):
+    result = _run(pytester, world)
+    result.assert_outcomes(passed=19)
+
+
+def test_terminate_of_an_instance_absent_from_the_inventory_fails_rule_target(pytester, world):
+    plan = _plan(world)
+    step = _step(plan, "s3")
+    step["target"]["instance_id"] = step["confirm"] = "nosuchpod00000"
+    result = _run(pytester, world, plan)
+    result.stdout.fnmatch_lines(["*step s3 (terminate nosuchpod00000): rule target: instance 'nosuchpod00000' "
+                                 "does not exist at runpod in the recorded inventory*"])
+    assert result.ret == 1
+
+
+def test_launch_reusing_the_key_of_an_existing_instance_fails_rule_no_duplicate(pytester, world):
+    plan = _plan(world)
+    _step(plan, "s1")["target"]["idempotency_key"] = "gh-runpod-00000"
+    result = _run(pytester, world, plan)
+    result.stdout.fnmatch_lines(["*step s1 (launch gh-runpod-00000): rule no-duplicate: instance * at runpod "
+                                 "already carries key 'gh-runpod-00000'*"])
+
+
+def test_launch_over_the_hourly_ceiling_fails_rule_budget(pytester, world):
+    plan = _plan(world)
+    _step(plan, "s1")["expected_cost_hr"] = 9.5
+    result = _run(pytester, world, plan)
+    result.stdout.fnmatch_lines(["*step s1 (launch *): rule budget: live burn would be $*/hr * > max_cost_hr "
+                                 "$10.00/hr*"])
+
+
+def test_launch_whose_stop_condition_outspends_the_day_fails_rule_budget(pytester, world):
+    plan = _plan(world)
+    _step(plan, "s1")["stop_condition"] = {"max_hours": 100}
+    result = _run(pytester, world, plan)
+    result.stdout.fnmatch_lines(["*step s1 (launch *): rule budget: projected spend $69.00 * > daily_usd $50.00*"])
+
+
+def test_launch_without_a_stop_condition_fails_rule_stop_condition(pytester, world):
+    plan = _plan(world)
+    _step(plan, "s1")["stop_condition"] = None
+    result = _run(pytester, world, plan)
+    result.stdout.fnmatch_lines(["*step s1 (launch *): rule stop-condition: a paid resource without a stop "
+                                 "condition*"])
+
+
+def test_terminate_without_an_earlier_retrieve_fails_rule_sync_before_terminate(pytester, world):
+    plan = _plan(world)
+    plan["steps"] = [s for s in plan["steps"] if s["id"] != "s2"]
+    result = _run(pytester, world, plan)
+    result.stdout.fnmatch_lines(["*step s3 (terminate *): rule sync-before-terminate: no earlier retrieve step "
+                                 "syncs the artifacts of deployment dep-runpod-2*"])
+
+
+def test_terminate_whose_confirm_is_not_the_exact_id_fails_rule_sync_before_terminate(pytester, world):
+    plan = _plan(world)
+    step = _step(plan, "s5")
+    step["confirm"] = step["confirm"][:4]
+    result = _run(pytester, world, plan)
+    result.stdout.fnmatch_lines(["*step s5 (terminate *): rule sync-before-terminate: confirm must equal the "
+                                 "exact instance id*"])
+
+
+def test_unbounded_retries_fail_rule_bounded_retries(pytester, world):
+    plan = _plan(world)
+    _step(plan, "s1")["max_retries"] = 5
+    _step(plan, "s3")["max_retries"] = 1
+    result = _run(pytester, world, plan)
+    result.stdout.fnmatch_lines([
+        "*step s1 (launch *): rule bounded-retries: max_retries 5 allows 6 attempts > retry.max_launch_attempts 2*",
+        "*step s3 (terminate *): rule bounded-retries: a terminate is never retried blind*"], consecutive=False)
+
+
+def test_a_call_absent_from_the_cassette_fails_rule_replay(pytester, world):
+    plan = _plan(world)
+    step = _step(plan, "s1")
+    step["spec"]["image"] = step["calls"][0]["body"]["image"] = "evil/miner:latest"
+    result = _run(pytester, world, plan)
+    result.stdout.fnmatch_lines(["*step s1 (launch *): rule replay: call 1: no recorded interaction for POST "
+                                 "/runpod/v2/pods (no_match); closest recorded: POST /runpod/v2/pods (body differs)*"])
+
+
+def test_a_step_edited_after_rehearsal_fails_rule_replay(pytester, world):
+    plan = _plan(world)
+    _step(plan, "s1")["spec"]["image"] = "evil/miner:latest"
+    result = _run(pytester, world, plan)
+    result.stdout.fnmatch_lines(["*step s1 (launch *): rule replay: the recorded calls do not carry "
+                                 "'evil/miner:latest' of this step*"])
+
+
+def test_a_registry_changed_since_the_plan_fails_the_fingerprint(pytester, world, tmp_path):
+    registry = tmp_path / "registry"
+    shutil.copytree(world.registry, registry)
+    deployments = json.loads((registry / "deployments.json").read_text())
+    deployments["deployments"][0]["status"] = "destroyed"
+    (registry / "deployments.json").write_text(json.dumps(deployments))
+    stale = World(registry, world.inventory, world.plan, world.plan_cassette)
+    result = _run(pytester, stale)
+    result.stdout.fnmatch_lines(["*plan fingerprint sha256:* does not match the registry and recorded inventory*"
+                                 "the plan is stale*"])
+
+
+def test_an_unreadable_plan_fails_naming_the_file_and_the_place(pytester, world):
+    plan = _plan(world)
+    _step(plan, "s5")["action"] = "nuke"
+    result = _run(pytester, world, plan)
+    result.stdout.fnmatch_lines(["*plan.json:$.steps[[]4[]].action: 'nuke' is not one of*"])
+    assert result.ret == 1
+
+
+def test_a_missing_cassette_fails_clearly(pytester, world, tmp_path):
+    plan = _plan(world)
+    path = pytester.path / "plan.json"
+    plan["cassette"] = str(tmp_path / "gone.yaml")
+    path.write_text(json.dumps(plan))
+    result = pytester.runpytest(str(CHECKS), "--plan", str(path), "--registry", str(world.registry),
+                                "-p", "no:cacheprovider", "-q")
+    result.stdout.fnmatch_lines(["*gone.yaml: the plan's cassette is missing*"])
+    assert result.ret == 1
+
+
+def test_without_a_plan_the_checks_skip_with_the_reason(pytester):
+    result = pytester.runpytest(str(CHECKS), "-p", "no:cacheprovider", "-q", "-rs")
+    result.stdout.fnmatch_lines(["*no plan to verify: pass --plan FILE*"])
+    result.assert_outcomes(skipped=2)
