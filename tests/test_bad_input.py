@@ -238,3 +238,26 @@ def test_mutated_documents_give_one_line_or_pass(mutant: tuple[str, bytes]) -> N
 @given(mutants())
 def test_mutated_documents_through_the_real_console_script(mutant: tuple[str, bytes]) -> None:
     check_mutant(*mutant, run=as_process)
+
+
+def test_registry_path_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "registry"
+    not_a_dir.write_text("hello")
+    done = cli("init", "--registry", str(not_a_dir))
+    assert done.returncode == 2
+    assert done.stderr == f"gpuharness: error: {not_a_dir}: exists and is not a directory " \
+                          "(pass --registry DIR naming a directory)\n"
+    assert not_a_dir.read_text() == "hello"
+
+
+@pytest.mark.parametrize("command", [["spend"], ["validate"],
+                                     ["ledger", "append", "--line", '{"id":"J-1","deployment_id":"d",'
+                                                                    '"status":"queued"}']])
+def test_ledger_that_is_a_directory_is_one_line(tmp_path: Path, command: list[str]) -> None:
+    reg = make_registry(tmp_path / "r")
+    reg.ledger_path.unlink()
+    reg.ledger_path.mkdir()
+    done = cli(*command, "--registry", str(reg.root))
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"gpuharness: error: {reg.ledger_path}: ")
+    assert "Is a directory" in done.stderr

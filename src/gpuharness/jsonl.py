@@ -55,8 +55,12 @@ def append_record(path: Path, record: dict[str, Any],
     precheck runs under the lock; a returned message refuses the append. Returns warnings.
     """
     line = orjson.dumps(record) + b"\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise UserError(f"cannot open for appending: {exc.strerror}", path=path,
+                        hint="nothing was appended") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         warnings = _quarantine_torn_tail(fd, path)

@@ -98,6 +98,8 @@ class Ledger:
             handle = open(self.path, "rb")
         except FileNotFoundError:
             return
+        except OSError as exc:
+            raise UserError(f"cannot read the ledger: {exc.strerror}", path=self.path) from None
         with handle:
             handle.seek(start_offset)
             offset = start_offset

@@ -91,7 +91,13 @@ class Registry:
 
     def init(self) -> list[Path]:
         """Create missing files (never overwrites); return the ones created."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        if self.root.exists() and not self.root.is_dir():
+            raise UserError("exists and is not a directory", path=self.root,
+                            hint="pass --registry DIR naming a directory")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create the registry directory: {exc.strerror}", path=self.root) from None
         created: list[Path] = []
         for file_name in DOCUMENTS:
             path = self.path(file_name)
