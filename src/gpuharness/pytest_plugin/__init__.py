@@ -17,6 +17,7 @@ FAMILIES: tuple[str, ...] = (
     "gpuharness.pytest_plugin.audit",
     "gpuharness.pytest_plugin.reports",
     "gpuharness.pytest_plugin.plan",
+    "gpuharness.pytest_plugin.inventory",
 )
 
 MODES = ("offline", "live", "record")
