@@ -68,10 +68,11 @@ class Summary:
         lines = [f"gpuharness demo ({self.seconds:.1f} s) in {self.workdir}", *[f"  {s}" for s in self.steps]]
         if self.oom:
             lines.append(f"  {OOM} never became ready: {self.oom}")
-        lines.append("  jobs: " + ", ".join(f"{j['id']} {j['status']} ${j['cost_usd']:.4f}" for j in self.jobs))
+        lines.append("  jobs: " + ", ".join(f"{j['id']} {j['status']} ${j['cost_usd']:.6f}" for j in self.jobs))
         lines += [f"  artifact: {a}" for a in self.artifacts]
-        lines += [f"  {name} suite: exit {code}, report {self.reports.get(name, '-')}"
-                  for name, code in self.suites.items()]
+        expected = {"health": f" (expected: {OOM} fails its test generation)"}
+        lines += [f"  {name} suite: exit {code}{expected.get(name, '') if code else ''}, "
+                  f"report {self.reports.get(name, '-')}" for name, code in self.suites.items()]
         lines.append(f"  registry: {self.registry}")
         lines += [f"  PROBLEM: {p}" for p in self.problems]
         lines.append("demo OK" if self.ok else "demo FAILED")
@@ -192,7 +193,8 @@ def _plan_args(root: Path, registry: Registry, env: dict[str, str]) -> list[str]
 def _lifecycle(ctx: Context, summary: Summary, root: Path, reports: Path, env: dict[str, str],
                suites: bool) -> None:
     registry = ctx.registry
-    for dep_id, provider, gpu, cost in ((GOOD, "vast", "RTX 4090", 0.40), (OOM, "runpod", "NVIDIA GeForce RTX 5090", 0.89)):
+    plan = ((GOOD, "vast", "RTX 4090", 0.40), (OOM, "runpod", "NVIDIA GeForce RTX 5090", 0.89))
+    for dep_id, provider, gpu, cost in plan:
         result = provision(ctx, ProvisionRequest(
             provider=provider, gpu=gpu, image="ghcr.io/example/comfyui-h3:1.0", cost_hr=cost, runtime="comfyui",
             model=MODEL, workflow=WORKFLOW, idle_minutes=15, owner="demo", deployment_id=dep_id,
@@ -217,8 +219,9 @@ def _lifecycle(ctx: Context, summary: Summary, root: Path, reports: Path, env: d
         summary.problems.append(f"{OOM} was marked ready although its test generation hit a CUDA OOM")
     health = bad.get("health") or {}
     cause = str(health.get("cause") or "unknown")
-    summary.oom = (f"status {bad['status']}; cause {cause}: {health.get('message', '')[:160]}; "
-                   f"remedy: { {str(k): v for k, v in REMEDIES.items()}.get(cause, 'read the log')}")
+    failed = ", ".join(health.get("failed_checks") or [str(health.get("check"))])
+    remedy = {str(k): v for k, v in REMEDIES.items()}.get(cause, "read the log")
+    summary.oom = f"status {bad['status']}; failed checks: {failed}; cause {cause}; remedy: {remedy}"
     if cause != "cuda_oom":
         summary.problems.append(f"{OOM}'s failure was classified {cause!r}, expected cuda_oom")
     ctx.say(spend_line(ctx))
@@ -229,11 +232,12 @@ def _lifecycle(ctx: Context, summary: Summary, root: Path, reports: Path, env: d
     summary.artifacts = [f"{a['uri']} sha256 {str(a['sha256'])[:16]}…" for a in synced.synced]
     summary.steps.append(f"ran {len(summary.jobs)} jobs on {GOOD}; retrieved {len(synced.synced)} artifact(s) "
                          f"over SFTP ({synced.bytes_transferred:,} bytes, checksummed)")
-    if suites:
-        _make_plan(registry, root, env)
     for dep_id in (GOOD, OOM):
         destroy(ctx, dep_id, confirm=dep_id)
     summary.steps.append(f"destroyed {GOOD} and {OOM} (verified by listing; both kept as history)")
+    if suites:
+        _make_plan(registry, root, env)
+        summary.steps.append("made a plan for the next batch, rehearsed against the simulator into a cassette")
     lines = list(Ledger(registry.ledger_path).records())
     summary.steps.append(f"ledger: {len(lines)} lines, nothing rewritten; journal: "
                          f"{sum(1 for _ in open(registry.journal_path, 'rb'))} transitions")
