@@ -132,3 +132,15 @@ def test_economics_unknown_deployment(registry: Registry, capsys) -> None:
     code, _, err = run(capsys, "economics", "--registry", str(registry.root), "--deployment", "dep_zz",
                        "--gap-minutes", "5")
     assert code == 2 and "deployments.json" in err and "dep_zz" in err
+
+
+def test_validate_reports_a_torn_last_line_without_touching_it(registry: Registry, capsys, job_line) -> None:
+    Ledger(registry.ledger_path).append(job_line("J-1"))
+    with open(registry.ledger_path, "ab") as handle:
+        handle.write(b'{"id":"J-2","depl')
+    before = registry.ledger_path.read_bytes()
+    code, out, err = run(capsys, "validate", "--registry", str(registry.root))
+    assert (code, err) == (0, "")
+    assert f"warning: {registry.ledger_path}:2:1: a torn last line at byte" in out
+    assert "ok jobs.jsonl: 1 lines" in out
+    assert registry.ledger_path.read_bytes() == before

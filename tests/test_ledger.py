@@ -182,3 +182,14 @@ def test_append_record_precheck_refusal_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="refused"):
         append_record(path, {"a": 1}, precheck=lambda: "refused")
     assert path.read_bytes() == b""
+
+
+def test_torn_tail_names_the_torn_line_only(ledger: Ledger, job_line) -> None:
+    assert ledger.torn_tail() is None  # no file yet
+    ledger.append(job_line("J-1"))
+    assert ledger.torn_tail() is None
+    ledger.path.write_bytes(ledger.path.read_bytes() + json.dumps(job_line("J-2")).encode())
+    assert ledger.torn_tail() is None  # complete, only lacking its newline: history, not torn
+    ledger.path.write_bytes(ledger.path.read_bytes() + b'\n{"id": "J-3", "dep')
+    torn = ledger.torn_tail()
+    assert torn is not None and torn.lineno == 3 and torn.raw == b'{"id": "J-3", "dep'

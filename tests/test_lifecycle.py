@@ -116,4 +116,4 @@ def test_journal_reader_skips_a_torn_tail_and_names_a_broken_middle_line(registr
     transition(registry, "dep_a", "ready")
     with pytest.raises(UserError) as caught:
         list(read_journal(registry.journal_path))
-    assert caught.value.place == "2:1"
+    assert caught.value.place == "2:14"  # line:column

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +119,25 @@ class Ledger:
                         yield Entry(lineno, offset, raw, None, "a ledger line must be a JSON object")
                 offset += len(raw)
                 lineno += 1
+
+    def torn_tail(self) -> Entry | None:
+        """The torn last line left by a writer that died mid-write, if there is one (reads only the tail)."""
+        try:
+            with open(self.path, "rb") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                if size == 0:
+                    return None
+                handle.seek(size - 1)
+                if handle.read(1) == b"\n":
+                    return None
+        except FileNotFoundError:
+            return None
+        last: Entry | None = None
+        for last in self.scan():  # noqa: B007 - only the last entry matters
+            pass
+        if last is None or last.record is not None:
+            return None
+        return last
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every parsed record; a torn or broken line raises a UserError naming its line."""

@@ -63,7 +63,7 @@ def read_journal(path: Path) -> Iterator[dict[str, Any]]:
             try:
                 entry = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
-                raise UserError(f"invalid JSON: {exc}", path=path, place=f"{lineno}:1",
+                raise UserError(f"invalid JSON: {exc.msg}", path=path, place=f"{lineno}:{exc.colno}",
                                 hint="a broken line in the middle of the journal") from None
             if not isinstance(entry, dict):
                 raise UserError("a journal line must be a JSON object", path=path, place=f"{lineno}:1")
@@ -93,8 +93,11 @@ def transition(registry: Registry, deployment_id: str, target: str, *, route: st
         if target == "destroyed" and not deployment.get("destroyed_at"):
             deployment["destroyed_at"] = now_ts()
         result = dict(deployment)
-    journal(registry, {"deployment": deployment_id, "provider": result.get("provider"),
-                       "target_id": result.get("instance_id"), "from": current, "to": target,
-                       "route": route, "observed_at": observed_at or now_ts(), "marker": marker,
-                       "next_action": next_action, "note": note})
+        # Write-ahead, under the registry lock: the journal keeps the order in which states changed, and a
+        # crash between the two writes leaves a journaled intent, never an unjournaled transition.
+        registry.validate("deployments.json", document)
+        journal(registry, {"deployment": deployment_id, "provider": result.get("provider"),
+                           "target_id": result.get("instance_id"), "from": current, "to": target,
+                           "route": route, "observed_at": observed_at or now_ts(), "marker": marker,
+                           "next_action": next_action, "note": note})
     return result

@@ -120,7 +120,10 @@ class Registry:
         except RecursionError:
             raise UserError("a value is nested too deeply to check", path=path, place="$",
                             hint="nothing was changed") from None
-        self.warnings.extend(f"{path}:{w.json_path}: {w.message}" for w in warnings)
+        for warning in warnings:
+            text = f"{path}:{warning.json_path}: {warning.message}"
+            if text not in self.warnings:  # loading a file again does not repeat its warnings
+                self.warnings.append(text)
         if errors:
             first = errors[0]
             more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""

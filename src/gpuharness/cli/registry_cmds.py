@@ -83,8 +83,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
         document = registry.load(file_name)
         _, key = DOCUMENTS[file_name]
         report["files"][file_name] = {"items": len(document[key]) if key else None}
-    lines = sum(1 for _ in existing_ledger(registry).checked_records())
+    ledger = existing_ledger(registry)
+    lines = sum(1 for _ in ledger.checked_records())
     report["files"][LEDGER] = {"lines": lines}
+    torn = ledger.torn_tail()
+    if torn is not None:
+        registry.warnings.append(f"{ledger.path}:{torn.lineno}:1: a torn last line at byte {torn.offset} (a "
+                                 "writer died mid-write); it is not history and the next append quarantines it")
     if registry.journal_path.exists():
         report["files"][JOURNAL] = {"lines": sum(1 for _ in read_journal(registry.journal_path))}
     report["warnings"] = list(registry.warnings)
