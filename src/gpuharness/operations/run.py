@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, final
@@ -163,6 +164,7 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: dict[str, Any], wo
         "id": job_id, "deployment_id": deployment["id"], "provider": deployment["provider"],
         "model": deployment.get("model"), "workflow": workflow["id"], "workflow_version": int(workflow["version"]),
         "inputs": inputs, "started_at": format_ts(start), "gpu": deployment.get("gpu"), "attempt": attempt,
+        "pid": os.getpid(), "host": socket.gethostname(),  # so reconcile can tell a dead runner
     }
     ledger.append({**base, "status": "running", "ts": format_ts(start)}, check_sequence=True)
     ctx.say(f"{job_id}: running on {deployment['id']} (attempt {attempt}, ${cost_hr:.3f}/hr)")
