@@ -193,3 +193,9 @@ def test_cost_accrues_while_running():
         now[0] += 3600
         accrued = sim.stats()["accrued_usd"]
     assert accrued == pytest.approx(0.69)
+
+
+def test_ready_delay_is_settable_over_http(sim: Simulator, client: httpx.Client):
+    assert client.post("/_sim/config", json={"ready_delay_s": 5}).json() == {"ready_delay_s": 5.0}
+    assert sim.state.ready_delay_s == 5.0
+    assert client.post("/_sim/config", json={"ready_delay_s": -1}).status_code == 400

@@ -106,17 +106,18 @@ class MassedCompute:
         raise ProviderError("invalid", f"no VM image named {image!r}; give its vm_image_id or an exact name from "
                             "GET /images", provider=self.name)
 
-    def _product(self, spec: LaunchSpec) -> str:
+    def _product(self, spec: LaunchSpec) -> tuple[str, float | None]:
         if spec.gpu.startswith("gpu_"):
-            return spec.gpu
+            return spec.gpu, None
         for offer in self.offers(spec.gpu):
             if offer.gpu_count == spec.gpu_count and offer.offer_id and (offer.available or 0) > 0:
-                return offer.offer_id
+                return offer.offer_id, offer.cost_hr
         raise ProviderError("capacity", f"no product with capacity for {spec.gpu_count}x {spec.gpu}",
                             provider=self.name)
 
     def launch(self, spec: LaunchSpec) -> Instance:
-        body = {"imageId": self._image_id(spec.image), "productName": self._product(spec),
+        product, cost = self._product(spec)
+        body = {"imageId": self._image_id(spec.image), "productName": product,
                 "regionName": spec.region or "any", "instanceName": spec.idempotency_key}
         answer = fields.mapping(self.http.mutate("POST", "/api/v1/instance/launch", json=body).json(), self.name,
                                 "POST /api/v1/instance/launch")
@@ -125,7 +126,7 @@ class MassedCompute:
             raise ProviderError("server", "launch answered without an instance uuid in `response`",
                                 provider=self.name)
         return Instance(provider=self.name, id=instance_id, status="pending", name=spec.idempotency_key,
-                        gpu=spec.gpu, gpu_count=spec.gpu_count, region=spec.region)
+                        cost_hr=cost, gpu=spec.gpu, gpu_count=spec.gpu_count, region=spec.region)
 
     def stop(self, instance_id: str) -> None:
         raise ProviderError("unsupported", "Massed Compute has no stop/start (only restart and terminate)",

@@ -197,6 +197,12 @@ class Simulator:
             if req.method == "DELETE":
                 self.faults.clear()
                 return json_response(200, {"armed": []})
+        if req.method == "POST" and req.path == "/_sim/config":
+            delay = req.body.get("ready_delay_s") if isinstance(req.body, dict) else None
+            if not isinstance(delay, int | float) or isinstance(delay, bool) or delay < 0:
+                return json_response(400, {"error": "'ready_delay_s' must be a number of seconds >= 0"})
+            self.state.ready_delay_s = float(delay)
+            return json_response(200, {"ready_delay_s": self.state.ready_delay_s})
         if req.method == "POST" and req.path == "/_sim/instances":
             try:
                 ids = _bulk_create(self.state, req.body)
