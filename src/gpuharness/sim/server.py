@@ -258,6 +258,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # headers and body leave in one write (flushed by handle_one_request): no Nagle/delayed-ACK stalls
+    wbufsize = 1 << 16
+    disable_nagle_algorithm = True
     server: _Server
 
     def do_GET(self) -> None:
