@@ -2,42 +2,26 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
-import secrets
-import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
 from gpuharness.diagnose import REMEDIES
 from gpuharness.errors import UserError
+from gpuharness.lab import MODEL, WORKFLOW, Lab
 from gpuharness.ledger import Ledger
-from gpuharness.operations.comfy_job import ComfyJobExecutor
 from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.install import configure, install
 from gpuharness.operations.provision import ProvisionRequest, provision
 from gpuharness.operations.retrieve import retrieve
 from gpuharness.operations.run import run_job, spend_line
-from gpuharness.operations.wiring import remote_factory
-from gpuharness.providers.base import Instance, Provider
-from gpuharness.providers.factory import build_provider
 from gpuharness.registry import Registry
 
 GOOD = "dep_h3_vast_01"
 OOM = "dep_h3_runpod_01"
-WORKFLOW = "h3-text-to-image"
-MODEL = "minimax-h3-mini"
-KEY_ENVS = {"vast": "GH_DEMO_VAST_KEY", "runpod": "GH_DEMO_RUNPOD_KEY"}
-GRAPH: dict[str, Any] = {
-    "3": {"class_type": "KSampler", "inputs": {"seed": 1, "steps": 4, "cfg": 1.0}},
-    "6": {"class_type": "CLIPTextEncode", "inputs": {"text": "a red cube"}},
-    "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "h3", "images": ["3", 0]}},
-}
 PROMPTS = ("a red cube on a table", "a cat in the rain", "a lighthouse at dusk")
 
 
@@ -79,105 +63,29 @@ class Summary:
         return "\n".join(lines)
 
 
-def _checks_root() -> Path:
-    from gpuharness.cli.lifecycle_cmds import checks_root
-    return checks_root()
-
-
-def _seed(registry: Registry, root: Path, sim_urls: dict[str, str]) -> None:
-    registry.init()
-    with registry.update("providers.json") as doc:
-        doc["providers"] = [
-            {"name": name, "kind": name, "credential_env": env, "api_base": sim_urls[name],
-             "notes": "the gpuharness simulator on loopback (demo)"} for name, env in KEY_ENVS.items()]
-    store = root / "model-store"
-    store.mkdir(parents=True, exist_ok=True)
-    weights = store / "h3-mini.safetensors"
-    weights.write_bytes(hashlib.sha256(b"h3").digest() * 8192)  # 256 KiB of deterministic weights
-    with registry.update("models.json") as doc:
-        doc["models"] = [{"name": MODEL, "min_vram_gb": 16, "files": [
-            {"path": "h3/h3-mini.safetensors", "url": weights.as_uri(),
-             "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "size": weights.stat().st_size}]}]
-    with registry.update("workflows.json") as doc:
-        doc["workflows"] = [{
-            "id": WORKFLOW, "version": 1, "runtime": "comfyui", "model": MODEL, "retryable": True,
-            "setup": ["mkdir -p custom_nodes", "echo 'runtime configured' > configured.txt"], "graph": GRAPH,
-            "test_generation": {"inputs": {"text": "a red cube"}, "graph": GRAPH, "timeout_s": 60,
-                                "expected_outputs": [{"type": "png", "min_bytes": 50}]}}]
-    with registry.update("policy.json") as doc:
-        doc.update(per_job_usd=1.0, daily_usd=20.0, monthly_usd=200.0, max_cost_hr=5.0,
-                   max_concurrent_deployments=4, max_idle_minutes=30)
-
-
-def _suite(name: str, args: list[str], report: Path, env: dict[str, str], cwd: Path) -> int:
-    root = _checks_root()
-    command = [sys.executable, "-m", "pytest", str(root / name), f"--rootdir={root}", "-p", "no:cacheprovider",
-               "-q", "--no-header", f"--html={report}", "--self-contained-html", *args]
-    completed = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
-    (report.parent / f"{name}.log").write_text(completed.stdout + completed.stderr)
-    return completed.returncode
-
-
 def run_demo(*, workdir: str | Path | None = None, suites: bool = True) -> Summary:
     """Provision two deployments on two simulated providers, take one through the whole lifecycle, let the
     other fail its test generation with an injected CUDA OOM, then run the health, audit and plan suites."""
-    from gpuharness.sim import Simulator
-    from gpuharness.sim.host import HostSpec, SimHost, full_gpu_name, with_fault
-
     started = time.monotonic()
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="gpuharness-demo-"))
-    root.mkdir(parents=True, exist_ok=True)
     registry = Registry(root / ".pi" / "gpu")
     if registry.path("deployments.json").exists() and registry.deployments():
         raise UserError("the demo needs a fresh workspace", path=registry.root, hint="pass another --workdir")
     summary = Summary(root, registry.root)
     reports = root / "reports"
-    reports.mkdir(exist_ok=True)
-    env = dict(os.environ)
-    for variable in KEY_ENVS.values():  # the simulator accepts any key; generated here, never stored
-        env[variable] = os.environ[variable] = f"sim-{secrets.token_hex(16)}"
-    env["GPUHARNESS_REGISTRY"] = str(registry.root)
-    hosts: dict[str, SimHost] = {}
-
-    def make_host(instance: Any) -> SimHost:
-        spec = replace(HostSpec(), gpu=full_gpu_name(str(instance.gpu)), gpu_count=int(instance.gpu_count or 1),
-                       runtime="comfyui")
-        if instance.name == f"gh-{OOM}":
-            spec = with_fault(spec, "oom")
-        host = SimHost(spec, root=root / "hosts" / instance.id, name=f"host-{instance.id}").start()
-        hosts[instance.id] = host
-        return host
-
-    def host_details(instance: Instance) -> dict[str, Any]:
-        host = hosts.get(instance.id)
-        if host is None:
-            return {}
-        return {"ssh": host.ssh_block(), "endpoint": host.endpoint, "service_port": host.service_port,
-                "log_path": str(host.log_path)}
-
-    def providers(entry: dict[str, Any]) -> Provider:
-        return build_provider(entry, env=env, registry=registry)
-
-    sim = Simulator(ready_delay_s=0.2, host_factory=make_host)
-    sim.start()
-    ctx = Context(registry=registry, providers=providers, remotes=remote_factory(registry),
-                  executors=lambda deployment: ComfyJobExecutor(deployment), host_details=host_details,
-                  say=lambda line: print(line, file=sys.stderr, flush=True))
-    try:
-        _seed(registry, root, {name: sim.url(name) for name in KEY_ENVS})
-        _lifecycle(ctx, summary, root, reports, env, suites)
-    except UserError as exc:
-        summary.problems.append(exc.line())
-    finally:
-        _cleanup(ctx, summary)
-        sim.stop()
-        for host in hosts.values():
-            host.stop()
+    reports.mkdir(parents=True, exist_ok=True)
+    with Lab(root, host_faults={OOM: "oom"}) as lab:
+        try:
+            _lifecycle(lab, summary, reports, suites)
+        except UserError as exc:
+            summary.problems.append(exc.line())
+        finally:
+            _cleanup(lab.ctx, summary)
     if suites and not summary.problems:
-        for name, args in (("audit", ["--registry", str(registry.root)]),
-                           ("plan", _plan_args(root, registry, env))):
+        for name, args in (("audit", []), ("plan", ["--plan", str(root / "plan.json"),
+                                                    "--cassettes", str(root / "cassettes")])):
             report = reports / f"{name}.html"
-            summary.suites[name] = _suite(name, args, report, env, root)
+            summary.suites[name] = lab.suite(name, args, report)
             summary.reports[name] = str(report)
             if summary.suites[name] not in (0, 1):
                 summary.problems.append(f"the {name} suite did not run (exit {summary.suites[name]}); see "
@@ -186,13 +94,8 @@ def run_demo(*, workdir: str | Path | None = None, suites: bool = True) -> Summa
     return summary
 
 
-def _plan_args(root: Path, registry: Registry, env: dict[str, str]) -> list[str]:
-    return ["--registry", str(registry.root), "--plan", str(root / "plan.json"), "--cassettes", str(root / "cassettes")]
-
-
-def _lifecycle(ctx: Context, summary: Summary, root: Path, reports: Path, env: dict[str, str],
-               suites: bool) -> None:
-    registry = ctx.registry
+def _lifecycle(lab: Lab, summary: Summary, reports: Path, suites: bool) -> None:
+    ctx, registry, root = lab.ctx, lab.registry, lab.root
     plan = ((GOOD, "vast", "RTX 4090", 0.40), (OOM, "runpod", "NVIDIA GeForce RTX 5090", 0.89))
     for dep_id, provider, gpu, cost in plan:
         result = provision(ctx, ProvisionRequest(
@@ -206,9 +109,8 @@ def _lifecycle(ctx: Context, summary: Summary, root: Path, reports: Path, env: d
         configure(ctx, dep_id, deadline_s=60)
         summary.steps.append(f"installed (sha256-verified) and configured {dep_id}")
     health_report = reports / "health.html"
-    code = _suite("health", ["--registry", str(registry.root), "--gpu-mode", "live", "--deployment", GOOD,
-                             "--deployment", OOM], health_report, env, root)
-    summary.suites["health"] = code
+    summary.suites["health"] = lab.suite("health", ["--gpu-mode", "live", "--deployment", GOOD, "--deployment", OOM],
+                                         health_report)
     summary.reports["health"] = str(health_report)
     good, bad = registry.deployment(GOOD), registry.deployment(OOM)
     if good["status"] != "ready":
@@ -236,20 +138,21 @@ def _lifecycle(ctx: Context, summary: Summary, root: Path, reports: Path, env: d
         destroy(ctx, dep_id, confirm=dep_id)
     summary.steps.append(f"destroyed {GOOD} and {OOM} (verified by listing; both kept as history)")
     if suites:
-        _make_plan(registry, root, env)
+        _make_plan(lab)
         summary.steps.append("made a plan for the next batch, rehearsed against the simulator into a cassette")
     lines = list(Ledger(registry.ledger_path).records())
-    summary.steps.append(f"ledger: {len(lines)} lines, nothing rewritten; journal: "
-                         f"{sum(1 for _ in open(registry.journal_path, 'rb'))} transitions")
+    with open(registry.journal_path, "rb") as journal:
+        transitions = sum(1 for _ in journal)
+    summary.steps.append(f"ledger: {len(lines)} lines, nothing rewritten; journal: {transitions} transitions")
 
 
-def _make_plan(registry: Registry, root: Path, env: dict[str, str]) -> None:
+def _make_plan(lab: Lab) -> None:
     """A plan for the next batch (one more launch), rehearsed against the simulator into a cassette."""
-    command = [sys.executable, "-m", "gpuharness", "plan", "make", "--registry", str(registry.root),
-               "--provider", "vast", "--gpu", "RTX 4090", "--image", "ghcr.io/example/comfyui-h3:1.0",
-               "--cost-hr", "0.40", "--idle-minutes", "15", "-o", str(root / "plan.json"),
-               "--cassette", str(root / "cassettes" / "http" / "plan.yaml")]
-    completed = subprocess.run(command, env=env, cwd=root, capture_output=True, text=True, timeout=120)
+    root = lab.root
+    completed = lab.cli("plan", "make", "--registry", str(lab.registry.root), "--provider", "vast",
+                        "--gpu", "RTX 4090", "--image", "ghcr.io/example/comfyui-h3:1.0", "--cost-hr", "0.40",
+                        "--idle-minutes", "15", "-o", str(root / "plan.json"),
+                        "--cassette", str(root / "cassettes" / "http" / "plan.yaml"))
     (root / "reports" / "plan-make.log").write_text(completed.stdout + completed.stderr)
     if completed.returncode != 0:
         raise UserError("`gpuharness plan make` failed", path=root / "reports" / "plan-make.log")

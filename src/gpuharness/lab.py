@@ -1,0 +1,158 @@
+"""A simulated estate on loopback: the provider simulator, one simulated host per running instance, a seeded
+registry and the lifecycle context wired to them. The demo and the end-to-end tests run on it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, final
+
+from gpuharness.operations.comfy_job import ComfyJobExecutor
+from gpuharness.operations.context import Context
+from gpuharness.operations.wiring import remote_factory
+from gpuharness.providers.base import Instance, Provider
+from gpuharness.providers.factory import PhaseOptions, build_provider
+from gpuharness.registry import Registry
+from gpuharness.sim import Simulator
+from gpuharness.sim.host import HostSpec, SimHost, full_gpu_name, with_fault
+
+WORKFLOW = "h3-text-to-image"
+MODEL = "minimax-h3-mini"
+KEY_ENVS = {"vast": "GH_DEMO_VAST_KEY", "runpod": "GH_DEMO_RUNPOD_KEY"}
+GRAPH: dict[str, Any] = {
+    "3": {"class_type": "KSampler", "inputs": {"seed": 1, "steps": 4, "cfg": 1.0}},
+    "6": {"class_type": "CLIPTextEncode", "inputs": {"text": "a red cube"}},
+    "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "h3", "images": ["3", 0]}},
+}
+
+
+def checks_root() -> Path:
+    from gpuharness.cli.lifecycle_cmds import checks_root as root
+    return root()
+
+
+def seed(registry: Registry, root: Path, sim_urls: dict[str, str]) -> None:
+    """providers (the simulator's api_base), a model with sha256, a ComfyUI workflow, and a policy."""
+    registry.init()
+    with registry.update("providers.json") as doc:
+        doc["providers"] = [
+            {"name": name, "kind": name, "credential_env": env, "api_base": sim_urls[name],
+             "notes": "the gpuharness simulator on loopback"} for name, env in KEY_ENVS.items()]
+    store = root / "model-store"
+    store.mkdir(parents=True, exist_ok=True)
+    weights = store / "h3-mini.safetensors"
+    weights.write_bytes(hashlib.sha256(b"h3").digest() * 8192)  # 256 KiB of deterministic weights
+    with registry.update("models.json") as doc:
+        doc["models"] = [{"name": MODEL, "min_vram_gb": 16, "files": [
+            {"path": "h3/h3-mini.safetensors", "url": weights.as_uri(),
+             "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "size": weights.stat().st_size}]}]
+    with registry.update("workflows.json") as doc:
+        doc["workflows"] = [{
+            "id": WORKFLOW, "version": 1, "runtime": "comfyui", "model": MODEL, "retryable": True,
+            "setup": ["mkdir -p custom_nodes", "echo 'runtime configured' > configured.txt"], "graph": GRAPH,
+            "test_generation": {"inputs": {"text": "a red cube"}, "graph": GRAPH, "timeout_s": 60,
+                                "expected_outputs": [{"type": "png", "min_bytes": 50}]}}]
+    with registry.update("policy.json") as doc:
+        doc.update(per_job_usd=1.0, daily_usd=20.0, monthly_usd=200.0, max_cost_hr=5.0,
+                   max_concurrent_deployments=4, max_idle_minutes=30, disk_margin_gb=1)
+
+
+@final
+class Lab:
+    """`with Lab(root) as lab:` serves the simulator and its hosts; lab.ctx runs the operations against them.
+
+    host_faults: deployment id -> a gpuharness.sim.host fault name (oom, full_disk, ...) for its host;
+    host_changes: deployment id -> HostSpec fields. sleep: injected into retries so tests do not wait.
+    """
+
+    def __init__(self, root: str | Path, *, host_faults: dict[str, str] | None = None,
+                 host_changes: dict[str, dict[str, Any]] | None = None,
+                 sleep: Callable[[float], None] | None = None, say: Callable[[str], None] | None = None,
+                 ready_delay_s: float = 0.2) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.registry = Registry(self.root / ".pi" / "gpu")
+        self.host_faults = dict(host_faults or {})
+        self.host_changes = dict(host_changes or {})
+        self.hosts: dict[str, SimHost] = {}
+        self.env = dict(os.environ)
+        for variable in KEY_ENVS.values():  # the simulator accepts any key: generated here, never stored
+            self.env[variable] = f"sim-{secrets.token_hex(16)}"
+        self.env["GPUHARNESS_REGISTRY"] = str(self.registry.root)
+        self.sim = Simulator(ready_delay_s=ready_delay_s, host_factory=self._make_host)
+        options = PhaseOptions(sleep=sleep) if sleep is not None else PhaseOptions()
+        self._options = options
+
+        def providers(entry: dict[str, Any]) -> Provider:
+            return build_provider(entry, env=self.env, registry=self.registry, options=options)
+
+        self.ctx = Context(registry=self.registry, providers=providers, remotes=remote_factory(self.registry),
+                           executors=lambda deployment: ComfyJobExecutor(deployment), host_details=self._details,
+                           say=say or (lambda line: print(line, file=sys.stderr, flush=True)))
+        if sleep is not None:
+            self.ctx.sleep = sleep
+
+    def _make_host(self, instance: Any) -> SimHost:
+        spec = replace(HostSpec(), gpu=full_gpu_name(str(instance.gpu)), gpu_count=int(instance.gpu_count or 1),
+                       runtime="comfyui")
+        deployment = str(instance.name or "").removeprefix("gh-")
+        if deployment in self.host_faults:
+            spec = with_fault(spec, self.host_faults[deployment])
+        if deployment in self.host_changes:
+            spec = replace(spec, **self.host_changes[deployment])
+        host = SimHost(spec, root=self.root / "hosts" / str(instance.id), name=f"host-{instance.id}").start()
+        self.hosts[str(instance.id)] = host
+        return host
+
+    def _details(self, instance: Instance) -> dict[str, Any]:
+        host = self.hosts.get(instance.id)
+        if host is None:
+            return {}
+        return {"ssh": host.ssh_block(), "endpoint": host.endpoint, "service_port": host.service_port,
+                "log_path": str(host.log_path)}
+
+    def host_of(self, deployment_id: str) -> SimHost:
+        return self.hosts[str(self.registry.deployment(deployment_id)["instance_id"])]
+
+    def start(self) -> Lab:
+        self.sim.start()
+        if not self.registry.path("providers.json").exists():
+            seed(self.registry, self.root, {name: self.sim.url(name) for name in KEY_ENVS})
+        return self
+
+    def stop(self) -> None:
+        self.sim.stop()
+        for host in self.hosts.values():
+            host.stop()
+
+    def __enter__(self) -> Lab:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def suite(self, name: str, args: list[str], report: Path | None = None, timeout_s: float = 300) -> int:
+        """Run a check suite as a pytest subprocess (with an HTML report when asked); its output goes to
+        <report dir>/<name>.log."""
+        root = checks_root()
+        command = [sys.executable, "-m", "pytest", str(root / name), f"--rootdir={root}", "-p", "no:cacheprovider",
+                   "-q", "--no-header", "--registry", str(self.registry.root), *args]
+        if report is not None:
+            command += [f"--html={report}", "--self-contained-html"]
+        completed = subprocess.run(command, env=self.env, cwd=self.root, capture_output=True, text=True,
+                                   timeout=timeout_s)
+        log = (report.parent if report is not None else self.root) / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(completed.stdout + completed.stderr)
+        return completed.returncode
+
+    def cli(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run `gpuharness ARGS` against this lab's registry, as a subprocess."""
+        return subprocess.run([sys.executable, "-m", "gpuharness", *args], env=self.env, cwd=self.root,
+                              capture_output=True, text=True, timeout=timeout_s)
