@@ -199,3 +199,14 @@ def test_ready_delay_is_settable_over_http(sim: Simulator, client: httpx.Client)
     assert client.post("/_sim/config", json={"ready_delay_s": 5}).json() == {"ready_delay_s": 5.0}
     assert sim.state.ready_delay_s == 5.0
     assert client.post("/_sim/config", json={"ready_delay_s": -1}).status_code == 400
+
+
+def test_a_failing_host_factory_answers_500_and_the_simulator_keeps_serving(sim: Simulator, client: httpx.Client):
+    def broken(instance):
+        raise RuntimeError("no free port")
+
+    sim.host_factory = broken
+    failed = launch_pod(client)
+    assert failed.status_code == 500 and "no free port" in failed.json()["error"]
+    sim.host_factory = None
+    assert client.get("/_sim/stats").status_code == 200

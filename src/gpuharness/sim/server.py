@@ -291,7 +291,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(json_response(400, {"error": "request body is not JSON"}))
                 return
         req = SimRequest(self.command, parts.path, parse_qs(parts.query), headers, body)
-        response = self.server.sim.handle(req)
+        try:
+            response = self.server.sim.handle(req)
+        except Exception as exc:  # a simulator (or host_factory) bug must not hang the client
+            response = json_response(500, {"error": f"simulator failure: {type(exc).__name__}: {exc}"})
+            log = self.server.sim.log
+            if log is not None:
+                log(f"simulator failure on {self.command} {parts.path}: {type(exc).__name__}: {exc}")
         if response.drop:
             # the mutation is committed; the client never hears back
             self.close_connection = True

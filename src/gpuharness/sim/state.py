@@ -179,11 +179,11 @@ class SimState:
 
     def _advance(self, instance: SimInstance, now: float) -> None:
         if instance.status == "pending" and now >= instance.ready_at_mono:
+            factory = self.host_factory
+            host = factory(instance) if factory is not None else None  # raises: stays pending, retried later
+            instance.host = host if host is not None else PlaceholderHost()
             instance.status = "running"
             instance.running_since = instance.ready_at_mono
-            factory = self.host_factory
-            host = factory(instance) if factory is not None else None
-            instance.host = host if host is not None else PlaceholderHost()
         self._accrue(instance, now)
 
     @staticmethod
