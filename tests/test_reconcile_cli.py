@@ -1,0 +1,105 @@
+"""`gpuharness status [--refresh]` and `gpuharness plan make|apply` against the simulator."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from gpuharness import cassette
+from gpuharness.cli import main
+from gpuharness.recordings import seed
+from gpuharness.registry import Registry
+from gpuharness.sim.server import Simulator
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch) -> Iterator[tuple[Simulator, Registry]]:
+    monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "a1b2" * 10)
+    monkeypatch.chdir(tmp_path)
+    with Simulator(ready_delay_s=0.0) as sim:
+        registry = Registry(tmp_path / "registry")
+        seed(sim, registry)
+        yield sim, registry
+
+
+def _gets_by_id(sim: Simulator) -> int:
+    return sum(n for route, n in sim.stats()["requests"].items() if route.startswith("GET") and "{" in route)
+
+
+def test_status_without_refresh_prints_the_registry_view_and_calls_nobody(world, capsys):
+    sim, registry = world
+    before = sim.stats()["requests"]
+    assert main(["status", "--registry", str(registry.root)]) == 0
+    out = capsys.readouterr().out
+    assert "dep-runpod-1" in out and "ready" in out
+    assert sim.stats()["requests"] == before
+
+
+def test_status_refresh_lists_each_provider_once_and_reports_clean(world, capsys):
+    sim, registry = world
+    before = sim.stats()["requests"]
+    assert main(["status", "--refresh", "--registry", str(registry.root)]) == 0
+    after = sim.stats()["requests"]
+    assert {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)} == {
+        "GET /massed/api/v1/instance": 1, "GET /runpod/v2/pods": 1, "GET /vast/api/v1/instances/": 1}
+    assert _gets_by_id(sim) == 0
+    assert "clean: no orphans, no vanished deployments" in capsys.readouterr().out
+    assert len(registry.items("machines.json")) == 4
+
+
+def test_status_refresh_flags_orphans_and_vanished_and_exits_1(world, capsys):
+    sim, registry = world
+    httpx.post(sim.base_url + "/_sim/instances", json={"provider": "vast", "count": 1, "name_prefix": "gh-leak-"})
+    with registry.update("deployments.json") as document:
+        document["deployments"].append({**document["deployments"][0], "id": "dep-gone", "instance_id": "gone0000",
+                                        "idempotency_key": None})
+    assert main(["status", "--refresh", "--json", "--registry", str(registry.root)]) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert [o["key"] for o in payload["orphans"]] == ["gh-leak-00004"]
+    assert [v["deployment_id"] for v in payload["vanished"]] == ["dep-gone"]
+    assert payload["transitions"] == ["dep-gone ready -> error (vanished)"]
+    assert registry.deployment("dep-gone")["status"] == "error"
+
+
+def test_status_refresh_records_then_replays_offline_without_the_simulator(world, tmp_path, capsys):
+    sim, registry = world
+    path = tmp_path / "inv.yaml"
+    assert main(["status", "--refresh", "--gpu-mode", "record", "--cassette", str(path),
+                 "--registry", str(registry.root)]) == 0
+    assert cassette.read_metadata(path)["registry"] == "registry"
+    sim.stop()
+    assert main(["status", "--refresh", "--gpu-mode", "offline", "--cassette", str(path), "--json",
+                 "--registry", str(registry.root)]) == 0
+    out = capsys.readouterr().out
+    payload = json.loads(out[out.index("{"):])
+    assert payload["source"] == f"cassette:{path}"
+    assert payload["instances"] == {"runpod": 2, "vast": 1, "massed": 1}
+    assert payload["orphans"] == [] and payload["vanished"] == []
+
+
+def test_plan_make_then_apply_from_the_command_line(world, tmp_path, capsys):
+    sim, registry = world
+    plan_path = tmp_path / "plan.json"
+    assert main(["plan", "make", "--registry", str(registry.root), "--provider", "runpod", "--gpu",
+                 "NVIDIA GeForce RTX 4090", "--image", "runpod/pytorch:2.4.0", "--cost-hr", "0.69",
+                 "--idle-minutes", "20", "-o", str(plan_path)]) == 0
+    plan = json.loads(plan_path.read_text())
+    assert (tmp_path / plan["cassette"]).exists()
+    assert sim.stats()["launches"] == 0  # rehearsal ran against a mirror, never the provider
+    capsys.readouterr()
+    assert main(["plan", "apply", str(plan_path), "--yes", "--registry", str(registry.root)]) == 0
+    assert sim.stats()["launches"] == 1
+    assert main(["plan", "apply", str(plan_path), "--yes", "--registry", str(registry.root)]) == 2
+    assert "stale plan" in capsys.readouterr().err
+
+
+def test_plan_make_without_a_price_is_a_one_line_error(world, tmp_path, capsys):
+    _, registry = world
+    assert main(["plan", "make", "--registry", str(registry.root), "--provider", "runpod", "--gpu", "X",
+                 "--image", "i", "-o", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a launch needs --cost-hr" in err
+    assert not (tmp_path / "p.json").exists()
