@@ -1,0 +1,67 @@
+"""`gpuharness demo`: the main job on a fresh machine. One run, many facts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gpuharness.ledger import Ledger
+from gpuharness.registry import Registry
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("demo")
+    completed = subprocess.run([sys.executable, "-m", "gpuharness", "demo", "--workdir", str(workdir), "--json"],
+                               capture_output=True, text=True, timeout=300)
+    return workdir, completed
+
+
+def test_demo_exits_zero_with_a_summary(demo):
+    workdir, completed = demo
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    summary = json.loads(completed.stdout)
+    assert summary["ok"] and summary["problems"] == []
+    assert summary["suites"] == {"health": 1, "audit": 0, "plan": 0}  # health: the OOM deployment fails, as staged
+    for name in ("health", "audit", "plan"):
+        assert (workdir / "reports" / f"{name}.html").stat().st_size > 1000
+
+
+def test_demo_oom_deployment_is_never_ready_and_its_cause_is_shown(demo):
+    workdir, completed = demo
+    summary = json.loads(completed.stdout)
+    assert "cause cuda_oom" in summary["oom"] and "--lowvram" in summary["oom"]
+    registry = Registry(workdir / ".pi" / "gpu")
+    bad = registry.deployment("dep_h3_runpod_01")
+    assert bad["ready_at"] is None and bad["health"]["status"] == "failed"
+    assert bad["status"] == "destroyed"
+
+
+def test_demo_leaves_real_ledger_lines_artifacts_and_history(demo):
+    workdir, _ = demo
+    registry = Registry(workdir / ".pi" / "gpu")
+    current = Ledger(registry.ledger_path).current()
+    assert len(current) == 3
+    for job in current.values():
+        assert job["status"] == "completed" and job["correction"] and job["reason"] == "artifacts synced"
+        [artifact] = job["artifacts"]
+        assert artifact["synced_at"] and (workdir / "outputs" / job["id"] / artifact["name"]).exists()
+    assert {d["status"] for d in registry.deployments()} == {"destroyed"}
+
+
+def test_demo_leaves_no_process_running(demo):
+    workdir, _ = demo
+    found = subprocess.run(["pgrep", "-f", str(workdir)], capture_output=True, text=True)
+    assert found.stdout.strip() == ""
+
+
+def test_demo_refuses_a_used_workspace(demo):
+    workdir, _ = demo
+    again = subprocess.run([sys.executable, "-m", "gpuharness", "demo", "--workdir", str(workdir)],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "fresh workspace" in again.stderr
