@@ -96,10 +96,19 @@ def test_plan_make_then_apply_from_the_command_line(world, tmp_path, capsys):
     assert "stale plan" in capsys.readouterr().err
 
 
-def test_plan_make_without_a_price_is_a_one_line_error(world, tmp_path, capsys):
+def test_plan_make_takes_the_cheapest_offer_as_expected_burn(world, tmp_path):
     _, registry = world
-    assert main(["plan", "make", "--registry", str(registry.root), "--provider", "runpod", "--gpu", "X",
+    assert main(["plan", "make", "--registry", str(registry.root), "--provider", "runpod", "--gpu",
+                 "NVIDIA GeForce RTX 4090", "--image", "runpod/pytorch:2.4.0", "--idle-minutes", "20",
+                 "-o", str(tmp_path / "p.json")]) == 0
+    step = json.loads((tmp_path / "p.json").read_text())["steps"][0]
+    assert step["expected_cost_hr"] == 0.69  # the simulator's secure price of an RTX 4090
+
+
+def test_plan_make_for_a_gpu_nobody_offers_is_a_one_line_error(world, tmp_path, capsys):
+    _, registry = world
+    assert main(["plan", "make", "--registry", str(registry.root), "--provider", "runpod", "--gpu", "Voodoo 5",
                  "--image", "i", "-o", str(tmp_path / "p.json")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "a launch needs --cost-hr" in err
+    assert err.count("\n") == 1 and "no offer of 'Voodoo 5' at runpod" in err
     assert not (tmp_path / "p.json").exists()

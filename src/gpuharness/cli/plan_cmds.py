@@ -13,6 +13,7 @@ from gpuharness.errors import UserError
 from gpuharness.ledger import Ledger
 from gpuharness.plan import LaunchRequest, load_plan, make_plan, save_plan, step_label
 from gpuharness.plan_replay import rehearse_with_mirror
+from gpuharness.providers.base import Offer, OfferSource
 from gpuharness.registry import Registry
 
 DEFAULT_INVENTORY = Path("cassettes/http/inventory.yaml")
@@ -35,7 +36,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", help="provider name of providers.json for the launch")
     p.add_argument("--gpu", help="GPU as the provider names it, e.g. 'NVIDIA GeForce RTX 4090'")
     p.add_argument("--image", help="container or VM image")
-    p.add_argument("--cost-hr", type=float, help="the hourly price accepted (see `gpuharness offers`)")
+    p.add_argument("--cost-hr", type=float,
+                   help="the hourly price accepted (default, live: the provider's cheapest offer of --gpu)")
     p.add_argument("--idle-minutes", type=float, help="stop condition: idle minutes")
     p.add_argument("--max-hours", type=float, help="stop condition: max hours")
     p.add_argument("--gpu-count", type=int, default=1)
@@ -110,23 +112,41 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if report.clean and not stale else 1
 
 
-def _launch_request(args: argparse.Namespace) -> LaunchRequest | None:
+def cheapest_offer(registry: Registry, name: str, gpu: str, gpu_count: int) -> float:
+    """The hourly price of the cheapest offer of gpu at the provider (one read), for the plan's expected burn."""
+    provider = inventory.adapter_factory()(registry.provider(name))
+    try:
+        source = provider if isinstance(provider, OfferSource) else None
+        found: list[Offer] = [o for o in source.offers(gpu) if o.gpu_count in (gpu_count, 1)] if source else []
+    finally:
+        provider.close()
+    if not found:
+        raise UserError(f"no offer of {gpu!r} at {name}", place="plan make",
+                        hint="pass --cost-hr, or pick a GPU from `gpuharness offers`")
+    best = min(found, key=lambda o: o.cost_hr / max(o.gpu_count, 1))
+    return round(best.cost_hr / max(best.gpu_count, 1) * gpu_count, 4)
+
+
+def _launch_request(args: argparse.Namespace, registry: Registry) -> LaunchRequest | None:
     wanted = [args.provider, args.gpu, args.image]
     if not any(wanted):
         return None
     if not all(wanted):
         raise UserError("a launch needs --provider, --gpu and --image", place="plan make")
-    if args.cost_hr is None:
-        raise UserError("a launch needs --cost-hr (the hourly price you accept)", place="plan make",
-                        hint="see `gpuharness offers --gpu ...`")
-    return LaunchRequest(provider=args.provider, gpu=args.gpu, image=args.image, expected_cost_hr=args.cost_hr,
+    cost_hr = args.cost_hr
+    if cost_hr is None:
+        if args.gpu_mode != "live":
+            raise UserError("an offline launch plan needs --cost-hr (the hourly price you accept)",
+                            place="plan make", hint="see `gpuharness offers --gpu ...`")
+        cost_hr = cheapest_offer(registry, args.provider, args.gpu, args.gpu_count)
+    return LaunchRequest(provider=args.provider, gpu=args.gpu, image=args.image, expected_cost_hr=cost_hr,
                          idle_minutes=args.idle_minutes, max_hours=args.max_hours, gpu_count=args.gpu_count,
                          region=args.region, disk_gb=args.disk_gb, checkpoint_path=args.checkpoint_path)
 
 
 def cmd_plan_make(args: argparse.Namespace) -> int:
     registry = Registry.locate(args.registry)
-    request = _launch_request(args)
+    request = _launch_request(args, registry)
     if request is not None:
         registry.provider(request.provider)
     found = current_inventory(registry, args.gpu_mode, args.inventory)
