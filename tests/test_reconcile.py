@@ -8,8 +8,8 @@ import sys
 from reconcile_fakes import FakeProvider, deployment, instance, make_registry
 
 from gpuharness import lifecycle
-from gpuharness.ledger import Ledger
 from gpuharness.inventory import fetch_inventory
+from gpuharness.ledger import Ledger
 from gpuharness.reconcile import find_orphans, reconcile, stale_running_jobs
 
 
