@@ -100,3 +100,13 @@ def test_host_factory_address_reaches_the_normalized_instance(sim: Simulator, cl
         assert instance.ssh is not None and instance.ssh.port == 42022, kind
         if kind != "massed":  # Massed reports only an ip
             assert instance.endpoint == "http://127.0.0.1:42188", kind
+
+
+def test_runpod_says_running_before_ports_exist_and_the_adapter_keeps_it_pending(sim: Simulator, clock: SimClock):
+    provider = build(sim, "runpod")
+    launched = provider.launch(LaunchSpec(gpu="NVIDIA GeForce RTX 4090", image="i", idempotency_key="gh-early"))
+    clock.now += 20  # past half of the 30 s delay
+    early = provider.get_instance(launched.id)
+    assert (early.status, early.raw_status, early.ssh) == ("pending", "RUNNING", None)
+    clock.now += 11
+    assert provider.get_instance(launched.id).status == "running"

@@ -47,11 +47,11 @@ def test_list_reads_the_wrapped_pods_array_and_normalizes(respx_mock):
 
 
 @respx.mock(base_url=BASE)
-def test_running_before_ports_exist_has_no_ssh_yet(respx_mock):
+def test_running_before_ports_exist_is_still_pending(respx_mock):
     early = {**OBSERVED_POD, "runtime": None, "ssh": {"direct": None, "proxy": {"host": "ssh.runpod.io"}}}
     respx_mock.get("/v2/pods/5xpma5eg46tqjq").respond(200, json=early)
     pod = adapter().get_instance("5xpma5eg46tqjq")
-    assert pod is not None and pod.status == "running" and pod.ssh is None
+    assert pod is not None and (pod.status, pod.raw_status) == ("pending", "RUNNING") and pod.ssh is None
 
 
 @respx.mock(base_url=BASE)

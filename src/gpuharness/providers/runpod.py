@@ -22,17 +22,21 @@ def pod_instance(provider: str, pod: dict[str, Any]) -> Instance:
     gpu = fields.obj(pod.get("gpu"))
     runtime = fields.obj(pod.get("runtime"))
     ports = [p for p in runtime.get("ports") or [] if isinstance(p, dict)]
+    status: Status = STATUS.get(str(raw).upper(), "unknown") if raw else "unknown"
+    ssh = _ssh(pod, ports)
+    if status == "running" and ssh is None and not ports:
+        status = "pending"  # v2 says RUNNING before the container's ports exist: not reachable yet
     return Instance(
         provider=provider,
         id=str(pod["id"]),
-        status=STATUS.get(str(raw).upper(), "unknown") if raw else "unknown",
+        status=status,
         raw_status=str(raw) if raw is not None else None,
         name=pod.get("name"),
         cost_hr=fields.number(pod.get("cost", pod.get("costPerHr"))),
         gpu=gpu.get("id") or fields.obj(pod.get("machine")).get("gpuDisplayName"),
         gpu_count=fields.integer(gpu.get("count", pod.get("gpuCount")), 1),
         region=pod.get("dataCenterId"),
-        ssh=_ssh(pod, ports),
+        ssh=ssh,
         endpoint=next((f"http://{p['ip']}:{p['public']}" for p in ports
                        if p.get("type") == "http" and p.get("ip") and p.get("public")), None),
         created_at=fields.timestamp(pod.get("createdAt")),

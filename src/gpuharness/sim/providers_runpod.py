@@ -26,7 +26,15 @@ def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def render(pod: SimInstance) -> dict[str, Any]:
+def _status(pod: SimInstance, state: SimState | None) -> str:
+    # as observed: v2 says RUNNING during the second half of provisioning, before any port exists
+    if pod.status == "pending" and state is not None and state.ready_delay_s > 0:
+        if state.clock() >= pod.ready_at_mono - state.ready_delay_s / 2:
+            return "RUNNING"
+    return _STATUS[pod.status]
+
+
+def render(pod: SimInstance, state: SimState | None = None) -> dict[str, Any]:
     host = pod.host if pod.status == "running" else None
     runtime: dict[str, Any] | None = None
     direct: dict[str, Any] | None = None
@@ -41,7 +49,7 @@ def render(pod: SimInstance) -> dict[str, Any]:
         "id": pod.id,
         "name": pod.name,
         "image": pod.image,
-        "status": _STATUS[pod.status],
+        "status": _status(pod, state),
         "actions": _ACTIONS.get(pod.status, []),
         "cloud": pod.extra.get("cloud", "SECURE"),
         "cost": pod.cost_hr,
@@ -57,14 +65,14 @@ def render(pod: SimInstance) -> dict[str, Any]:
 
 
 def list_pods(req: SimRequest, state: SimState) -> SimResponse:
-    return json_response(200, {"pods": [render(p) for p in state.live(PROVIDER)]})
+    return json_response(200, {"pods": [render(p, state) for p in state.live(PROVIDER)]})
 
 
 def get_pod(req: SimRequest, state: SimState) -> SimResponse:
     pod = state.get(PROVIDER, req.match["id"])
     if pod is None:
         return problem(404, "Not Found", "pod not found")
-    return json_response(200, render(pod))
+    return json_response(200, render(pod, state))
 
 
 def create_pod(req: SimRequest, state: SimState) -> SimResponse:
@@ -89,7 +97,7 @@ def create_pod(req: SimRequest, state: SimState) -> SimResponse:
     pod = state.create(PROVIDER, name=str(body.get("name") or "my pod"), gpu=row.runpod_id, gpu_count=count,
                        cost_hr=price * count, image=image, region=str(body.get("dataCenterId") or "EU-RO-1"),
                        extra={"cloud": cloud, "env": body.get("env") or {}, "ports": body.get("ports") or ["22/tcp"]})
-    return json_response(201, render(pod))
+    return json_response(201, render(pod, state))
 
 
 def delete_pod(req: SimRequest, state: SimState) -> SimResponse:
@@ -120,7 +128,7 @@ def pod_action(req: SimRequest, state: SimState) -> SimResponse:
     else:
         state.stop(pod)
         state.start(pod)
-    return json_response(200, render(pod))
+    return json_response(200, render(pod, state))
 
 
 def gpu_types(req: SimRequest, state: SimState) -> SimResponse:
