@@ -12,7 +12,9 @@ import httpx
 
 from gpuharness.runtimes import Artifact, Clock, Outcome, Sleep, check_expected, classified, failed, transport_failure
 
-POLL_S = 1.0
+#: First poll interval; it doubles up to POLL_MAX_S (short generations finish fast, long ones poll calmly).
+POLL_S = 0.25
+POLL_MAX_S = 2.0
 
 
 def health(client: httpx.Client, **_: Any) -> Outcome:
@@ -88,6 +90,7 @@ def generate(client: httpx.Client, workflow: dict[str, Any], *, deadline_s: floa
             return failed("timeout", f"the test generation did not finish within its timeout of {deadline_s:g}s "
                           f"(prompt {prompt_id} still queued or running)", started=started, clock=clock)
         sleep(poll_s)
+        poll_s = min(poll_s * 2, POLL_MAX_S)
     status = entry.get("status") or {}
     if status.get("status_str") != "success":
         for kind, payload in status.get("messages") or []:

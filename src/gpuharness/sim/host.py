@@ -347,6 +347,8 @@ class SimHost:
         self._stopping.set()
         if self._sock is not None:
             with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() blocked in another thread
+            with contextlib.suppress(OSError):
                 self._sock.close()
         for transport in list(self._transports):
             transport.close()

@@ -1,0 +1,76 @@
+"""A health-check world for tests and benches: simulated hosts with runtimes, and a registry whose
+deployments point at them (status health-checking)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from gpuharness.registry import Registry
+from gpuharness.sim.host import HostSpec, SimHost
+
+CHECKS = Path(__file__).resolve().parents[1] / "checks" / "health" / "test_health.py"
+
+MODEL = {"name": "sdxl-base", "files": [{"path": "models/checkpoints/sdxl.safetensors", "sha256": "a" * 64,
+                                         "size": 6_938_078_334}], "min_vram_gb": 12, "min_driver": "550.0"}
+LLM = {"name": "Qwen/Qwen2.5-0.5B-Instruct", "files": [{"path": "qwen/model.safetensors", "sha256": "b" * 64,
+                                                        "size": 988_097_824}], "min_cuda": "12.1"}
+WORKFLOW = {
+    "id": "sdxl-basic", "version": 1, "runtime": "comfyui", "model": "sdxl-base", "min_cuda": "12.4",
+    "test_generation": {
+        "graph": {"3": {"class_type": "KSampler", "inputs": {"seed": 1, "steps": 20}},
+                  "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "ComfyUI"}}},
+        "inputs": {"3": {"steps": 4}}, "expected_outputs": [{"type": "image/png", "min_bytes": 16}],
+        "timeout_s": 60},
+}
+CHAT = {"id": "chat", "version": 1, "runtime": "openai", "model": LLM["name"],
+        "test_generation": {"inputs": {"prompt": "Hello", "max_tokens": 8}, "timeout_s": 60}}
+
+
+class HealthWorld:
+    """Owns the simulated hosts; `add` registers a deployment for each."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.registry = Registry(root / "registry")
+        self.registry.init()
+        self.hosts: dict[str, SimHost] = {}
+        with self.registry.update("models.json") as doc:
+            doc["models"] += [MODEL, LLM]
+        with self.registry.update("workflows.json") as doc:
+            doc["workflows"] += [WORKFLOW, CHAT]
+        with self.registry.update("policy.json") as doc:
+            doc["health_timeouts"] = {"nvidia_smi_s": 1, "probe_s": 30, "connect_s": 10}
+        with self.registry.update("providers.json") as doc:
+            doc["providers"].append({"name": "vast", "kind": "vast", "credential_env": "VAST_API_KEY"})
+
+    def add(self, dep_id: str, spec: HostSpec | None = None, *, status: str = "health-checking",
+            **fields: Any) -> SimHost:
+        spec = spec or HostSpec()
+        host = SimHost(spec, root=self.root / "hosts" / dep_id, name=dep_id).start()
+        self.hosts[dep_id] = host
+        llm = spec.runtime == "openai"
+        record = {
+            "id": dep_id, "provider": "vast", "instance_id": f"inst-{dep_id}", "gpu": "RTX 4090", "gpu_count": 1,
+            "runtime": spec.runtime, "model": LLM["name"] if llm else "sdxl-base",
+            "workflow": "chat" if llm else "sdxl-basic", "endpoint": host.endpoint, "ssh": host.ssh_block(),
+            "status": status, "cost_hr": 0.4, "created_at": "2026-11-30T20:00:00Z",
+            "shutdown_rule": {"idle_minutes": 30}, "service_port": host.service_port,
+            "log_path": str(host.log_path), "labels": {"source": "simulator"}, **fields,
+        }
+        with self.registry.update("deployments.json") as doc:
+            doc["deployments"].append(record)
+        return host
+
+    def deployment(self, dep_id: str) -> dict[str, Any]:
+        return self.registry.deployment(dep_id)
+
+    def install_checks(self, directory: Path) -> Path:
+        target = directory / "test_health.py"
+        shutil.copy(CHECKS, target)
+        return target
+
+    def close(self) -> None:
+        for host in self.hosts.values():
+            host.stop()
