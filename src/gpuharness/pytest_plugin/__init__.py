@@ -18,6 +18,7 @@ FAMILIES: tuple[str, ...] = (
     "gpuharness.pytest_plugin.reports",
     "gpuharness.pytest_plugin.plan",
     "gpuharness.pytest_plugin.inventory",
+    "gpuharness.pytest_plugin.health",
 )
 
 MODES = ("offline", "live", "record")
