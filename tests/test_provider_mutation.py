@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from provider_time import FakeTime
 
-from gpuharness.providers.base import LaunchSpec, ProviderError, UnknownOutcome
+from gpuharness.providers.base import Instance, LaunchSpec, ProviderError, UnknownOutcome
 from gpuharness.providers.factory import PhaseOptions, build_provider
 from gpuharness.providers.mutation import launch_reconciled, terminate_reconciled
 from gpuharness.sim import Simulator
@@ -69,9 +69,51 @@ def test_server_error_on_launch_that_created_nothing_launches_again(sim: Simulat
     journal: list[dict[str, Any]] = []
     sim.inject(provider="runpod", fault="server_error", count=1, route="/runpod/v2/pods")
     # the read before launching would also suffer it: check_first=False so the launch takes the 500
-    found = launch_reconciled(provider(sim, "runpod"), spec("runpod", "gh-retry"), journal.append, check_first=False)
-    assert [e["event"] for e in journal] == ["attempt", "unknown_outcome", "nothing_created", "attempt", "created"]
-    assert found.name == "gh-retry" and sim.stats()["launches"] == 1
+    fake = FakeTime()
+    found = launch_reconciled(provider(sim, "runpod"), spec("runpod", "gh-retry"), journal.append, check_first=False,
+                              sleep=fake.sleep)
+    assert [e["event"] for e in journal] == ["attempt", "unknown_outcome", "not_listed_yet", "nothing_created",
+                                             "attempt", "created"]
+    assert found.name == "gh-retry" and sim.stats()["launches"] == 1 and fake.sleeps == [5.0]
+
+
+class LateCommitProvider:
+    """A provider whose launch times out and whose instance shows up in the list only later."""
+
+    name = "late"
+    kind = "runpod"
+    supports_stop = False
+
+    def __init__(self, listings_before_visible: int) -> None:
+        self.hidden_for = listings_before_visible
+        self.launches = 0
+        self.created: list[Instance] = []
+
+    def launch(self, spec: LaunchSpec) -> Instance:
+        self.launches += 1
+        self.created.append(Instance(provider="late", id=f"i{self.launches}", status="pending",
+                                     name=spec.idempotency_key))
+        raise UnknownOutcome("ReadTimeout", provider="late")
+
+    def list_instances(self) -> list[Instance]:
+        self.hidden_for -= 1
+        return list(self.created) if self.hidden_for < 0 else []
+
+
+def test_a_late_commit_is_found_by_settling_before_any_relaunch():
+    late = LateCommitProvider(listings_before_visible=2)
+    fake = FakeTime()
+    journal: list[dict[str, Any]] = []
+    found = launch_reconciled(late, spec("runpod", "gh-late"), journal.append, check_first=False, settle_polls=3,
+                              settle_s=4.0, sleep=fake.sleep)
+    assert found.id == "i1" and late.launches == 1 and fake.sleeps == [4.0, 4.0]
+    assert [e["event"] for e in journal][-1] == "reconciled"
+
+
+def test_too_short_a_settle_window_would_duplicate_so_the_default_polls_more_than_once():
+    late = LateCommitProvider(listings_before_visible=1)
+    launch_reconciled(late, spec("runpod", "gh-late"), lambda e: None, check_first=False, sleep=FakeTime().sleep)
+    assert late.launches == 1
 
 
 def test_capacity_refusals_stop_at_max_attempts(sim: Simulator):

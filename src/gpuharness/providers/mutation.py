@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,12 +28,14 @@ def _entry(provider: Provider, op: str, attempt: int, event: str, **extra: Any) 
 
 
 def launch_reconciled(provider: Provider, spec: LaunchSpec, journal: Journal, max_attempts: int = 2, *,
-                      check_first: bool = True) -> Instance:
+                      check_first: bool = True, settle_polls: int = 2, settle_s: float = 5.0,
+                      sleep: Callable[[float], None] = time.sleep) -> Instance:
     """Launch at most max_attempts times, never duplicating: an instance with the key is found before any retry.
 
     - check_first: one list before the first launch; an instance already carrying the key is returned.
-    - UnknownOutcome (timeout, dropped connection, ambiguous 5xx): list and match the key; launch again
-      only when nothing was created.
+    - UnknownOutcome (timeout, dropped connection, ambiguous 5xx): list and match the key, up to settle_polls
+      listings settle_s apart (a timed-out request may still be committed late); launch again only when
+      nothing was created.
     - capacity / rate limit / connect failure: the launch did not happen; retried within max_attempts.
     - auth, balance, invalid, unsupported: raised at once.
     Every attempt and its outcome is passed to `journal`.
@@ -51,13 +54,7 @@ def launch_reconciled(provider: Provider, spec: LaunchSpec, journal: Journal, ma
         except UnknownOutcome as exc:
             last = exc
             journal(_entry(provider, "launch", attempt, "unknown_outcome", key=key, error=str(exc)))
-            try:
-                found = find_by_key(provider, key)
-            except ProviderError as list_error:
-                journal(_entry(provider, "launch", attempt, "reconcile_failed", key=key, error=str(list_error)))
-                raise UnknownOutcome(f"launch of {key} may have happened and the listing to check failed "
-                                     f"({list_error.kind}); do not launch again before `status --refresh`",
-                                     provider=provider.name) from None
+            found = _settle(provider, key, attempt, journal, max(settle_polls, 1), settle_s, sleep)
             if found is not None:
                 journal(_entry(provider, "launch", attempt, "reconciled", key=key, instance_id=found.id))
                 return found
@@ -75,6 +72,25 @@ def launch_reconciled(provider: Provider, spec: LaunchSpec, journal: Journal, ma
     journal(_entry(provider, "launch", max_attempts, "gave_up", key=key, kind=last.kind))
     raise ProviderError(last.kind, f"launch of {key} failed after {max_attempts} attempt(s): {last}",
                         provider=provider.name, status=last.status, retry_after=last.retry_after)
+
+
+def _settle(provider: Provider, key: str, attempt: int, journal: Journal, polls: int, settle_s: float,
+            sleep: Callable[[float], None]) -> Instance | None:
+    """List until the key shows up or the polls run out; a failing listing keeps the outcome unknown."""
+    for poll in range(1, polls + 1):
+        try:
+            found = find_by_key(provider, key)
+        except ProviderError as list_error:
+            journal(_entry(provider, "launch", attempt, "reconcile_failed", key=key, error=str(list_error)))
+            raise UnknownOutcome(f"launch of {key} may have happened and the listing to check failed "
+                                 f"({list_error.kind}); do not launch again before `status --refresh`",
+                                 provider=provider.name) from None
+        if found is not None:
+            return found
+        if poll < polls:
+            journal(_entry(provider, "launch", attempt, "not_listed_yet", key=key, poll=poll))
+            sleep(settle_s)
+    return None
 
 
 def terminate_reconciled(provider: Provider, instance_id: str, journal: Journal, max_attempts: int = 2) -> bool:
