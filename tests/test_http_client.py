@@ -163,3 +163,12 @@ def test_auth_error_names_the_variable_never_the_key(caplog):
     assert caught.value.kind == "auth" and "$RUNPOD_API_KEY" in message
     assert SECRET not in message and "***" in message
     assert SECRET not in caplog.text
+
+
+def test_read_timeout_is_retried_as_a_network_error():
+    fake = FakeTime()
+    with Simulator() as sim:
+        sim.inject(provider="runpod", fault="latency", count=1, latency_ms=1500)
+        http = client(fake, sim.url("runpod"), timeout_s=0.2)
+        assert http.read("GET", "/v2/pods").json() == {"pods": []}
+    assert [c.error for c in http.calls] == ["ReadTimeout", None] and len(fake.sleeps) == 1
