@@ -60,19 +60,19 @@ def workflow_manifest(ctx: Context, workflow_id: str | None) -> dict[str, Any] |
     return max(found, key=lambda w: int(w["version"]))
 
 
-def install_script(ws: str, files: list[dict[str, Any]]) -> str:
-    """One POSIX shell script: disk check, then each model file fetched and sha256-verified;
-    a mismatch re-downloads once, then fails with exit 3."""
+def install_script(ws: str, files: list[dict[str, Any]], margin_gb: float = 0.0) -> str:
+    """One POSIX shell script: disk check (the files plus policy disk_margin_gb), then each model file fetched
+    and sha256-verified; a mismatch re-downloads once, then fails with exit 3."""
     q = shlex.quote
-    need_kb = sum(int(f.get("size") or 0) for f in files) // 1024 + 1
+    need_kb = sum(int(f.get("size") or 0) for f in files) // 1024 + 1 + int(margin_gb * 1024 * 1024)
     lines = [
         "set -u",
         f"ws={q(ws)}",
         'mkdir -p "$ws/models" "$ws/outputs" "$ws/jobs" || { echo "GH-ERROR cannot create $ws"; exit 10; }',
         'free_kb=$(df -Pk "$ws" | awk \'NR==2 {print $4}\')',
         f'if [ -n "$free_kb" ] && [ "$free_kb" -lt {need_kb} ]; then',
-        f'  echo "GH-ERROR OSError: [Errno 28] No space left on device: need {need_kb} KB in $ws, '
-        'free ${free_kb} KB"; exit 28',
+        f'  echo "GH-ERROR OSError: [Errno 28] No space left on device: need {need_kb} KB in $ws '
+        f'(model files + disk_margin_gb {margin_gb:g}), free ${{free_kb}} KB"; exit 28',
         "fi",
         'sum() { sha256sum "$1" 2>/dev/null | cut -d" " -f1; }',
         'fetch() { case "$1" in file://*) cp "${1#file://}" "$2.part" ;; '
@@ -166,8 +166,9 @@ def install(ctx: Context, deployment_id: str, *, deadline_s: float = 1800.0) -> 
                         hint="give each file a url to download from")
     deployment = transition(ctx.registry, deployment_id, "installing", route=route(deployment),
                             marker={"files": len(files)}, next_action="wait for install")
-    lines, duration, failed = _run_phase(ctx, deployment, "install", install_script(workspace(deployment), files),
-                                         deadline_s)
+    margin = float(ctx.registry.policy_document().get("disk_margin_gb") or 0.0)
+    script = install_script(workspace(deployment), files, margin)
+    lines, duration, failed = _run_phase(ctx, deployment, "install", script, deadline_s)
     if failed is not None:
         raise _fail(ctx, deployment_id, "install", failed)
     deployment = transition(ctx.registry, deployment_id, "configuring", route=route(deployment),
