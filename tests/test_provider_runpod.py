@@ -142,3 +142,23 @@ def test_an_unexpected_list_shape_is_a_clear_error(respx_mock):
     respx_mock.get("/v2/pods").respond(200, json={"pods": "nope"})
     with pytest.raises(ProviderError, match="expected a list of objects"):
         adapter().list_instances()
+
+
+@respx.mock(base_url=BASE)
+def test_gpu_types_fall_back_to_the_graphql_query_where_v2_has_no_list(respx_mock):
+    respx_mock.get("/v2/gpu-types").respond(404, json={"title": "Not Found", "status": 404, "detail": "no route"})
+    graphql = respx_mock.post("/graphql").respond(200, json={"data": {"gpuTypes": [
+        {"id": "NVIDIA GeForce RTX 4090", "displayName": "RTX 4090", "memoryInGb": 24, "securePrice": 0.69,
+         "communityPrice": 0.34}]}})
+    offers = adapter().offers("RTX 4090")
+    assert [(o.gpu, o.cost_hr) for o in offers] == [("NVIDIA GeForce RTX 4090", 0.69)]
+    assert "gpuTypes" in json.loads(graphql.calls.last.request.content)["query"]
+
+
+@respx.mock(base_url=BASE)
+def test_graphql_errors_with_http_200_are_raised_classified(respx_mock):
+    respx_mock.get("/v2/gpu-types").respond(404)
+    respx_mock.post("/graphql").respond(200, json={"errors": [{"message": "Something went wrong.",
+                                                               "extensions": {"code": "INTERNAL_SERVER_ERROR"}}]})
+    with pytest.raises(ProviderError, match="Something went wrong"):
+        adapter().offers("RTX 4090")

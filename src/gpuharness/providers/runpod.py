@@ -7,6 +7,9 @@ from typing import Any, final
 from gpuharness.http_client import ProviderHttp
 from gpuharness.providers import fields
 from gpuharness.providers.base import Instance, LaunchSpec, Offer, ProviderError, SshEndpoint, Status, gpu_matches
+from gpuharness.providers.failures import classify
+
+GPU_TYPES_QUERY = "query GpuTypes { gpuTypes { id displayName memoryInGb securePrice communityPrice } }"
 
 #: v2 PodStatus (and v1 desiredStatus) -> normalized status
 STATUS: dict[str, Status] = {
@@ -106,11 +109,22 @@ class RunPodPods:
             if exc.kind != "not_found":  # already gone is what we wanted
                 raise
 
+    def gpu_types(self) -> list[dict[str, Any]]:
+        """GPU types with prices: `/v2/gpu-types` where served, else the GraphQL `gpuTypes` query."""
+        # [UNVERIFIED] route: REST v2 documents no gpu-types list; the simulator serves one in the GraphQL shape.
+        response = self.http.read("GET", "/v2/gpu-types", allow=(404,))
+        if response.status_code != 404:
+            body = fields.mapping(response.json(), self.name, "GET /v2/gpu-types")
+            return fields.items(body.get("gpuTypes"), self.name, "GET /v2/gpu-types")
+        answer = self.http.read("POST", "/graphql", json={"query": GPU_TYPES_QUERY})
+        data = fields.mapping(answer.json(), self.name, "POST /graphql gpuTypes")
+        if data.get("errors"):
+            raise classify(self.name, answer.status_code, answer.text)
+        return fields.items(fields.obj(data.get("data")).get("gpuTypes"), self.name, "POST /graphql gpuTypes")
+
     def offers(self, gpu: str) -> list[Offer]:
-        # [UNVERIFIED] route: REST v2 documents no gpu-types list; the simulator serves the GraphQL gpuTypes shape.
-        body = fields.mapping(self.http.read("GET", "/v2/gpu-types").json(), self.name, "GET /v2/gpu-types")
         found: list[Offer] = []
-        for row in fields.items(body.get("gpuTypes"), self.name, "GET /v2/gpu-types"):
+        for row in self.gpu_types():
             price = fields.number(row.get("communityPrice" if self.cloud == "COMMUNITY" else "securePrice"))
             if price is None or not gpu_matches(gpu, row.get("id"), row.get("displayName")):
                 continue
