@@ -129,3 +129,16 @@ def test_verbose_sim_log_redacts_query_keys():
     with Simulator(log=lines.append) as sim:
         httpx.get(sim.base_url + "/vast/api/v1/instances/", params={"api_key": SECRET})
     assert lines and all(SECRET not in line for line in lines) and "api_key=***" in lines[0]
+
+
+def test_sim_serve_configure_points_providers_json_at_the_simulator(tmp_path: Path):
+    process = subprocess.Popen([sys.executable, "-m", "gpuharness", "sim", "serve", "--port", "0", "--configure",
+                                "--registry", str(tmp_path / "reg")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        base = process.stdout.readline().strip().split()[1]
+        entries = {p["name"]: p for p in Registry(tmp_path / "reg").providers()}
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert entries["vast"]["api_base"] == base + "/vast" and entries["runpod"]["api_base"] == base + "/runpod"

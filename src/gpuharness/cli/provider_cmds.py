@@ -27,6 +27,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--ready-delay", type=float, default=0.2, metavar="S",
                    help="seconds an instance stays pending before running (default 0.2)")
     p.add_argument("--verbose", action="store_true", help="log each request line (never headers)")
+    p.add_argument("--configure", action="store_true",
+                   help="point providers.json (runpod, vast, massed, runpod-serverless) at this simulator")
     p.set_defaults(handler=cmd_sim_serve)
 
     providers = subparsers.add_parser("providers", help="configured providers")
@@ -57,6 +59,13 @@ def cmd_sim_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}", place="sim serve",
                         hint="pick another --port, or 0 for a free one") from None
+    if args.configure:
+        entries = sim.provider_entries()
+        with Registry.locate(args.registry).update("providers.json") as document:
+            names = {e["name"] for e in entries}
+            document["providers"] = [p for p in document["providers"] if p["name"] not in names] + entries
+        print(f"providers.json points at {sim.base_url}; export {entries[0]['credential_env']}=<any 20+ characters>",
+              file=sys.stderr, flush=True)
     print(f"ready {sim.base_url}", flush=True)
     try:
         while True:
