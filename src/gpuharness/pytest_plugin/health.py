@@ -312,15 +312,21 @@ def run_generation(target: HealthTarget) -> runtimes.Outcome:
             "no_workflow", f"deployment has no workflow manifest (workflow={target.deployment.get('workflow')!r}); "
             "add it to workflows.json with a test_generation, so readiness is proven by a real generation"))
     runtime = str(target.deployment.get("runtime") or workflow.get("runtime"))
-    with target.runtime_cassette("generation"), target.http_client() as client:
-        return runtimes.run_test_generation(runtime, client, workflow, model=target.deployment.get("model"),
-                                            sleep=_runtime_sleep(target))
+    try:
+        with target.runtime_cassette("generation"), target.http_client() as client:
+            return runtimes.run_test_generation(runtime, client, workflow, model=target.deployment.get("model"),
+                                                sleep=_runtime_sleep(target), client_id=f"gpuharness-{target.id}")
+    except UserError as exc:  # offline: no recorded interaction
+        return runtimes.failed("no_recording", exc.line())
 
 
 def check_health_endpoint(target: HealthTarget) -> runtimes.Outcome:
     runtime = str(target.deployment.get("runtime"))
-    with target.runtime_cassette("health"), target.http_client() as client:
-        return runtimes.health(runtime, client)
+    try:
+        with target.runtime_cassette("health"), target.http_client() as client:
+            return runtimes.health(runtime, client)
+    except UserError as exc:
+        return runtimes.failed("no_recording", exc.line())
 
 
 # --- the ready gate ------------------------------------------------------------------------------------------

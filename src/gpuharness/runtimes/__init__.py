@@ -97,14 +97,18 @@ def health(runtime: str, client: httpx.Client, **kwargs: Any) -> Outcome:
 
 
 def run_test_generation(runtime: str, client: httpx.Client, workflow: dict[str, Any], *, model: str | None = None,
-                    sleep: Sleep = time.sleep, clock: Clock = time.monotonic) -> Outcome:
-    """Run the workflow's test generation within its timeout and validate its output."""
+                        sleep: Sleep = time.sleep, clock: Clock = time.monotonic,
+                        client_id: str | None = None) -> Outcome:
+    """Run the workflow's test generation within its timeout and validate its output.
+
+    A fixed client_id keeps the request body stable, so recorded runtime HTTP replays offline."""
     from gpuharness.runtimes import comfyui, openai, serverless
 
     spec = workflow.get("test_generation") or {}
     deadline_s = float(spec.get("timeout_s", 300))
     if runtime == "comfyui":
-        return comfyui.generate(client, workflow, deadline_s=deadline_s, sleep=sleep, clock=clock)
+        return comfyui.generate(client, workflow, deadline_s=deadline_s, sleep=sleep, clock=clock,
+                                client_id=client_id)
     if runtime == "openai":
         return openai.generate(client, workflow, model=model, deadline_s=deadline_s, clock=clock)
     if runtime == "serverless":

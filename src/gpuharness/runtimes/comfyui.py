@@ -61,7 +61,7 @@ def _prompt_error(body: Any, started: float, clock: Clock) -> Outcome:
 
 
 def generate(client: httpx.Client, workflow: dict[str, Any], *, deadline_s: float, sleep: Sleep,
-                    clock: Clock, poll_s: float = POLL_S) -> Outcome:
+             clock: Clock, poll_s: float = POLL_S, client_id: str | None = None) -> Outcome:
     started = clock()
     end = started + deadline_s
     graph = build_test_graph(workflow)
@@ -69,7 +69,7 @@ def generate(client: httpx.Client, workflow: dict[str, Any], *, deadline_s: floa
         return failed("no_test_graph", f"workflow {workflow.get('id')} has no test graph (test_generation.graph)",
                       started=started, clock=clock)
     try:
-        response = client.post("/prompt", json={"prompt": graph, "client_id": str(uuid.uuid4())})
+        response = client.post("/prompt", json={"prompt": graph, "client_id": client_id or str(uuid.uuid4())})
     except httpx.HTTPError as exc:
         return transport_failure(exc, "POST /prompt", started=started, clock=clock)
     body = _json(response)

@@ -1,0 +1,122 @@
+"""The ready gate: once, on the xdist controller, only after every check passed; failures are recorded and a
+second failure is `error`; offline replay and -n 2 give the same verdicts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from health_world import HealthWorld
+
+from gpuharness.lifecycle import read_journal
+from gpuharness.sim.host import HostSpec, with_fault
+
+
+@pytest.fixture
+def world(tmp_path):
+    made = HealthWorld(tmp_path / "world")
+    yield made
+    made.close()
+
+
+def run_checks(pytester, world, *args, mode="live"):
+    checks = world.install_checks(pytester.path)
+    return pytester.runpytest_inprocess(str(checks), "--registry", str(world.registry.root), "--gpu-mode", mode,
+                                        "-p", "no:cacheprovider", "-rfs", "-vv", *args)
+
+
+def verdicts(world):
+    out = {}
+    for dep in world.registry.deployments():
+        health = dep.get("health") or {}
+        out[dep["id"]] = (dep["status"], health.get("cause"), health.get("checks"), health.get("failed_checks"))
+    return out
+
+
+def test_ready_records_evidence_and_journals_the_transition(pytester, world):
+    world.add("dep_ok")
+    report = pytester.path / "report.xml"
+    run_checks(pytester, world, f"--junitxml={report}").assert_outcomes(passed=12, skipped=2)
+    deployment = world.deployment("dep_ok")
+    assert deployment["status"] == "ready"
+    assert deployment["health"]["report"] == str(report)
+    assert deployment["health"]["passed_at"] == deployment["ready_at"]
+    assert deployment["health"]["checks"]["test_generation_succeeds"] == "passed"
+    moves = [e for e in read_journal(world.registry.journal_path) if e["deployment"] == "dep_ok"]
+    assert [(e["from"], e["to"]) for e in moves] == [("health-checking", "ready")]
+    assert moves[0]["marker"] == deployment["health"]["probe_digest"]
+
+
+def test_second_failure_marks_the_deployment_error(pytester, world):
+    world.add("dep_bad", HostSpec(temperature_c=95))
+    run_checks(pytester, world)
+    first = world.deployment("dep_bad")
+    assert (first["status"], first["health"]["failures"], first["health"]["cause"]) == (
+        "health-checking", 1, "overheating")
+    run_checks(pytester, world)
+    second = world.deployment("dep_bad")
+    assert (second["status"], second["health"]["failures"]) == ("error", 2)
+    assert "overheating" in second["error"]
+
+
+def test_a_partial_run_never_marks_ready(pytester, world):
+    world.add("dep_ok")
+    result = run_checks(pytester, world, "-k", "gpu_matches_order")
+    result.assert_outcomes(passed=1)
+    assert world.deployment("dep_ok")["status"] == "health-checking"
+    result.stdout.fnmatch_lines(["*dep_ok: NOT ready (checks not run: host_reachable*"])
+
+
+def test_only_health_checking_deployments_are_gated(pytester, world):
+    world.add("dep_cfg", status="configuring")
+    run_checks(pytester, world, "--deployment", "dep_cfg").assert_outcomes(passed=12, skipped=2)
+    assert world.deployment("dep_cfg")["status"] == "configuring"
+
+
+def test_no_deployment_awaiting_health_collects_nothing_to_gate(pytester, world):
+    world.add("dep_done", status="ready")
+    result = run_checks(pytester, world)
+    assert "READY" not in result.stdout.str()
+    assert world.deployment("dep_done")["status"] == "ready"
+
+
+def test_xdist_gives_the_same_verdicts_and_probes_each_host_once(pytester, tmp_path):
+    results = []
+    for label, extra in (("serial", ()), ("xdist", ("-n", "2"))):
+        world = HealthWorld(tmp_path / label)
+        try:
+            world.add("dep_ok")
+            world.add("dep_hot", HostSpec(temperature_c=95))
+            world.add("dep_oom", with_fault(HostSpec(), "oom"))
+            run_checks(pytester, world, *extra)
+            results.append(verdicts(world))
+            assert {name: host.stats["ssh_execs"] for name, host in world.hosts.items()} == \
+                {"dep_ok": 1, "dep_hot": 1, "dep_oom": 1}
+            assert all(host.stats["ssh_connections"] == 1 for host in world.hosts.values())
+        finally:
+            world.close()
+    assert results[0] == results[1]
+    assert results[0]["dep_ok"][0] == "ready" and results[0]["dep_hot"][1] == "overheating"
+
+
+def test_offline_replays_the_recorded_probe_and_runtime_http(pytester, world):
+    world.add("dep_rec")
+    cassettes = pytester.path / "cassettes"
+    run_checks(pytester, world, "--cassettes", str(cassettes), mode="record").assert_outcomes(passed=12, skipped=2)
+    transcript = json.loads((cassettes / "ssh" / "dep_rec.json").read_text())
+    assert transcript["source"] == "simulator" and transcript["exit_status"] == 0 and transcript["recorded_at"]
+    assert (cassettes / "runtime" / "dep_rec-generation.yaml").is_file()
+    digest = world.deployment("dep_rec")["health"]["probe_digest"]
+    world.hosts["dep_rec"].stop()  # offline never touches the host
+    with world.registry.update("deployments.json") as doc:
+        doc["deployments"][0]["status"] = "health-checking"
+    run_checks(pytester, world, "--cassettes", str(cassettes), mode="offline").assert_outcomes(passed=12, skipped=2)
+    assert world.deployment("dep_rec")["status"] == "ready"
+    assert world.deployment("dep_rec")["health"]["probe_digest"] == digest
+
+
+def test_offline_without_a_transcript_says_how_to_record_one(pytester, world):
+    world.add("dep_new")
+    result = run_checks(pytester, world, "--cassettes", str(pytester.path / "empty"), mode="offline")
+    result.stdout.fnmatch_lines(["FAILED*test_host_reachable[[]dep_new[]]*no probe transcript*--gpu-mode record*"])
+    assert world.hosts["dep_new"].stats["ssh_connections"] == 0
