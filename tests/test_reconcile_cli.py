@@ -112,3 +112,26 @@ def test_plan_make_for_a_gpu_nobody_offers_is_a_one_line_error(world, tmp_path, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no offer of 'Voodoo 5' at runpod" in err
     assert not (tmp_path / "p.json").exists()
+
+
+def test_status_refresh_with_a_refused_key_is_a_one_line_error(world, capsys):
+    sim, registry = world
+    sim.api_keys["runpod"] = "another-key-entirely-000000"
+    assert main(["status", "--refresh", "--registry", str(registry.root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "runpod: auth" in err
+    assert cassette.TEST_SECRET_ENV in err or "key" in err.lower()
+    assert "gh-test-" not in err
+
+
+def test_plan_make_offline_from_a_recorded_inventory_needs_no_provider(world, tmp_path):
+    sim, registry = world
+    inventory_path = tmp_path / "inv.yaml"
+    assert main(["status", "--refresh", "--gpu-mode", "record", "--cassette", str(inventory_path),
+                 "--registry", str(registry.root)]) == 0
+    sim.stop()
+    assert main(["plan", "make", "--gpu-mode", "offline", "--inventory", str(inventory_path), "--registry",
+                 str(registry.root), "--terminate", "dep-massed-1", "-o", str(tmp_path / "teardown.json")]) == 0
+    plan = json.loads((tmp_path / "teardown.json").read_text())
+    assert [s["action"] for s in plan["steps"]] == ["retrieve", "terminate"]
+    assert plan["steps"][1]["calls"][0]["path"] == "/massed/api/v1/instance/terminate"

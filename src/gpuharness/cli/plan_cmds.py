@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from gpuharness.errors import UserError
 from gpuharness.ledger import Ledger
 from gpuharness.plan import LaunchRequest, load_plan, make_plan, save_plan, step_label
 from gpuharness.plan_replay import rehearse_with_mirror
-from gpuharness.providers.base import Offer, OfferSource
+from gpuharness.providers.base import Offer, OfferSource, ProviderError
 from gpuharness.registry import Registry
 
 DEFAULT_INVENTORY = Path("cassettes/http/inventory.yaml")
@@ -27,7 +28,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                    help="live lists providers; record also writes --cassette; offline replays --cassette")
     p.add_argument("--cassette", type=Path, default=DEFAULT_INVENTORY,
                    help=f"inventory cassette for record/offline (default {DEFAULT_INVENTORY})")
-    p.set_defaults(handler=cmd_status)
+    p.set_defaults(handler=provider_errors_as_user_errors(cmd_status))
 
     plan = subparsers.add_parser("plan", help="plans of provider mutations: make, verify offline, apply live")
     sub = plan.add_subparsers(dest="plan_command", metavar="ACTION", required=True)
@@ -51,14 +52,29 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--inventory", type=Path, default=DEFAULT_INVENTORY, help="inventory cassette (offline)")
     p.add_argument("--cassette", type=Path, help="plan cassette to record (default cassettes/http/<plan>.yaml)")
     p.add_argument("-o", "--output", type=Path, required=True, help="plan file to write")
-    p.set_defaults(handler=cmd_plan_make)
+    p.set_defaults(handler=provider_errors_as_user_errors(cmd_plan_make))
 
     p = sub.add_parser("apply", parents=[common], help="run a verified plan live; refuses a stale plan")
     p.add_argument("file", type=Path)
     p.add_argument("--artifacts", type=Path, default=Path("artifacts"),
                    help="where retrieve steps sync artifacts (default ./artifacts)")
     p.add_argument("--yes", action="store_true", help="do not ask before each mutation (the disclosure still prints)")
-    p.set_defaults(handler=cmd_plan_apply)
+    p.set_defaults(handler=provider_errors_as_user_errors(cmd_plan_apply))
+
+
+def provider_errors_as_user_errors(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A classified provider failure (auth, capacity, rate limit, network...) is the user's one line, not a
+    traceback; its message never carries the key."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except ProviderError as exc:
+            hint = ("nothing more was changed; reconcile with `gpuharness status --refresh` before retrying"
+                    if exc.kind == "unknown_outcome" else "nothing more was changed")
+            raise UserError(str(exc), place=exc.provider, hint=hint) from None
+
+    return run
 
 
 def current_inventory(registry: Registry, mode: str, path: Path) -> inventory.Inventory:
