@@ -193,3 +193,12 @@ def test_torn_tail_names_the_torn_line_only(ledger: Ledger, job_line) -> None:
     ledger.path.write_bytes(ledger.path.read_bytes() + b'\n{"id": "J-3", "dep')
     torn = ledger.torn_tail()
     assert torn is not None and torn.lineno == 3 and torn.raw == b'{"id": "J-3", "dep'
+
+
+def test_current_of_every_job_names_a_line_without_an_id(ledger: Ledger, job_line) -> None:
+    ledger.append(job_line("J-1"))
+    with open(ledger.path, "ab") as handle:
+        handle.write(b'{"deployment_id": "dep_a", "status": "queued"}\n')
+    with pytest.raises(UserError) as caught:
+        ledger.current()
+    assert caught.value.place == "2:1"

@@ -60,6 +60,8 @@ def validate_record(record: Any, *, where: str) -> dict[str, Any]:
     """Schema-check one ledger record; raises UserError naming where."""
     if not isinstance(record, dict):
         raise UserError("a ledger line must be a JSON object", path=where)
+    if schema.is_valid_fast("job", record):  # compiled check first; jsonschema only to explain a failure
+        return record
     errors, _ = schema.check("job", record)
     if errors:
         raise UserError(errors[0].message, path=where, place=errors[0].json_path,
@@ -180,6 +182,10 @@ class Ledger:
                     last = record
             return last
         state: dict[str, dict[str, Any]] = {}
-        for record in self.records():
-            state[record["id"]] = record
+        for lineno, record in enumerate(self.records(), start=1):
+            key = record.get("id")
+            if not isinstance(key, str):
+                raise UserError("a ledger line without a string \"id\"", path=self.path, place=f"{lineno}:1",
+                                hint="repair that line by hand; nothing was changed")
+            state[key] = record
         return state
