@@ -209,6 +209,7 @@ def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
     report.orphans = find_orphans(deployments, inventory, key_prefixes(registry.providers()))
     report.vanished = find_vanished(deployments, inventory)
     vanished_ids = {v.deployment_id for v in report.vanished}
+    listed = {(i.provider, i.id): i for i in inventory.all()}
     for item in report.vanished:
         if item.registry_status != "error":
             lifecycle.transition(registry, item.deployment_id, "error", route="provider-list",
@@ -219,7 +220,7 @@ def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
         key = (str(dep.get("provider")), str(dep.get("instance_id")))
         if dep["id"] in vanished_ids or key not in moves:
             continue
-        instance = inventory.find(*key)
+        instance = listed.get(key)
         if instance is not None and instance.status == "stopped" and lifecycle.allowed(dep["status"], "stopped"):
             lifecycle.transition(registry, dep["id"], "stopped", route="provider-list",
                                  observed_at=inventory.observed_at, marker={"reconcile": moves[key]},
