@@ -136,6 +136,10 @@ class Scrubber:
         body = response.get("body") or {}
         if "string" in body:
             body["string"] = self.body(body["string"])
+            length = len(body["string"].encode() if isinstance(body["string"], str) else body["string"] or b"")
+            for name in headers:
+                if name.lower() == "content-length":
+                    headers[name] = [str(length)]
         return response
 
 
