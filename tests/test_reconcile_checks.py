@@ -78,3 +78,28 @@ def test_inventory_recorded_for_another_registry_is_not_used(pytester, world, tm
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(["*was recorded for the registry*pass --cassettes DIR holding this registry's "
                                  "inventory*"])
+
+
+def test_live_mode_lists_the_providers_and_record_mode_writes_the_inventory(pytester, tmp_path, monkeypatch):
+    import httpx
+
+    from gpuharness.recordings import seed
+    from gpuharness.registry import Registry
+    from gpuharness.sim.server import Simulator
+
+    monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "9f8e" * 10)
+    with Simulator(ready_delay_s=0.0) as sim:
+        registry = Registry(tmp_path / "registry")
+        seed(sim, registry)
+        httpx.post(sim.base_url + "/_sim/instances", json={"provider": "runpod", "count": 1, "name_prefix": "gh-x-"})
+        live = pytester.runpytest(str(CHECK), "--registry", str(registry.root), "--gpu-mode", "live",
+                                  "-p", "no:cacheprovider", "-q")
+        live.assert_outcomes(passed=1, failed=1)
+        live.stdout.fnmatch_lines(["*1 orphan instance(s) per live at *", "orphan runpod/* (key gh-x-00004*"])
+        recorded = pytester.runpytest(str(CHECK), "--registry", str(registry.root), "--gpu-mode", "record",
+                                      "--cassettes", str(tmp_path / "cassettes"), "-p", "no:cacheprovider", "-q")
+        recorded.assert_outcomes(passed=1, failed=1)
+    offline = pytester.runpytest(str(CHECK), "--registry", str(registry.root), "--cassettes",
+                                 str(tmp_path / "cassettes"), "-p", "no:cacheprovider", "-q")
+    offline.assert_outcomes(passed=1, failed=1)
+    offline.stdout.fnmatch_lines(["*1 orphan instance(s) per cassette:*inventory.yaml at *"])
