@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpuharness.spend import GROUPINGS, job_costs, spend_by, today_and_month
 
@@ -70,3 +72,23 @@ def test_today_and_month_at_a_given_moment(records: list[dict]) -> None:
     assert today_and_month(records, now="2026-11-01T23:59:00Z") == (pytest.approx(3.00), pytest.approx(3.50))
     assert today_and_month(records, now="2026-12-01T12:00:00Z") == (pytest.approx(0.25), pytest.approx(0.25))
     assert today_and_month(records, now="2027-01-01T00:00:00Z") == (0.0, 0.0)
+
+
+money = st.decimals(min_value=0, max_value=50, places=4).map(float)
+lines = st.lists(st.fixed_dictionaries({
+    "id": st.sampled_from(["J-1", "J-2", "J-3", "J-4"]),
+    "deployment_id": st.sampled_from(["dep_a", "dep_b"]),
+    "provider": st.sampled_from(["vast", "runpod", "massed"]),
+    "gpu": st.sampled_from(["RTX 4090", "H100"]),
+    "status": st.sampled_from(["queued", "running", "completed", "failed"]),
+    "completed_at": st.sampled_from(["2026-10-31T23:59:59Z", "2026-11-01T00:00:00Z", "2026-11-01T08:00:00+09:00"]),
+    "cost_usd": money,
+}), max_size=12)
+
+
+@given(lines)
+def test_every_grouping_partitions_the_total_of_last_lines(records: list[dict]) -> None:
+    last = {r["id"]: r["cost_usd"] for r in records}  # the last line of each job is what it cost
+    total = sum(last.values())
+    for by in GROUPINGS:
+        assert sum(spend_by(records, by).values()) == pytest.approx(total, abs=1e-5)
