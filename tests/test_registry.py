@@ -190,3 +190,16 @@ def test_update_sweeps_stale_temp_files_of_killed_writers_but_not_fresh_ones(reg
     assert not stale.exists()
     assert fresh.exists()  # may belong to a writer still saving
     assert other.exists()  # another file's temp: swept only under that file's lock
+
+
+def test_a_symlinked_state_file_stays_a_symlink(registry: Registry, tmp_path: Path, deployment_item) -> None:
+    real = tmp_path / "dotfiles" / "deployments.json"
+    real.parent.mkdir()
+    link = registry.path("deployments.json")
+    real.write_bytes(link.read_bytes())
+    link.unlink()
+    link.symlink_to(real)
+    with registry.update("deployments.json") as doc:
+        doc["deployments"].append(deployment_item("dep_b"))
+    assert link.is_symlink()
+    assert [d["id"] for d in json.loads(real.read_text())["deployments"]] == ["dep_a", "dep_b"]

@@ -64,7 +64,12 @@ def fsync_dir(directory: Path) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace path with data atomically: temp file, fsync, os.replace, fsync dir; keeps the mode."""
+    """Replace path with data atomically: temp file, fsync, os.replace, fsync dir; keeps the mode.
+
+    A symlinked state file (dotfiles) stays a symlink: its target is the file replaced.
+    """
+    if path.is_symlink():
+        path = path.resolve()
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
     try:
