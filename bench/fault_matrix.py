@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ("cell", "duplicate launches", "lost/rewritten ledger lines", "destroys with unsynced artifacts",
-          "ready without passing test gen", "launch calls", "message")
+          "ready without passing test gen", "instances launched", "message")
 
 
 def main() -> int:

@@ -91,7 +91,8 @@ def health(cell):
     dep = cell.lab.registry.deployment(DEP)
     if dep["status"] != "ready":
         info = dep.get("health") or {}
-        cell.message = cell.message or f"not ready: cause {info.get('cause')}: {info.get('message', '')}"
+        failed = ", ".join(info.get("failed_checks") or [str(info.get("check"))])
+        cell.message = cell.message or f"never ready ({dep['status']}): {failed} failed; cause {info.get('cause')}"
     cell.steps.append(f"health exit {code}")
     return dep["status"] == "ready"
 
