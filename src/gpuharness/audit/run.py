@@ -6,7 +6,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, final
 
@@ -23,7 +23,7 @@ from gpuharness.audit.ledger_pass import (
     scan_range,
 )
 from gpuharness.audit.secrets import scan_tree
-from gpuharness.clock import parse_ts
+from gpuharness.clock import format_ts, parse_ts
 from gpuharness.errors import UserError
 from gpuharness.ledger import TERMINAL, sequence_problem
 from gpuharness.lifecycle import LIVE
@@ -41,6 +41,12 @@ IDENTITY: dict[str, tuple[str, ...]] = {
 SCHEMA_FILES = (*DOCUMENTS, JOURNAL)
 
 
+def rate(deployment: dict[str, Any]) -> float:
+    """A deployment's cost_hr as a number (0 when missing or malformed; the schema rule reports that)."""
+    value = deployment.get("cost_hr")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
 def _ts(text: Any) -> float | None:
     if not isinstance(text, str) or not text:
         return None
@@ -51,7 +57,7 @@ def _ts(text: Any) -> float | None:
 
 
 @final
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AuditRun:
     """The result of one audit: findings by rule, warnings, and the ledger state that a pass would record."""
 
@@ -69,6 +75,9 @@ class AuditRun:
     touched: list[str] = field(default_factory=list)
     deployment_ids: list[str] = field(default_factory=list)
     policy_sha256: str = ""
+
+    def __repr__(self) -> str:
+        return f"AuditRun({str(self.root)!r}, {sum(self.counts.values())} problem(s))"
 
     def add(self, rule: str, where: str, message: str, count: int = 1) -> None:
         self.findings[rule].append(Finding(rule, where, message))
@@ -92,7 +101,20 @@ class AuditRun:
 
     @property
     def policy(self) -> Policy:
-        return Policy(self.documents.get("policy.json") or {})
+        """The ceilings of policy.json; malformed values are dropped (the schema rule reports them)."""
+        doc = self.documents.get("policy.json") or {}
+        clean: dict[str, Any] = {}
+        for key, value in doc.items():
+            if key in ("require_shutdown_rule",):
+                if isinstance(value, bool):
+                    clean[key] = value
+            elif key == "cost_tolerance":
+                if isinstance(value, dict):
+                    clean[key] = {k: v for k, v in value.items()
+                                  if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0}
+            elif isinstance(value, int | float) and not isinstance(value, bool):
+                clean[key] = value
+        return Policy(clean)
 
     def items(self, file_name: str) -> list[dict[str, Any]]:
         """The well-formed items of a document (others are reported by the schema rule)."""
@@ -317,9 +339,9 @@ def _spend(run: AuditRun, touched: Iterable[str] | None) -> None:
                         f"(over by ${spent - float(limit):.2f}); see `gpuharness spend --by {grouping}` and stop the "
                         "leak, or raise the ceiling on purpose")
     billing = [d for d in run.deployments() if d.get("status") in BILLING]
-    burn = sum(float(d.get("cost_hr") or 0.0) for d in billing)
+    burn = sum(rate(d) for d in billing)
     cap_hr = policy.get("max_cost_hr")
-    names = ", ".join(f"{d.get('id')} ${float(d.get('cost_hr') or 0):.2f}/hr ({d.get('status')})" for d in billing)
+    names = ", ".join(f"{d.get('id')} ${rate(d):.2f}/hr ({d.get('status')})" for d in billing)
     if cap_hr is not None and burn > float(cap_hr) + 1e-9:
         run.add("spend:live-burn", "deployments.json",
                 f"live burn ${burn:.2f}/hr > max_cost_hr ${float(cap_hr):.2f}/hr: {names}; destroy or stop one "
@@ -379,9 +401,9 @@ def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None
     need_rule = bool(policy.get("require_shutdown_rule"))
     for d in deployments:
         dep = str(d.get("id"))
-        paid = d.get("status") in BILLING and float(d.get("cost_hr") or 0.0) > 0
+        paid = d.get("status") in BILLING and rate(d) > 0
         if not paid:
-            reason = f"status {d.get('status')}, ${float(d.get('cost_hr') or 0):g}/hr: not a live paid deployment"
+            reason = f"status {d.get('status')}, ${rate(d):g}/hr: not a live paid deployment"
             run.not_applicable[f"shutdown:rule:{dep}"] = reason
             run.not_applicable[f"shutdown:idle:{dep}"] = reason
             continue
@@ -389,7 +411,7 @@ def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None
             run.not_applicable[f"shutdown:rule:{dep}"] = "policy.json does not set require_shutdown_rule"
         elif not d.get("shutdown_rule"):
             run.add(f"shutdown:rule:{dep}", f"deployment {dep}",
-                    f"live at ${float(d.get('cost_hr') or 0):g}/hr with no shutdown_rule; add idle_minutes, max_hours "
+                    f"live at ${rate(d):g}/hr with no shutdown_rule; add idle_minutes, max_hours "
                     "or a deadline to it in deployments.json, or destroy it")
         if max_idle is None:
             run.not_applicable[f"shutdown:idle:{dep}"] = "policy.json sets no max_idle_minutes"
@@ -405,8 +427,8 @@ def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None
         idle = (run.now.timestamp() - last) / 60.0
         if idle > float(max_idle):
             run.add(f"shutdown:idle:{dep}", f"deployment {dep}",
-                    f"idle for {idle:.0f} min (no open job since {datetime.fromtimestamp(last).isoformat()}) > "
-                    f"max_idle_minutes {float(max_idle):g} at ${float(d.get('cost_hr') or 0):g}/hr; destroy it "
+                    f"idle for {idle:.0f} min (no open job since {format_ts(datetime.fromtimestamp(last, UTC))}) > "
+                    f"max_idle_minutes {float(max_idle):g} at ${rate(d):g}/hr; destroy it "
                     "(`gpuharness destroy " + dep + "`) or run the queued work")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from gpuharness.audit.run import BILLING, AuditRun
+from gpuharness.audit.run import BILLING, AuditRun, rate
 from gpuharness.clock import format_ts
 
 CEILINGS = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr", "max_concurrent_deployments",
@@ -32,7 +32,7 @@ def summarize(run: AuditRun) -> dict[str, Any]:
         "gpu": state.rounded("gpu"),
         "deployment": state.rounded("deployment"),
         "deployments": deployments,
-        "live_burn_hr": round(sum(float(d.get("cost_hr") or 0.0) for d in live), 6),
+        "live_burn_hr": round(sum(rate(d) for d in live), 6),
         "live_deployments": len(live),
         "problems": {rule: count for rule, count in sorted(run.counts.items()) if count},
     }

@@ -85,5 +85,6 @@ def pytest_configure(config: pytest.Config) -> None:
     directory = invocation / REPORTS_DIR
     directory.mkdir(parents=True, exist_ok=True)
     html, xml = report_paths(directory, suite, datetime.now(UTC))
-    _register_html(config, html)
+    if config.pluginmanager.has_plugin("html"):  # absent under `-p no:html`
+        _register_html(config, html)
     _register_junit(config, xml)
