@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import logging
 import os
 import shlex
 import shutil
@@ -29,6 +30,7 @@ from gpuharness.nvidia_smi import CLOCK_EVENT_BITS
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
 Counter = Callable[[str], None]
+logging.getLogger("gpuharness.simhost").setLevel(logging.CRITICAL)
 NvidiaSmiMode = Literal["ok", "missing", "hung", "driver_mismatch", "not_loaded", "no_devices"]
 
 #: name -> (memory.total MiB as nvidia-smi prints it, has ECC)
@@ -441,6 +443,8 @@ class SimHost:
         if self.spec.latency_s:
             time.sleep(self.spec.latency_s * 2)  # TCP + key exchange round trips
         transport = paramiko.Transport(conn)
+        # a client hanging up is normal here; keep paramiko's "Socket exception" noise off stderr
+        transport.set_log_channel("gpuharness.simhost")
         self._transports.append(transport)
         transport.add_server_key(self.host_key)
         transport.set_subsystem_handler("sftp", paramiko.SFTPServer, _SandboxSFTP, root=str(self.root))
