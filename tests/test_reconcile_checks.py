@@ -103,3 +103,13 @@ def test_live_mode_lists_the_providers_and_record_mode_writes_the_inventory(pyte
                                  str(tmp_path / "cassettes"), "-p", "no:cacheprovider", "-q")
     offline.assert_outcomes(passed=1, failed=1)
     offline.stdout.fnmatch_lines(["*1 orphan instance(s) per cassette:*inventory.yaml at *"])
+
+
+def test_a_provider_missing_from_the_recorded_inventory_fails_clearly(pytester, world):
+    path = world.registry / "providers.json"
+    document = json.loads(path.read_text())
+    document["providers"].append({"name": "vast-eu", "kind": "vast", "credential_env": "VAST_EU_KEY"})
+    path.write_text(json.dumps(document))
+    result = _run(pytester, world)
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*inventory.yaml: no recorded inventory for provider(s) vast-eu of providers.json*"])

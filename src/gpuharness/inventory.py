@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from gpuharness import cassette
 from gpuharness.clock import now_ts
+from gpuharness.errors import UserError
 from gpuharness.providers.base import Instance, Provider, ProviderError
 
 
@@ -102,7 +103,12 @@ def recorded_inventory(path: Path, entries: Iterable[Mapping[str, Any]], factory
     """Replay the recorded list calls (mode none: no network, no credentials) through the adapters."""
     metadata = cassette.read_metadata(path)
     bases: dict[str, str] = dict(metadata.get("api_bases") or {})
-    chosen = [{**e, "api_base": bases[str(e["name"])]} for e in listed_providers(entries) if e["name"] in bases]
+    listed = listed_providers(entries)
+    missing = [str(e["name"]) for e in listed if e["name"] not in bases]
+    if missing:
+        raise UserError(f"no recorded inventory for provider(s) {', '.join(missing)} of providers.json", path=path,
+                        hint="re-record it: `gpuharness status --refresh --gpu-mode record --cassette PATH`")
+    chosen = [{**e, "api_base": bases[str(e["name"])]} for e in listed]
     stamp = str(metadata.get("recorded_at") or now_ts())
     with cassette.use(path, cassette.Mode.OFFLINE):
         return _list_all(chosen, factory, source=f"cassette:{path}", clock=lambda: stamp)

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any, final
 
 from gpuharness import lifecycle
-from gpuharness.errors import UserError
 from gpuharness.inventory import Inventory
 from gpuharness.ledger import Ledger
 from gpuharness.providers.base import KEY_PREFIX, Instance
@@ -291,10 +290,3 @@ def stale_running_jobs(ledger: Ledger, deployments: Iterable[Mapping[str, Any]],
             stale.append(StaleJob(str(job["id"]), dep_id, reason))
     return stale
 
-
-def require_inventory_covers(inventory: Inventory, names: Iterable[str], *, where: str) -> None:
-    """Refuse when a provider expected in the inventory is missing from it."""
-    missing = [n for n in names if not inventory.covers(n) and n not in inventory.skipped]
-    if missing:
-        raise UserError(f"no recorded inventory for provider(s) {', '.join(missing)}", path=where,
-                        hint="re-record the inventory cassette with every provider of providers.json")
