@@ -46,6 +46,7 @@ class Mode(Enum):
 
     @classmethod
     def parse(cls, text: str) -> Mode:
+        """The mode called text; a typo is a UserError, never a silent default."""
         try:
             return cls(text)
         except ValueError:
@@ -75,6 +76,7 @@ class Scrubber:
         self.secrets = tuple(s for s in secrets if s)
 
     def text(self, value: str) -> str:
+        """value with every known secret replaced by REDACTED."""
         for secret in self.secrets:
             value = value.replace(secret, REDACTED)
         return value
@@ -108,6 +110,7 @@ class Scrubber:
         return scrubbed.encode("utf-8") if was_bytes else scrubbed
 
     def uri(self, uri: str) -> str:
+        """uri with credential query parameters and secret values replaced."""
         parts = urlsplit(uri)
         query = [(k, REDACTED if k.lower() in SECRET_FIELDS else self.text(v))
                  for k, v in parse_qsl(parts.query, keep_blank_values=True)]

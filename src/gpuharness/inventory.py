@@ -30,13 +30,16 @@ class Inventory:
         return provider in self.instances
 
     def all(self) -> Iterator[Instance]:
+        """Every listed instance, provider by provider."""
         for items in self.instances.values():
             yield from items
 
     def find(self, provider: str, instance_id: str) -> Instance | None:
+        """The instance with this exact id at provider, or None."""
         return next((i for i in self.instances.get(provider, ()) if i.id == instance_id), None)
 
     def with_key(self, provider: str, key: str) -> list[Instance]:
+        """The instances at provider carrying this idempotency key."""
         return [i for i in self.instances.get(provider, ()) if i.idempotency_key == key]
 
     def to_json(self) -> dict[str, Any]:

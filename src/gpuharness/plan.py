@@ -68,6 +68,7 @@ def load_plan(path: Path) -> dict[str, Any]:
 
 
 def save_plan(path: Path, plan: Mapping[str, Any]) -> None:
+    """Write a plan atomically; a plan that fails its own schema is a bug, not a user error."""
     errors, _ = schema.check("plan", plan)
     if errors:
         raise ValueError(f"made an invalid plan: {errors[0].json_path}: {errors[0].message}")
@@ -112,6 +113,7 @@ class LaunchRequest:
 
 
 def launch_step(request: LaunchRequest, step_id: str = "s1") -> dict[str, Any]:
+    """The launch step of a request: key gh-<deployment id>, spec, expected burn, stop condition, no retries."""
     stop: dict[str, Any] = {}
     if request.idle_minutes:
         stop["idle_minutes"] = request.idle_minutes
@@ -161,6 +163,7 @@ def make_plan(deployments: list[dict[str, Any]], inventory: Inventory, *, launch
 
 
 def target_text(step: Mapping[str, Any]) -> str:
+    """The exact target of a step as text: instance id, else idempotency key, else deployment id."""
     target = step.get("target") or {}
     return (target.get("instance_id") or target.get("idempotency_key") or target.get("deployment_id")
             or "?")

@@ -41,6 +41,7 @@ class World:
 
 
 def layout(root: Path) -> World:
+    """The committed layout under a repository root."""
     return World(registry=root / "fixtures/plan/registry", inventory=root / "cassettes/http/inventory.yaml",
                  plan=root / "fixtures/plan/plan.json", plan_cassette=root / "cassettes/http/plan.yaml")
 

@@ -30,6 +30,7 @@ class PlanCase:
 
 
 def plan_path(config: pytest.Config) -> Path | None:
+    """--plan FILE, relative to the invocation directory; None when not given."""
     name = config.getoption("--plan")
     if not name:
         return None
@@ -38,6 +39,7 @@ def plan_path(config: pytest.Config) -> Path | None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One test per (step, rule) the rule can judge, with a readable id: s3-terminate-<id>::sync-before-terminate."""
     if "plan_case" not in metafunc.fixturenames:
         return
     path = plan_path(metafunc.config)
@@ -57,6 +59,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture(scope="session")
 def gh_plan_file(pytestconfig: pytest.Config) -> Path:
+    """The plan file under verification (skips without --plan)."""
     path = plan_path(pytestconfig)
     if path is None:
         pytest.skip("no plan to verify: pass --plan FILE")
@@ -65,6 +68,7 @@ def gh_plan_file(pytestconfig: pytest.Config) -> Path:
 
 @pytest.fixture(scope="session")
 def gh_plan(gh_plan_file: Path) -> dict[str, Any]:
+    """The plan, schema-checked."""
     try:
         return load_plan(gh_plan_file)
     except UserError as exc:
