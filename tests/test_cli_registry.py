@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +146,13 @@ def test_validate_reports_a_torn_last_line_without_touching_it(registry: Registr
     assert f"warning: {registry.ledger_path}:2:1: a torn last line at byte" in out
     assert "ok jobs.jsonl: 1 lines" in out
     assert registry.ledger_path.read_bytes() == before
+
+
+def test_installed_console_script_gives_one_line_errors(tmp_path: Path) -> None:
+    script = shutil.which("gpuharness", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert script, "the gpuharness console script is not installed (pip install -e '.[dev]')"
+    done = subprocess.run([script, "spend", "--registry", str(tmp_path / "none")], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 2
+    assert done.stderr == f"gpuharness: error: {tmp_path / 'none'}: no registry directory here " \
+                          "(run `gpuharness init` or pass --registry DIR)\n"
