@@ -133,3 +133,25 @@ def test_provision_times_out_waiting_and_marks_error(tmp_path):
         provision(world.ctx, request(), up_deadline_s=30, poll_s=10)
     [dep] = world.registry.deployments()
     assert dep["status"] == "error" and dep["instance_id"] == "i-1"
+
+
+def test_provision_runpod_serverless_registers_the_endpoint_without_launching(tmp_path):
+    world = make_world(tmp_path)
+    with world.registry.update("providers.json") as doc:
+        doc["providers"].append({"name": "rp-sls", "kind": "runpod-serverless", "endpoint_id": "abc123",
+                                 "api_base": "http://127.0.0.1:9/runpod-serverless"})
+    result = provision(world.ctx, request(provider="rp-sls", runtime=None))
+    dep = result.deployment
+    assert dep["status"] == "health-checking" and dep["ssh"] is None and dep["runtime"] == "serverless"
+    assert dep["endpoint"] == "http://127.0.0.1:9/runpod-serverless/v2/abc123"
+    assert world.provider.launch_calls == 0 and world.provider.list_calls == 0
+
+
+def test_provision_warns_when_the_provider_bills_more_than_accepted(tmp_path):
+    world = make_world(tmp_path)
+    world.provider.cost_hr = 0.9
+    result = provision(world.ctx, request(cost_hr=0.5))
+    assert result.deployment["cost_hr"] == 0.9
+    assert any(line.startswith("WARNING: the provider bills $0.900/hr") for line in world.said)
+    notes = [j.get("note") or "" for j in read_journal(world.registry.journal_path)]
+    assert any("above the accepted $0.500/hr" in note for note in notes)

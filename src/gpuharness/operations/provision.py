@@ -318,6 +318,15 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
         ssh = {**(ssh or {}), **details.pop("ssh", {})} or None
         fields.update(details)
     cost_hr = instance.cost_hr if instance.cost_hr is not None else request.cost_hr
+    abs_tol, rel_tol = Policy(ctx.registry.policy_document()).cost_tolerance
+    if cost_hr > request.cost_hr * (1 + rel_tol) + abs_tol:
+        warning = (f"the provider bills ${cost_hr:.3f}/hr, above the accepted ${request.cost_hr:.3f}/hr "
+                   f"(tolerance {rel_tol:.0%} + ${abs_tol:.2f}); the deployment records the billed price")
+        ctx.say(f"WARNING: {warning}")
+        journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider, "target_id": instance.id,
+                               "from": "provisioning", "to": "provisioning", "observed_at": ctx.now(),
+                               "marker": {"billed_cost_hr": cost_hr, "accepted_cost_hr": request.cost_hr},
+                               "note": warning, "next_action": "destroy it if the price is not acceptable"})
     deployment = _set_fields(ctx, deployment_id, ssh=ssh, cost_hr=cost_hr, region=instance.region or request.region,
                              **fields)
     if ssh is not None:

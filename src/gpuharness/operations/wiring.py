@@ -3,7 +3,6 @@ route (connections.json first), and the job runtime from the deployment's runtim
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from gpuharness.errors import UserError
@@ -11,21 +10,19 @@ from gpuharness.operations.comfy_job import ComfyJobExecutor
 from gpuharness.operations.context import Context
 from gpuharness.operations.run import JobExecutor
 from gpuharness.providers.base import Provider
+from gpuharness.providers.factory import build_provider
 from gpuharness.registry import Registry
 from gpuharness.remote import Remote
 from gpuharness.ssh import open_remote
 from gpuharness.ssh.route import resolve
 
 
-def provider_from_entry(entry: dict[str, Any]) -> Provider:
-    """One adapter (one HTTP client) for a providers.json entry."""
-    try:
-        factory = importlib.import_module("gpuharness.providers.factory")
-    except ModuleNotFoundError:
-        raise UserError("provider adapters are not installed in this build", place=str(entry.get("name")),
-                        hint="use `gpuharness demo` for the simulator") from None
-    provider: Provider = factory.build_provider(entry)
-    return provider
+def provider_factory(registry: Registry) -> Any:
+    """One adapter (one HTTP client) per providers.json entry and phase; the key comes from credential_env."""
+    def build(entry: dict[str, Any]) -> Provider:
+        return build_provider(entry, registry=registry)
+
+    return build
 
 
 def remote_factory(registry: Registry) -> Any:
@@ -47,5 +44,5 @@ def executor_for(deployment: dict[str, Any]) -> JobExecutor:
 
 def cli_context(registry: Registry) -> Context:
     """The context the CLI commands use."""
-    return Context(registry=registry, providers=provider_from_entry, remotes=remote_factory(registry),
+    return Context(registry=registry, providers=provider_factory(registry), remotes=remote_factory(registry),
                    executors=executor_for)
