@@ -202,3 +202,11 @@ def test_current_of_every_job_names_a_line_without_an_id(ledger: Ledger, job_lin
     with pytest.raises(UserError) as caught:
         ledger.current()
     assert caught.value.place == "2:1"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_cost_is_refused_not_written_as_null(ledger: Ledger, job_line, value: float) -> None:
+    with pytest.raises(UserError) as caught:
+        ledger.append(job_line("J-1", cost_usd=value))
+    assert caught.value.place == "$.cost_usd"
+    assert not ledger.path.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,6 +61,10 @@ def validate_record(record: Any, *, where: str) -> dict[str, Any]:
     """Schema-check one ledger record; raises UserError naming where."""
     if not isinstance(record, dict):
         raise UserError("a ledger line must be a JSON object", path=where)
+    for key, value in record.items():  # orjson would silently write NaN or Infinity as null
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{value} is not a finite number", path=where, place=f"$.{key}",
+                            hint="nothing was appended")
     if schema.is_valid_fast("job", record):  # compiled check first; jsonschema only to explain a failure
         return record
     errors, _ = schema.check("job", record)
