@@ -1,0 +1,40 @@
+"""`gpuharness provision` through the command line against the simulator: disclosure, records, reuse, refusal."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpuharness.lab import Lab
+
+ARGS = ("provision", "--provider", "vast", "--gpu", "RTX 4090", "--image", "comfyui:1", "--cost-hr", "0.40",
+        "--runtime", "comfyui", "--model", "minimax-h3-mini", "--workflow", "h3-text-to-image",
+        "--idle-minutes", "15", "--json")
+
+
+@pytest.fixture
+def lab(tmp_path):
+    with Lab(tmp_path / "lab", say=lambda line: None) as lab:
+        yield lab
+
+
+def test_provision_cli_discloses_records_and_then_reuses(lab):
+    first = lab.cli(*ARGS, "--registry", str(lab.registry.root))
+    assert first.returncode == 0, first.stderr
+    assert "hourly burn:     $0.400/hr" in first.stderr and "stop condition:  idle 15 min" in first.stderr
+    dep = json.loads(first.stdout)["deployment"]
+    assert dep["status"] == "provisioning" and dep["ssh"]["host"] == "127.0.0.1"
+    assert lab.registry.deployment(dep["id"])["instance_id"] == dep["instance_id"]
+    second = lab.cli(*ARGS, "--registry", str(lab.registry.root))
+    assert second.returncode == 0 and json.loads(second.stdout)["reused"] is True
+    assert lab.sim.stats()["launches"] == 1
+
+
+def test_provision_cli_refuses_over_the_burn_ceiling_before_any_provider_call(lab):
+    with lab.registry.update("policy.json") as doc:
+        doc["max_cost_hr"] = 0.1
+    result = lab.cli(*ARGS, "--registry", str(lab.registry.root))
+    assert result.returncode == 2
+    assert "max_cost_hr" in result.stderr and "nothing was launched" in result.stderr
+    assert sum(lab.sim.stats()["requests"].values()) == 0
