@@ -28,7 +28,8 @@ def test_simulator_starts_a_host_with_the_ordered_gpu_and_counts_ssh_in_sim_stat
         instance = next(i for i in sim.state.live("vast") if i.id == ids[0])
         host = instance.host
         assert isinstance(host, SimHost)
-        assert host.http_ports == {8188: host.service_port}
+        assert host.service_port == 8188 and host.runtime is not None
+        assert host.http_ports == {8188: host.runtime.port}
         facts = probe_host(host)
         assert [g.name for g in facts.gpus] == [full_gpu_name("RTX 4090")] == ["NVIDIA GeForce RTX 4090"]
         stats = httpx.get(sim.base_url + "/_sim/stats").json()

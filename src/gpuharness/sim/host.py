@@ -368,7 +368,8 @@ class SimHost:
     # --- what a deployment record needs
     @property
     def service_port(self) -> int | None:
-        return self.runtime.port if self.runtime is not None else None
+        """The port the service listens on inside the host (8188, 8000), as `ss` there shows it."""
+        return RUNTIME_PORT[self.spec.runtime] if self.spec.runtime is not None else None
 
     @property
     def http_ports(self) -> Mapping[int, int]:

@@ -1,0 +1,63 @@
+"""The committed probe transcripts (cassettes/ssh/*.json) parse, carry their provenance, and judge as expected."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuharness import health_rules as rules
+from gpuharness import probe
+
+CASSETTES = Path(__file__).resolve().parents[1] / "cassettes" / "ssh"
+TRANSCRIPTS = sorted(CASSETTES.glob("*.json"))
+
+
+def load(name: str) -> probe.ProbeResult:
+    document = json.loads((CASSETTES / f"{name}.json").read_text())
+    return probe.parse(document["stdout"], document["stderr"], document["exit_status"])
+
+
+@pytest.mark.parametrize("path", TRANSCRIPTS, ids=[p.stem for p in TRANSCRIPTS])
+def test_every_transcript_has_provenance_and_a_complete_probe(path):
+    document = json.loads(path.read_text())
+    assert {"stdout", "stderr", "exit_status", "recorded_at", "source"} <= set(document)
+    assert document["source"] in {"simulator", "real hardware"}
+    assert probe.parse(document["stdout"], document["stderr"], document["exit_status"]).complete
+    assert "PRIVATE KEY" not in path.read_text()
+
+
+def test_healthy_rtx4090_transcript_passes_the_gpu_rules():
+    facts = load("sim-rtx4090-comfyui")
+    assert rules.gpu_matches_order(facts, {"gpu": "RTX 4090"}).ok
+    assert rules.driver_and_cuda(facts, "550.0", "12.4").ok
+    assert rules.no_harmful_throttling(facts).ok and rules.no_uncorrected_ecc(facts).ok
+    assert rules.service_up(facts, "main.py", 8188).ok
+
+
+def test_two_h100_transcript_counts_both_gpus():
+    facts = load("sim-h100x2-vllm")
+    assert rules.gpu_matches_order(facts, {"gpu": "H100 SXM", "gpu_count": 2}).ok
+    assert not rules.gpu_matches_order(facts, {"gpu": "H100 SXM", "gpu_count": 4}).ok
+    assert facts.cuda_version == "12.4"
+
+
+def test_old_driver_transcript_uses_the_throttle_spelling_and_fails_health():
+    facts = load("sim-a6000-old-driver-throttled")
+    assert "clocks_throttle_reasons.active" in facts.gpu_fields
+    assert rules.no_harmful_throttling(facts).cause == "throttling"
+    assert rules.no_uncorrected_ecc(facts).cause == "ecc_uncorrected"
+    assert rules.driver_and_cuda(facts, "550.0", None).cause == "driver_too_old"
+
+
+@pytest.mark.parametrize(("name", "cause"), [("sim-driver-mismatch", "driver_library_mismatch"),
+                                             ("sim-hung-nvidia-smi", "nvidia_smi_timeout")])
+def test_nvidia_smi_failure_transcripts_are_classified(name, cause):
+    assert rules.gpu_matches_order(load(name), {"gpu": "RTX 4090"}).cause == cause
+
+
+def test_oom_and_full_disk_transcript_fails_log_and_disk_rules():
+    facts = load("sim-oom-full-disk")
+    assert rules.log_tail_clean(facts, "runtime.log").cause == "cuda_oom"
+    assert rules.disk_has_room(facts, "/workspace", 7 * 2**30, 10).cause == "disk_full"
