@@ -120,3 +120,28 @@ def test_offline_without_a_transcript_says_how_to_record_one(pytester, world):
     result = run_checks(pytester, world, "--cassettes", str(pytester.path / "empty"), mode="offline")
     result.stdout.fnmatch_lines(["FAILED*test_host_reachable[[]dep_new[]]*no probe transcript*--gpu-mode record*"])
     assert world.hosts["dep_new"].stats["ssh_connections"] == 0
+
+
+def test_a_missing_recording_is_not_counted_as_a_deployment_failure(pytester, world):
+    world.add("dep_new")
+    for _ in range(2):
+        result = run_checks(pytester, world, "--cassettes", str(pytester.path / "empty"), mode="offline")
+        result.stdout.fnmatch_lines(["*dep_new: NOT judged: host_reachable: no_transcript*"])
+    deployment = world.deployment("dep_new")
+    assert deployment["status"] == "health-checking" and deployment.get("health") is None
+
+
+def test_trust_on_first_use_is_an_opt_in_recorded_in_connections(pytester, world):
+    host = world.add("dep_tofu")
+    host.known_hosts_path.write_text("")
+    refused = run_checks(pytester, world, "-k", "host_reachable")
+    refused.stdout.fnmatch_lines(["*dep_tofu: NOT judged*",
+                                  "FAILED*test_host_reachable[[]dep_tofu[]]*host_key_unknown*"])
+    with world.registry.update("connections.json") as doc:
+        doc["connections"] = [{"target": "dep_tofu", "kind": "ssh", "trust_on_first_use": True}]
+    run_checks(pytester, world).assert_outcomes(passed=12, skipped=2)
+    entry = world.registry.items("connections.json")[0]
+    assert entry["host_key"].startswith("ecdsa-sha2-nistp256 SHA256:")
+    assert entry["last_probe"]["result"] == "exit 0"
+    assert f"[127.0.0.1]:{host.ssh_port}" in host.known_hosts_path.read_text()
+    assert world.deployment("dep_tofu")["status"] == "ready"

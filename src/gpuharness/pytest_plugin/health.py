@@ -36,6 +36,9 @@ REQUIRED_CHECKS: Final = (
 #: Checks that may be skipped (with a reason) without blocking `ready`: no torch, no running job.
 OPTIONAL_CHECKS: Final = frozenset({"cuda_smoke_test", "job_progress_advanced"})
 AWAITING: Final = frozenset({"health-checking"})
+#: Failures of the harness's inputs (no recording, no route, a key never verified), not of the deployment:
+#: reported, never counted.
+NOT_JUDGED: Final = frozenset({"no_transcript", "bad_transcript", "no_recording", "no_route", "host_key_unknown"})
 PROPERTY: Final = "gpuharness_health"
 SECRET_PATTERNS: Final = (
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
@@ -193,7 +196,10 @@ def cached_probe(config: pytest.Config, registry: Registry, deployment: dict[str
         if _mode(config) is cassette.Mode.OFFLINE:
             entry = offline_probe(config, deployment["id"])
         else:
-            entry = live_probe(config, registry, deployment)
+            try:
+                entry = live_probe(config, registry, deployment)
+            except UserError as exc:  # no usable route recorded: the registry needs fixing, not the host
+                entry = {"route": None, "error": {"kind": "no_route", "message": exc.line()}}
         entry["probed_at"] = now_ts()
         target.write_text(json.dumps(entry))
         return entry
@@ -405,6 +411,13 @@ class ReadyGate:
             verdict = "failed" if failures else "passed"
             self.decisions.append(f"{deployment_id}: health {verdict}; status {status} left as is "
                                   "(only health-checking deployments are gated)")
+            return
+        unjudged = [(name, result) for name, result in failures if result.cause in NOT_JUDGED]
+        if unjudged:
+            name, result = unjudged[0]
+            self.decisions.append(f"{deployment_id}: NOT judged: {name}: {result.cause} (a recording, route or "
+                                  "verified host key is missing: not a deployment failure); status left "
+                                  "health-checking")
             return
         if failures:
             name, result = failures[0]
