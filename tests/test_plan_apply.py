@@ -84,3 +84,20 @@ def test_apply_stops_when_the_person_declines_a_mutation(live, tmp_path):
         apply_plan(plan, _context(registry, said), artifacts=tmp_path / "artifacts", ask=lambda _q: False)
     assert said and said[-1].startswith("s1 LAUNCH")
     assert sim.stats()["launches"] == 0
+
+
+def test_apply_refuses_a_plan_edited_after_its_rehearsal(live, tmp_path):
+    sim, registry, plan, said = live
+    plan["cassette"] = "plan.yaml"
+    plan["steps"][0]["spec"]["image"] = "evil/miner:latest"
+    with pytest.raises(UserError, match=r"step s1 \(launch gh-plan-apply-1\): rule replay: the recorded calls do "
+                                        r"not carry 'evil/miner:latest'"):
+        apply_plan(plan, _context(registry, said), artifacts=tmp_path / "artifacts", plan_path=tmp_path / "p.json")
+    assert sim.stats()["launches"] == 0
+
+
+def test_apply_with_the_rehearsed_cassette_applies(live, tmp_path):
+    sim, registry, plan, said = live
+    plan["cassette"] = "plan.yaml"
+    apply_plan(plan, _context(registry, said), artifacts=tmp_path / "artifacts", plan_path=tmp_path / "p.json")
+    assert sim.stats()["launches"] == 1

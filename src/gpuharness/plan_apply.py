@@ -14,7 +14,18 @@ from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.provision import ProvisionRequest, provision, stop_condition
 from gpuharness.operations.retrieve import retrieve
-from gpuharness.plan import MUTATIONS, RULES, PlanContext, check, fingerprint, step_label, target_text
+from gpuharness.plan import (
+    APPLIES,
+    MUTATIONS,
+    RULES,
+    PlanContext,
+    cassette_of,
+    check,
+    fingerprint,
+    step_label,
+    target_text,
+)
+from gpuharness.plan_replay import replay_calls
 from gpuharness.policy import Policy
 from gpuharness.providers.base import KEY_PREFIX, Provider
 from gpuharness.spend import today_and_month
@@ -37,7 +48,7 @@ def disclosure(step: dict[str, Any], found: Inventory) -> str:
             f"stop={stop_condition(step.get('stop_condition')) if step['action'] in ('launch', 'start') else '-'}")
 
 
-def _refusals(plan: dict[str, Any], ctx: Context, found: Inventory) -> list[str]:
+def _refusals(plan: dict[str, Any], ctx: Context, found: Inventory, plan_path: Path | None) -> list[str]:
     problems = []
     for step in plan["steps"]:
         if step["action"] == "run":
@@ -49,17 +60,29 @@ def _refusals(plan: dict[str, Any], ctx: Context, found: Inventory) -> list[str]
                                 f"answer is reconciled by it (got key {key!r}, deployment {dep_id!r})")
     records = list(Ledger(ctx.registry.ledger_path).records())
     today, month = today_and_month(records)
+    rules = [r for r in RULES if r != "replay"]
+    replay: dict[str, str | None] = {s["id"]: None for s in plan["steps"]}
+    if plan_path is not None:
+        # the rehearsed calls must still replay: the plan was not edited since `plan make`
+        recorded = cassette_of(plan, plan_path)
+        if recorded is None or not recorded.exists():
+            problems.append(f"{plan_path}: the plan's cassette {recorded} is missing, so its calls cannot be "
+                            "replayed; make the plan again")
+        else:
+            replay = dict(replay_calls(plan["steps"], recorded))
+            rules = list(RULES)
     verify = PlanContext(plan, found, ctx.registry.deployments(), Policy(ctx.registry.policy_document()),
-                         today, month, now=ctx.now(), replay={s["id"]: None for s in plan["steps"]})
-    problems += [p for step in plan["steps"] for rule in RULES if rule != "replay"
-                 and (p := check(step, rule, verify)) is not None]
+                         today, month, now=ctx.now(), replay=replay)
+    problems += [p for step in plan["steps"] for rule in rules
+                 if step["action"] in APPLIES[rule] and (p := check(step, rule, verify)) is not None]
     return problems
 
 
-def apply_plan(plan: dict[str, Any], ctx: Context, *, artifacts: Path,
-               ask: Callable[[str], bool] | None = None) -> list[str]:
+def apply_plan(plan: dict[str, Any], ctx: Context, *, artifacts: Path, ask: Callable[[str], bool] | None = None,
+               plan_path: Path | None = None) -> list[str]:
     """Apply every step in order. Before any mutation: list every provider once (one client each), refuse if
-    the fingerprint changed (a stale plan) or a rule fails against the live inventory. Returns what was done."""
+    the fingerprint changed (a stale plan) or a rule fails against the live inventory (with plan_path, the
+    rehearsed calls must also replay from the plan's cassette). Returns what was done."""
     registry = ctx.registry
     entries = listed_providers(registry.providers())
     providers: dict[str, Provider] = {str(e["name"]): ctx.providers(e) for e in entries}
@@ -71,7 +94,7 @@ def apply_plan(plan: dict[str, Any], ctx: Context, *, artifacts: Path,
             raise UserError(f"stale plan: the registry or the provider inventory changed since it was made "
                             f"(fingerprint {plan['fingerprint'][:19]}… is now {now[:19]}…)", place="fingerprint",
                             hint="make the plan again; nothing was applied")
-        problems = _refusals(plan, ctx, found)
+        problems = _refusals(plan, ctx, found, plan_path)
         if problems:
             more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
             raise UserError(f"the plan does not verify against the live state: {problems[0]}{more}",

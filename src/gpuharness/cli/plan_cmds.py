@@ -187,7 +187,8 @@ def cmd_plan_apply(args: argparse.Namespace) -> int:
 
     registry = Registry.locate(args.registry)
     plan = load_plan(args.file)
-    done = apply_plan(plan, cli_context(registry), artifacts=args.artifacts, ask=None if args.yes else _ask)
+    done = apply_plan(plan, cli_context(registry), artifacts=args.artifacts, ask=None if args.yes else _ask,
+                      plan_path=args.file)
     emit(args, {"applied": done}, "\n".join(f"applied {line}" for line in done) or "nothing applied")
     return 0
 
