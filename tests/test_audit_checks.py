@@ -411,7 +411,8 @@ def test_artifact_synced_after_destroy_fails(pytester, reg):
     append(reg / "jobs.jsonl", correction(job, artifacts=late))
     result = audit(pytester, reg)
     assert failed(result) == ["test_artifacts_synced_before_destroy[dep_h3_01]"]
-    says(result, [f"*job {job['id']}: artifacts synced * s after deployment dep_h3_01 was destroyed*"])
+    says(result, [f"*job {job['id']}: artifacts synced at 2026-11-28T00:00:00.000Z, * s after deployment dep_h3_01 "
+                  "was destroyed*"])
 
 
 def test_artifact_never_synced_before_destroy_fails(pytester, reg):

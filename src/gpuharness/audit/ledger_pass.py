@@ -6,10 +6,10 @@ yields a ChunkResult, and `merge` folds them in file order (cross-range sequence
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import multiprocessing
 import os
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,15 +20,16 @@ import orjson
 
 from gpuharness import schema
 from gpuharness.audit.secrets import find_secrets, line_of
+from gpuharness.clock import format_ts
 from gpuharness.ledger import TERMINAL, sequence_problem
 
-BLOCK = 8 << 20
+BLOCK = 4 << 20
 #: Below this size a ledger is scanned in-process; above it, in one process per CPU.
 PARALLEL_MIN_BYTES = 16 << 20
 
 #: (status, cost_usd, UTC day, provider, gpu, deployment_id, artifacts) of a job's current line.
 #: artifacts: None (none listed), "!name" (an artifact neither synced nor discarded) or the latest synced_at
-#: as a POSIX timestamp (float).
+#: in canonical form (see canonical_ts).
 JobState = tuple[str, float, str, str, str, str, Any]
 
 RULES = ("ledger:schema", "ledger:torn", "job:completed-after-started", "job:duration-agrees",
@@ -64,11 +65,19 @@ class ChunkResult:
     torn: tuple[int, int] | None = None
 
 
+_parse = datetime.fromisoformat
+
+
 def _epoch(text: str) -> float:
     moment = datetime.fromisoformat(text)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
+
+
+def _epoch_lenient(text: str) -> float:
+    """RFC 3339 also allows a lowercase t/z and naive-looking forms; normalize before parsing."""
+    return _epoch(text.upper().replace(" ", "T"))
 
 
 def utc_day(stamp: str) -> str:
@@ -84,24 +93,31 @@ def utc_day(stamp: str) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d")
 
 
-def _artifacts_state(artifacts: list[dict[str, Any]]) -> Any:
-    latest: float | None = None
+def canonical_ts(text: str) -> str:
+    """A timestamp as YYYY-MM-DDTHH:MM:SS.mmmZ (UTC), so that string order is time order."""
+    if len(text) == 24 and text[-1] == "Z" and text[10] == "T":
+        return text
+    return format_ts(datetime.fromisoformat(text.upper().replace(" ", "T")))
+
+
+def _artifacts_state(artifacts: list[dict[str, Any]]) -> str | None:
+    latest = ""
     for artifact in artifacts:
         if artifact.get("discarded") is True:
             continue
         synced = artifact.get("synced_at")
         if not synced:
             return "!" + str(artifact.get("name"))
-        moment = _epoch(synced)
-        if latest is None or moment > latest:
-            latest = moment
-    return latest
+        synced = canonical_ts(synced)
+        if synced > latest:
+            latest = synced
+    return latest or None
 
 
 class _Scanner:
-    """The per-line rules, applied to one range."""
+    """The per-line rules, applied to one range (the hot loop of the audit: keep it lean)."""
 
-    __slots__ = ("ctx", "days", "initial", "known_start", "result")
+    __slots__ = ("ctx", "days", "initial", "is_valid", "known_start", "last_ts", "result", "strings")
 
     def __init__(self, ctx: PassContext, initial: dict[str, JobState] | None, known_start: bool) -> None:
         self.ctx = ctx
@@ -109,6 +125,10 @@ class _Scanner:
         self.known_start = known_start
         self.result = ChunkResult()
         self.days: dict[str, str] = {}
+        self.strings: dict[str, str] = {}
+        #: per deployment, the latest canonical (YYYY-MM-DDTHH:MM:SS.mmmZ) ts string; others are parsed
+        self.last_ts: dict[str, str] = {}
+        self.is_valid = schema.fast_validator("job").is_valid
 
     def note(self, rule: str, lineno: int, message: str) -> None:
         counts = self.result.counts
@@ -117,57 +137,68 @@ class _Scanner:
         if seen < self.ctx.max_examples:
             self.result.findings.append((rule, lineno, message))
 
-    def line(self, lineno: int, raw: bytes) -> None:
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            self.note("ledger:torn", lineno, f"not valid JSON ({exc}); a torn or merged write in the middle of "
-                      "the ledger. Move the fragment out (keep a copy) and re-append the job's line")
-            return
-        if type(record) is not dict:
-            self.note("ledger:torn", lineno, "a ledger line must be a JSON object; move it out of jobs.jsonl")
-            return
-        if not schema.is_valid_fast("job", record):
-            errors, _ = schema.check("job", record)
-            detail = "; ".join(f"{e.json_path}: {e.message}" for e in errors[:3]) or "schema mismatch"
-            self.note("ledger:schema", lineno, f"job {record.get('id')!r} does not match the job schema: {detail}. "
-                      "Append a correction line with the right fields (never edit the line)")
-            return
-        self.job(lineno, record)
+    def lines(self, raws: list[bytes], lineno: int) -> int:
+        """Check each line; `lineno` is the number of the line before the first. Returns the last number."""
+        loads = orjson.loads
+        decode_error = orjson.JSONDecodeError
+        is_valid = self.is_valid
+        job = self.job
+        for raw in raws:
+            lineno += 1
+            try:
+                record = loads(raw)
+            except decode_error as exc:
+                self.note("ledger:torn", lineno, f"not valid JSON ({exc}); a torn or merged write in the middle "
+                          "of the ledger. Move the fragment out (keep a copy) and re-append the job's line")
+                continue
+            if type(record) is not dict:
+                self.note("ledger:torn", lineno, "a ledger line must be a JSON object; move it out of jobs.jsonl")
+                continue
+            if not is_valid(record):
+                errors, _ = schema.check("job", record)
+                detail = "; ".join(f"{e.json_path}: {e.message}" for e in errors[:3]) or "schema mismatch"
+                self.note("ledger:schema", lineno, f"job {record.get('id')!r} does not match the job schema: "
+                          f"{detail}. Append a correction line with the right fields (never edit the line)")
+                continue
+            job(lineno, record)
+        return lineno
 
     def job(self, lineno: int, record: dict[str, Any]) -> None:
         result = self.result
+        jobs = result.jobs
+        get = record.get
+        strings = self.strings
         job_id: str = record["id"]
-        status: str = sys.intern(record["status"])
-        deployment: str = sys.intern(record["deployment_id"])
-        result.deployments.add(deployment)
-        previous = result.jobs.get(job_id)
+        status: str = record["status"]
+        status = strings.setdefault(status, status)
+        deployment: str = record["deployment_id"]
+        deployment = strings.setdefault(deployment, deployment)
+        previous = jobs.get(job_id)
         if previous is None and self.initial is not None:
             previous = self.initial.get(job_id)
-        correction = record.get("correction")
+        correction = get("correction")
         if previous is not None:
             if correction or previous[0] in TERMINAL or previous[5] != deployment:
                 problem = sequence_problem({"status": previous[0], "deployment_id": previous[5]}, record)
                 if problem:
                     self.note("job:only-corrections-after-terminal", lineno,
                               f"{problem}. Append a correction line instead")
-        elif self.known_start or job_id in result.jobs:
+        elif self.known_start:
             if correction:
                 self.note("job:only-corrections-after-terminal", lineno,
                           f"job {job_id}: a correction needs an earlier line of the same job")
         elif job_id not in result.firsts:
             result.firsts[job_id] = (lineno, {"id": job_id, "status": status, "deployment_id": deployment,
-                                              "correction": correction, "reason": record.get("reason")})
+                                              "correction": correction, "reason": get("reason")})
 
-        started = record.get("started_at")
-        completed = record.get("completed_at")
-        duration = record.get("duration_s")
-        if status == "completed" and not (started and completed):
-            missing = " and ".join(n for n, v in (("started_at", started), ("completed_at", completed)) if not v)
-            self.note("job:completed-after-started", lineno,
-                      f"job {job_id} is completed but has no {missing}; append a correction with both times")
-        if started and completed:
-            elapsed = _epoch(completed) - _epoch(started)
+        started = get("started_at")
+        completed = get("completed_at")
+        duration = get("duration_s")
+        if completed and started:
+            try:
+                elapsed = (_parse(completed) - _parse(started)).total_seconds()
+            except (ValueError, TypeError):
+                elapsed = _epoch_lenient(completed) - _epoch_lenient(started)
             if elapsed < 0:
                 self.note("job:completed-after-started", lineno,
                           f"job {job_id}: completed_at {completed} is {-elapsed:.1f} s before started_at {started}; "
@@ -176,32 +207,53 @@ class _Scanner:
                 self.note("job:duration-agrees", lineno,
                           f"job {job_id}: duration_s {duration:g} but completed_at − started_at = {elapsed:.1f} s; "
                           "append a correction with the measured duration")
-        cost = record.get("cost_usd")
+        elif status == "completed":
+            missing = " and ".join(n for n, v in (("started_at", started), ("completed_at", completed)) if not v)
+            self.note("job:completed-after-started", lineno,
+                      f"job {job_id} is completed but has no {missing}; append a correction with both times")
+        cost = get("cost_usd")
         if duration is not None and cost is not None:
-            rate = self.ctx.cost_hr.get(deployment)
+            ctx = self.ctx
+            rate = ctx.cost_hr.get(deployment)
             if rate is not None:
                 expected = duration * rate / 3600.0
-                if abs(cost - expected) > self.ctx.abs_tol + self.ctx.rel_tol * expected:
+                if abs(cost - expected) > ctx.abs_tol + ctx.rel_tol * expected:
                     self.note("job:cost-matches-rate", lineno,
                               f"job {job_id}: cost_usd {cost:.6f} but duration_s {duration:g} × cost_hr "
-                              f"{rate:g} / 3600 = {expected:.6f} (tolerance ${self.ctx.abs_tol:g} + "
-                              f"{self.ctx.rel_tol:.0%}); fix the rate in deployments.json or append a correction")
-        if status == "failed" and not record.get("error"):
+                              f"{rate:g} / 3600 = {expected:.6f} (tolerance ${ctx.abs_tol:g} + "
+                              f"{ctx.rel_tol:.0%}); fix the rate in deployments.json or append a correction")
+        if status == "failed" and not get("error"):
             self.note("job:failed-has-error", lineno,
                       f"job {job_id} failed without an error; append a correction with the error text")
 
-        stamp = completed or started or record["ts"]
-        day = self.days.get(stamp[:10] if stamp.endswith("Z") else stamp)
+        ts: str = record["ts"]
+        stamp = completed or started or ts
+        key = stamp[:10] if stamp[-1] == "Z" else stamp
+        day = self.days.get(key)
         if day is None:
             day = utc_day(stamp)
-            self.days[stamp[:10] if stamp.endswith("Z") else stamp] = day
-        artifacts = record.get("artifacts")
-        result.jobs[job_id] = (status, float(cost or 0.0), day, sys.intern(record.get("provider") or "?"),
-                               sys.intern(record.get("gpu") or "?"), deployment,
-                               _artifacts_state(artifacts) if artifacts else None)
-        moment = _epoch(record["ts"])
-        if moment > result.last_activity.get(deployment, 0.0):
-            result.last_activity[deployment] = moment
+            self.days[key] = day
+        artifacts = get("artifacts")
+        provider = get("provider") or "?"
+        gpu = get("gpu") or "?"
+        jobs[job_id] = (status, float(cost or 0.0), day, strings.setdefault(provider, provider),
+                        strings.setdefault(gpu, gpu), deployment, _artifacts_state(artifacts) if artifacts else None)
+        if len(ts) == 24 and ts[-1] == "Z":
+            if ts > self.last_ts.get(deployment, ""):
+                self.last_ts[deployment] = ts
+        else:
+            moment = _epoch(ts)
+            if moment > result.last_activity.get(deployment, 0.0):
+                result.last_activity[deployment] = moment
+
+    def finish(self) -> None:
+        """Fold the canonical last-ts strings into last_activity."""
+        activity = self.result.last_activity
+        for deployment, ts in self.last_ts.items():
+            moment = _epoch(ts)
+            if moment > activity.get(deployment, 0.0):
+                activity[deployment] = moment
+        self.result.deployments = set(activity) | set(self.last_ts)
 
     def block_secrets(self, data: bytes, first_lineno: int) -> None:
         for hit in find_secrets(data):
@@ -213,6 +265,17 @@ class _Scanner:
 def scan_range(ctx: PassContext, start: int, end: int, initial: dict[str, JobState] | None = None,
                known_start: bool = True) -> ChunkResult:
     """Scan bytes [start, end) of the ledger; `end` is a line boundary or the end of the file."""
+    collecting = gc.isenabled()
+    gc.disable()  # the pass creates no cycles; generational scans of the growing job table would dominate
+    try:
+        return _scan_range(ctx, start, end, initial, known_start)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _scan_range(ctx: PassContext, start: int, end: int, initial: dict[str, JobState] | None,
+                known_start: bool) -> ChunkResult:
     scanner = _Scanner(ctx, initial, known_start)
     result = scanner.result
     lineno = 0
@@ -229,13 +292,15 @@ def scan_range(ctx: PassContext, start: int, end: int, initial: dict[str, JobSta
             cut = data.rfind(b"\n") + 1
             head, carry = data[:cut], data[cut:]
             scanner.block_secrets(head, lineno + 1)
-            line = scanner.line
-            for raw in head.split(b"\n")[:-1]:
-                lineno += 1
-                line(lineno, raw)
+            lines = head.split(b"\n")
+            lines.pop()
+            del head, data
+            lineno = scanner.lines(lines, lineno)
+            del lines
     if carry:
         scanner.block_secrets(carry, lineno + 1)
         result.torn = (lineno + 1, len(carry))
+    scanner.finish()
     result.lines = lineno
     return result
 

@@ -18,6 +18,7 @@ from gpuharness.audit.findings import Finding
 from gpuharness.audit.ledger_pass import (
     ChunkResult,
     PassContext,
+    canonical_ts,
     complete_length,
     scan_parallel,
     scan_range,
@@ -356,7 +357,7 @@ def _spend(run: AuditRun, touched: Iterable[str] | None) -> None:
 def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None:
     policy = run.policy
     deployments = run.deployments()
-    destroyed_at: dict[str, float] = {}
+    destroyed_at: dict[str, str] = {}
     for d in deployments:
         dep = str(d.get("id"))
         rule = f"history:destroyed-at:{dep}"
@@ -366,7 +367,7 @@ def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None
                 run.add(rule, f"deployment {dep}", "status is destroyed but destroyed_at is missing; record when it "
                         "was destroyed (see transitions.jsonl)")
             else:
-                destroyed_at[dep] = when
+                destroyed_at[dep] = canonical_ts(str(d.get("destroyed_at")))
                 created = _ts(d.get("created_at"))
                 if created is not None and when < created:
                     run.add(rule, f"deployment {dep}",
@@ -387,13 +388,16 @@ def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None
         if gone is None:
             continue
         rule = f"history:artifacts-synced:{deployment}"
-        if isinstance(artifacts, str):
+        if artifacts is None:
+            pass
+        elif artifacts.startswith("!"):
             run.add(rule, f"job {job_id}", f"artifact {artifacts[1:]!r} was never synced (no synced_at) before "
                     f"deployment {deployment} was destroyed; sync it if a copy exists, else record discarded: true "
                     "in a correction line")
-        elif isinstance(artifacts, float) and artifacts > gone + 1e-3:
-            run.add(rule, f"job {job_id}", f"artifacts synced {artifacts - gone:.0f} s after deployment {deployment} "
-                    "was destroyed; outputs die with the instance: sync before destroy")
+        elif artifacts > gone:
+            late = (parse_ts(artifacts) - parse_ts(gone)).total_seconds()
+            run.add(rule, f"job {job_id}", f"artifacts synced at {artifacts}, {late:.0f} s after deployment "
+                    f"{deployment} was destroyed ({gone}); outputs die with the instance: sync before destroy")
         if status not in TERMINAL:
             run.add(rule, f"job {job_id}", f"still {status} on destroyed deployment {deployment}; its outputs died "
                     "with the instance: append an interrupted (or failed) line")

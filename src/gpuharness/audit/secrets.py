@@ -21,10 +21,10 @@ PATTERNS: tuple[tuple[str, re.Pattern[bytes]], ...] = (
     ("password", re.compile(rb"(?i:password)=(?P<value>[^\s\"'&,;]+)")),
 )
 
-#: Cheap lowercase literals; the regular expressions only run on text that holds one of them.
-TRIGGERS: tuple[bytes, ...] = (b"rpa_", b"private key", b"bearer", b"api_key", b"apikey", b"api-key",
-                               b"access_token", b"access-token", b"auth_token", b"auth-token", b"secret", b"passw",
-                               b"passphrase")
+#: Literals that every secret above contains: case-sensitive ones, then ones looked up in lowercased text.
+#: Only the lines holding one of them are matched against PATTERNS, so clean text costs a few fast scans.
+RAW_NEEDLES: tuple[bytes, ...] = (b"rpa_", b"PRIVATE KEY")
+LOWER_NEEDLES: tuple[bytes, ...] = (b"bearer", b"api", b"token", b"secret", b"pass")
 
 #: Values that are placeholders left by scrubbing, not secrets.
 PLACEHOLDERS = frozenset({b"redacted", b"***", b"filtered", b"<redacted>", b"xxxxxxxx", b"changeme-not-a-secret"})
@@ -46,24 +46,40 @@ def redact(value: bytes) -> str:
     return f"{text[:4]}… ({len(text)} chars)"
 
 
-def might_hold_secret(data: bytes) -> bool:
-    """A fast pre-filter: whether data contains any trigger literal (case-insensitive)."""
-    low = data.lower()
-    return any(trigger in low for trigger in TRIGGERS)
+def candidate_lines(data: bytes) -> list[tuple[int, int]]:
+    """(start, end) byte spans of the lines of data that hold a needle, in order."""
+    spans: set[tuple[int, int]] = set()
+
+    def collect(haystack: bytes, needle: bytes) -> None:
+        position = haystack.find(needle)
+        while position >= 0:
+            start = haystack.rfind(b"\n", 0, position) + 1
+            end = haystack.find(b"\n", position)
+            end = len(haystack) if end < 0 else end
+            spans.add((start, end))
+            position = haystack.find(needle, end)
+
+    for needle in RAW_NEEDLES:
+        collect(data, needle)
+    lowered = data.lower()
+    for needle in LOWER_NEEDLES:
+        collect(lowered, needle)
+    return sorted(spans)
 
 
 def find_secrets(data: bytes) -> Iterator[SecretHit]:
-    """Every secret in data, in order of kind."""
-    if not might_hold_secret(data):
-        return
-    for kind, pattern in PATTERNS:
-        for match in pattern.finditer(data):
-            value = match.group("value")
-            if value.lower().strip(b"<>") in PLACEHOLDERS or value.lower() in PLACEHOLDERS:
-                continue
-            if value.startswith((b"${", b"$")) or set(value) <= set(b"*xX."):
-                continue
-            yield SecretHit(kind, match.start("value"), redact(value))
+    """Every secret in data, line by line."""
+    for start, end in candidate_lines(data):
+        segment = data[start:end]
+        for kind, pattern in PATTERNS:
+            for match in pattern.finditer(segment):
+                value = match.group("value")
+                lowered = value.lower()
+                if lowered in PLACEHOLDERS or lowered.strip(b"<>") in PLACEHOLDERS:
+                    continue
+                if value.startswith(b"$") or set(value) <= set(b"*xX."):
+                    continue
+                yield SecretHit(kind, start + match.start("value"), redact(value))
 
 
 def line_of(data: bytes, offset: int) -> int:

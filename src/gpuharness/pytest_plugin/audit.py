@@ -34,9 +34,9 @@ def audit_now() -> datetime:
 
 
 def is_audit_path(path: Path) -> bool:
-    """Whether a collected file belongs to the audit suite (checks/audit/...)."""
+    """Whether a collected file belongs to the audit suite (checks/audit/, or gpuharness/_checks/audit/ in a wheel)."""
     parts = path.parts
-    return any(a == "checks" and b == "audit" for a, b in itertools.pairwise(parts))
+    return any(a in ("checks", "_checks") and b == "audit" for a, b in itertools.pairwise(parts))
 
 
 def audit_run(config: pytest.Config) -> AuditRun:

@@ -14,7 +14,8 @@ REPORTS_DIR = "reports"
 
 
 def suite_name(args: list[str], invocation_dir: Path) -> str | None:
-    """The suite of the collected paths: `audit` for checks/audit/..., joined with '+' for several."""
+    """The suite of the collected paths: `audit` for checks/audit/... (or _checks/audit/ in a wheel), joined with
+    '+' for several."""
     suites: list[str] = []
     for arg in args:
         path = Path(arg.split("::")[0])
@@ -22,7 +23,7 @@ def suite_name(args: list[str], invocation_dir: Path) -> str | None:
             path = invocation_dir / path
         parts = path.resolve().parts
         for index, part in enumerate(parts):
-            if part == "checks":
+            if part in ("checks", "_checks"):
                 name = parts[index + 1] if index + 1 < len(parts) else "checks"
                 name = name.removesuffix(".py")
                 if name not in suites:

@@ -1,0 +1,176 @@
+"""Benchmark the audit of a big ledger against DuckDB's bare sum and the jq spend command.
+
+    python bench/ledger_audit.py                 # 1,000,000 lines (~450 MB) in a temp dir (heavy: minutes)
+    python bench/ledger_audit.py --lines 100000  # a quick run
+
+In one run it generates a registry and ledger consistent with its policy (fixtures/make_demo.py), then times:
+the full audit (`pytest checks/audit --registry DIR` as a subprocess, with its peak RSS), DuckDB's
+`SELECT sum(cost_usd) FROM read_ndjson_auto(...)`, the jq command
+`jq -s 'map(select(.status=="completed")) | map(.cost_usd // 0) | add'`, and, after appending 10,000 lines,
+the incremental audit. It prints the figures and the ratios against the targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "fixtures"))
+
+import make_demo  # noqa: E402
+
+NOW = "2026-11-30T18:10:00Z"
+
+
+def run_child(command: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> tuple[float, float, int, str]:
+    """Run a command; return (seconds, peak RSS in MB of it and its descendants, exit code, output tail)."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = start + timeout
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                process.kill()
+                pid, status, usage = os.wait4(process.pid, 0)
+                break
+            time.sleep(0.01)
+        seconds = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        tail = out.read().decode("utf-8", "replace")[-3000:]
+    return seconds, usage.ru_maxrss / 1024.0, process.returncode, tail
+
+
+def audit_command(registry: Path) -> list[str]:
+    return [sys.executable, "-m", "pytest", str(REPO / "checks" / "audit"), "--registry", str(registry), "-q",
+            "-p", "no:cacheprovider"]
+
+
+def append_jobs(registry: Path, lines: int) -> None:
+    """Append `lines` new ledger lines: short jobs on a live deployment, consistent with its cost_hr."""
+    deployments = json.loads((registry / "deployments.json").read_text())["deployments"]
+    live = next(d for d in deployments if d["status"] == "running")
+    rate = float(live["cost_hr"])
+    origin = make_demo.END - make_demo.timedelta(minutes=50)
+    with open(registry / "jobs.jsonl", "ab") as ledger:
+        written = 0
+        number = 0
+        while written < lines:
+            number += 1
+            started = origin + make_demo.timedelta(milliseconds=number * 700)
+            completed = started + make_demo.timedelta(seconds=12)
+            base = {"id": f"J-inc-{number:07d}", "deployment_id": live["id"], "provider": live["provider"],
+                    "model": live["model"], "workflow": live["workflow"], "workflow_version": 1, "gpu": live["gpu"],
+                    "inputs": {"prompt": "incremental benchmark job", "seed": number}}
+            records = [{**base, "status": "queued", "ts": make_demo.ts(started)},
+                       {**base, "status": "running", "started_at": make_demo.ts(started), "ts": make_demo.ts(started)},
+                       {**base, "status": "completed", "started_at": make_demo.ts(started),
+                        "completed_at": make_demo.ts(completed), "duration_s": 12.0,
+                        "cost_usd": round(12.0 * rate / 3600.0, 6), "ts": make_demo.ts(completed)}]
+            for record in records[: lines - written]:
+                ledger.write(orjson.dumps(record) + b"\n")
+                written += 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lines", type=int, default=1_000_000, help="ledger lines to generate (default 1,000,000)")
+    parser.add_argument("--append", type=int, default=10_000, help="lines appended before the incremental audit")
+    parser.add_argument("--workdir", type=Path, default=None, help="where to build (default: a temp dir, removed)")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir")
+    parser.add_argument("--jq-timeout", type=float, default=900.0)
+    args = parser.parse_args()
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gh-bench-"))
+    registry = workdir / "registry"
+    if registry.exists():
+        shutil.rmtree(registry)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["GPUHARNESS_AUDIT_NOW"] = NOW
+    env.pop("GPUHARNESS_REGISTRY", None)
+    figures: dict[str, float] = {}
+    try:
+        started = time.perf_counter()
+        built = make_demo.build(registry, lines=args.lines)
+        ledger = registry / "jobs.jsonl"
+        size_mb = ledger.stat().st_size / 1e6
+        print(f"generated {int(built['ledger_lines']):,} lines, {size_mb:,.0f} MB in "
+              f"{time.perf_counter() - started:.1f} s ({registry})", flush=True)
+
+        # Warm-up on a copy of the small demo: compiles bytecode and pytest's rewrite cache, as on any used machine.
+        warm = workdir / "warm"
+        shutil.copytree(make_demo.DEMO_DIR, warm, ignore=shutil.ignore_patterns("audit", "*.lock"), dirs_exist_ok=True)
+        run_child(audit_command(warm), cwd=workdir, env=env, timeout=600)
+        seconds, _, _, _ = run_child([sys.executable, "-m", "pytest", str(REPO / "checks" / "audit"), "--registry",
+                                      str(warm), "-q", "-p", "no:cacheprovider", "--co"],
+                                     cwd=workdir, env=env, timeout=600)
+        figures["pytest_collect_only_s"] = seconds
+
+        seconds, peak, code, tail = run_child(audit_command(registry), cwd=workdir, env=env, timeout=3600)
+        if code != 0:
+            print(tail)
+            raise SystemExit(f"the full audit failed (exit {code}); see above")
+        figures.update(full_audit_s=seconds, full_audit_peak_mb=peak)
+        print(f"full audit: {seconds:.2f} s, peak RSS {peak:.0f} MB", flush=True)
+
+        import duckdb
+
+        start = time.perf_counter()
+        total = duckdb.sql(f"SELECT sum(cost_usd) FROM read_ndjson_auto('{ledger}')").fetchall()[0]
+        figures["duckdb_sum_s"] = time.perf_counter() - start
+        print(f"duckdb sum(cost_usd): {figures['duckdb_sum_s']:.2f} s (= {total[0] if total else None})", flush=True)
+
+        append_jobs(registry, args.append)
+        seconds, peak, code, tail = run_child(audit_command(registry), cwd=workdir, env=env, timeout=3600)
+        if code != 0 or f"{args.append} validated (incremental)" not in tail:
+            print(tail)
+            raise SystemExit(f"the incremental audit failed or was not incremental (exit {code})")
+        figures.update(incremental_audit_s=seconds, incremental_audit_peak_mb=peak)
+        print(f"incremental audit after {args.append:,} new lines: {seconds:.2f} s, peak RSS {peak:.0f} MB", flush=True)
+
+        jq = shutil.which("jq")
+        if jq:
+            program = 'map(select(.status=="completed")) | map(.cost_usd // 0) | add'
+            seconds, peak, code, tail = run_child([jq, "-s", program, str(ledger)], cwd=workdir, env=env,
+                                                  timeout=args.jq_timeout)
+            figures.update(jq_s=seconds, jq_peak_mb=peak)
+            note = "" if code == 0 else f" (did not finish: exit {code}, killed at the timeout or out of memory)"
+            print(f"jq -s: {seconds:.2f} s, peak RSS {peak:.0f} MB{note}", flush=True)
+    finally:
+        if not args.keep and args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    ratio = {
+        "audit/duckdb": figures["full_audit_s"] / figures["duckdb_sum_s"],
+        "jq/audit": figures.get("jq_s", float("nan")) / figures["full_audit_s"],
+        "peak_mb": figures["full_audit_peak_mb"],
+        "incremental/full": figures["incremental_audit_s"] / figures["full_audit_s"],
+    }
+    print()
+    print(f"lines {args.lines:,}  ledger {size_mb:,.0f} MB  cpus {os.cpu_count()}")
+    for key, value in figures.items():
+        print(f"  {key:28} {value:10.2f}")
+    print(f"  audit/duckdb      {ratio['audit/duckdb']:6.2f}x   (target <= 3x)")
+    print(f"  jq/audit          {ratio['jq/audit']:6.2f}x   (target >= 5x)")
+    print(f"  peak MB           {ratio['peak_mb']:6.0f}    (target < 200)")
+    print(f"  incremental/full  {ratio['incremental/full']:6.1%}   (target < 10%)")
+    print(json.dumps({"lines": args.lines, **{k: round(v, 3) for k, v in figures.items()},
+                      **{k: round(v, 3) for k, v in ratio.items()}}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
