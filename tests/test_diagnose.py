@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gpuharness.diagnose import CAUSES, REMEDIES, classify_file, classify_lines, classify_text
+from gpuharness.diagnose import _RULES, CAUSES, REMEDIES, classify_file, classify_lines, classify_text
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 
@@ -219,3 +220,17 @@ def test_successful_history_json_is_not_a_failure():
 def test_text_that_only_looks_like_json_is_read_as_a_log():
     diagnosis = classify_text("{broken json\nOSError: [Errno 28] No space left on device\n")
     assert (diagnosis.cause, diagnosis.line_no) == ("disk_full", 2)
+
+
+def test_every_line_a_rule_matches_in_the_corpus_carries_one_of_its_anchors():
+    # the anchor pre-filter must never hide a match
+    lines = [line for path in LOGS.iterdir() if path.suffix == ".log"
+             for line in path.read_text(encoding="utf-8").splitlines()]
+    checked = 0
+    for _label, _strong, pattern, anchors in _RULES:
+        compiled = re.compile(pattern)
+        for line in lines:
+            if compiled.search(line):
+                checked += 1
+                assert any(anchor in line for anchor in anchors), (pattern, line)
+    assert checked > 30

@@ -70,69 +70,121 @@ _RETRYABLE: Final[dict[Cause, bool]] = {
     "disk_full": False, "unknown": True,
 }
 
-# (label, strong, pattern). Strong lines are decisive; weak ones only count when no strong line exists.
-_RULES: Final[tuple[tuple[str, bool, str], ...]] = (
+# (label, strong, pattern, anchors). Strong lines are decisive; weak ones only count when no strong line exists.
+# Anchors are literal substrings, one of which every match of the pattern contains: they let whole batches
+# of noise lines be skipped with fast substring scans instead of running the regexes on every line.
+_RULES: Final[tuple[tuple[str, bool, str, tuple[str, ...]], ...]] = (
     # -- CUDA OOM (GPU memory only) --
-    ("cuda_oom", True, r"CUDA out of memory"),
-    ("cuda_oom", True, r"OutOfMemoryError: Allocation on device"),
-    ("cuda_oom", True, r"!!! Exception during processing ?!!! Allocation on device"),
-    ("cuda_oom", True, r"CUDA (?:driver |runtime )?error: out of memory"),
-    ("cuda_oom", True, r"cuda runtime error \(2\) ?: ?out of memory"),
-    ("cuda_oom", True, r"HIP out of memory"),
-    ("cuda_oom", True, r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"),
-    ("cuda_oom", True, r"No available memory for the cache blocks"),
-    ("cuda_oom", True, r"Not enough memory to handle \d+ prefill tokens"),
-    ("cuda_oom", False, r"torch\.(?:cuda\.)?OutOfMemoryError"),
-    ("cuda_oom", False, r"This error means you ran out of memory on your GPU|Got an OOM, unloading all loaded models"),
-    ("cuda_oom", True, r"CUBLAS_STATUS_ALLOC_FAILED"),
+    ("cuda_oom", True, r"CUDA out of memory",
+     ('CUDA out of memory',)),
+    ("cuda_oom", True, r"OutOfMemoryError: Allocation on device",
+     ('Allocation on device',)),
+    ("cuda_oom", True, r"!!! Exception during processing ?!!! Allocation on device",
+     ('Allocation on device',)),
+    ("cuda_oom", True, r"CUDA (?:driver |runtime )?error: out of memory",
+     ('out of memory',)),
+    ("cuda_oom", True, r"cuda runtime error \(2\) ?: ?out of memory",
+     ('out of memory',)),
+    ("cuda_oom", True, r"HIP out of memory",
+     ('HIP out of memory',)),
+    ("cuda_oom", True, r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
+     ('CUDA_ERROR_OUT_OF_MEMORY', 'cudaErrorMemoryAllocation')),
+    ("cuda_oom", True, r"No available memory for the cache blocks",
+     ('No available memory for the cache blocks',)),
+    ("cuda_oom", True, r"Not enough memory to handle \d+ prefill tokens",
+     ('Not enough memory to handle',)),
+    ("cuda_oom", False, r"torch\.(?:cuda\.)?OutOfMemoryError",
+     ('OutOfMemoryError',)),
+    ("cuda_oom", False, r"This error means you ran out of memory on your GPU|Got an OOM, unloading all loaded models",
+     ('ran out of memory on your GPU', 'Got an OOM')),
+    ("cuda_oom", True, r"CUBLAS_STATUS_ALLOC_FAILED",
+     ('CUBLAS_STATUS_ALLOC_FAILED',)),
     # -- driver / runtime mismatch --
-    ("driver_mismatch", True, r"The NVIDIA driver on your system is too old"),
+    ("driver_mismatch", True, r"The NVIDIA driver on your system is too old",
+     ('driver on your system is too old',)),
     ("driver_mismatch", True, r"CUDA driver version is insufficient for CUDA runtime version"
-                              r"|cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER"),
+                              r"|cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER",
+     ('is insufficient for CUDA runtime', 'cudaErrorInsufficientDriver', 'CUDA_ERROR_INSUFFICIENT_DRIVER')),
     ("driver_mismatch", True, r"lib(?:cudart|cublas|cublasLt|cufft|curand|cusparse|cusolver|nvrtc|cudnn)"
-                              r"[^ :]*\.so[.0-9]*: cannot open shared object file"),
-    ("driver_mismatch", True, r"no kernel image is available for execution on the device"),
-    ("driver_mismatch", True, r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation"),
-    ("driver_mismatch", True, r"Torch not compiled with CUDA enabled"),
-    ("driver_mismatch", True, r"Driver/library version mismatch"),
-    ("driver_mismatch", True, r"unsatisfied condition: cuda ?>="),
-    ("driver_mismatch", True, r"forward compatibility was attempted on non supported HW"),
-    ("driver_mismatch", True, r"(?:libtorch_cuda|libcudart|libc10_cuda)[^ ]*\.so[^ ]*: undefined symbol"),
-    ("driver_mismatch", False, r"Found no NVIDIA driver on your system"),
+                              r"[^ :]*\.so[.0-9]*: cannot open shared object file",
+     ('cannot open shared object file',)),
+    ("driver_mismatch", True, r"no kernel image is available for execution on the device",
+     ('no kernel image is available',)),
+    ("driver_mismatch", True, r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation",
+     ('is not compatible with the current PyTorch installation',)),
+    ("driver_mismatch", True, r"Torch not compiled with CUDA enabled",
+     ('Torch not compiled with CUDA enabled',)),
+    ("driver_mismatch", True, r"Driver/library version mismatch",
+     ('Driver/library version mismatch',)),
+    ("driver_mismatch", True, r"unsatisfied condition: cuda ?>=",
+     ('unsatisfied condition: cuda',)),
+    ("driver_mismatch", True, r"forward compatibility was attempted on non supported HW",
+     ('forward compatibility was attempted',)),
+    ("driver_mismatch", True, r"(?:libtorch_cuda|libcudart|libc10_cuda)[^ ]*\.so[^ ]*: undefined symbol",
+     ('undefined symbol',)),
+    ("driver_mismatch", False, r"Found no NVIDIA driver on your system",
+     ('Found no NVIDIA driver',)),
     # -- ComfyUI custom node import --
-    ("custom_node_import", True, r"Cannot import .+ module for custom nodes"),
-    ("custom_node_import", True, r"\(IMPORT FAILED\)"),
-    ("custom_node_import", True, r"missing_node_type|The custom node may not be installed"),
-    ("custom_node_import", False, r"module for custom nodes due to the lack of NODE_CLASS_MAPPINGS"),
+    ("custom_node_import", True, r"Cannot import .+ module for custom nodes",
+     ('module for custom nodes',)),
+    ("custom_node_import", True, r"\(IMPORT FAILED\)",
+     ('IMPORT FAILED',)),
+    ("custom_node_import", True, r"missing_node_type|The custom node may not be installed",
+     ('missing_node_type', 'The custom node may not be installed')),
+    ("custom_node_import", False, r"module for custom nodes due to the lack of NODE_CLASS_MAPPINGS",
+     ('NODE_CLASS_MAPPINGS',)),
     # -- corrupt / truncated weights --
-    ("weights_corrupt", True, r"Error while deserializing header"),
-    ("weights_corrupt", True, r"Consistency check failed: file should be of size"),
-    ("weights_corrupt", True, r"(?:checksum|hash|sha256|sha-256) (?:mismatch|verification failed|does not match)"),
-    ("weights_corrupt", True, r"PytorchStreamReader failed reading zip archive"),
-    ("weights_corrupt", True, r"invalid load key, '.'"),
-    ("weights_corrupt", True, r"unexpected EOF, expected \d+ more bytes\. The file might be corrupted"),
-    ("weights_corrupt", True, r"MetadataIncompleteBuffer|HeaderTooLarge|InvalidHeaderDeserialization"),
-    ("weights_corrupt", False, r"Unable to load weights from pytorch checkpoint file"),
+    ("weights_corrupt", True, r"Error while deserializing header",
+     ('deserializing header',)),
+    ("weights_corrupt", True, r"Consistency check failed: file should be of size",
+     ('Consistency check failed',)),
+    ("weights_corrupt", True, r"(?:checksum|hash|sha256|sha-256) (?:mismatch|verification failed|does not match)",
+     ('mismatch', 'verification failed', 'does not match')),
+    ("weights_corrupt", True, r"PytorchStreamReader failed reading zip archive",
+     ('PytorchStreamReader',)),
+    ("weights_corrupt", True, r"invalid load key, '.'",
+     ('invalid load key',)),
+    ("weights_corrupt", True, r"unexpected EOF, expected \d+ more bytes\. The file might be corrupted",
+     ('unexpected EOF',)),
+    ("weights_corrupt", True, r"MetadataIncompleteBuffer|HeaderTooLarge|InvalidHeaderDeserialization",
+     ('MetadataIncompleteBuffer', 'HeaderTooLarge', 'InvalidHeaderDeserialization')),
+    ("weights_corrupt", False, r"Unable to load weights from pytorch checkpoint file",
+     ('Unable to load weights',)),
     # -- disk full --
-    ("disk_full", True, r"No space left on device|\[Errno 28\]|ENOSPC"),
-    ("disk_full", True, r"Disk quota exceeded|\[Errno 122\]"),
-    ("disk_full", True, r"Not enough free disk space to download the file"),
-    ("disk_full", False, r"database or disk is full"),
-    ("disk_full", False, r"PytorchStreamWriter failed writing file"),
+    ("disk_full", True, r"No space left on device|\[Errno 28\]|ENOSPC",
+     ('No space left on device', '[Errno 28]', 'ENOSPC')),
+    ("disk_full", True, r"Disk quota exceeded|\[Errno 122\]",
+     ('Disk quota exceeded', '[Errno 122]')),
+    ("disk_full", True, r"Not enough free disk space to download the file",
+     ('Not enough free disk space',)),
+    ("disk_full", False, r"database or disk is full",
+     ('database or disk is full',)),
+    ("disk_full", False, r"PytorchStreamWriter failed writing file",
+     ('PytorchStreamWriter',)),
     # -- symptoms that must NOT be taken for a CUDA OOM --
     ("host_oom_kill", True, r"Out of memory: Kill(?:ed)? process|invoked oom-killer|oom-kill:|oom_reaper"
                             r"|Memory cgroup out of memory|OOMKilled|DefaultCPUAllocator: (?:not enough memory"
-                            r"|can't allocate memory)"),
+                            r"|can't allocate memory)",
+     ('Out of memory: Kill', 'oom-kill', 'oom_reaper', 'Memory cgroup out of memory', 'OOMKilled',
+      'DefaultCPUAllocator')),
     ("host_oom_kill", True, r"(?:^|\s)Killed(?:\s+\S.*)?$|exit(?:ed)? (?:with )?(?:code|status) 137\b"
-                            r"|died with <Signals\.SIGKILL: 9>|signal 9 \(SIGKILL\)"),
+                            r"|died with <Signals\.SIGKILL: 9>|signal 9 \(SIGKILL\)",
+     ('Killed', '137', 'SIGKILL')),
     ("illegal_memory_access", True, r"an illegal memory access was encountered|cudaErrorIllegalAddress"
-                                    r"|CUDA_ERROR_ILLEGAL_ADDRESS"),
+                                    r"|CUDA_ERROR_ILLEGAL_ADDRESS",
+     ('illegal memory access', 'cudaErrorIllegalAddress', 'CUDA_ERROR_ILLEGAL_ADDRESS')),
     ("cuda_error", True, r"CUDA error: |CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|NCCL error|unspecified launch failure"
-                         r"|device-side assert triggered|NVRM: Xid"),
+                         r"|device-side assert triggered|NVRM: Xid",
+     ('CUDA error: ', 'CUBLAS_STATUS_', 'CUDNN_STATUS_', 'NCCL error', 'unspecified launch failure',
+      'device-side assert triggered', 'NVRM: Xid')),
 )
 
-_COMBINED: Final[re.Pattern[str]] = re.compile("|".join(f"(?:{p})" for _, _, p in _RULES))
-_RULE_PATTERNS: Final[tuple[re.Pattern[str], ...]] = tuple(re.compile(p) for _, _, p in _RULES)
+_COMBINED: Final[re.Pattern[str]] = re.compile("|".join(f"(?:{p})" for _, _, p, _ in _RULES))
+_RULE_PATTERNS: Final[tuple[re.Pattern[str], ...]] = tuple(re.compile(p) for _, _, p, _ in _RULES)
+_ANCHORS: Final[tuple[str, ...]] = tuple(sorted({a for *_, anchors in _RULES for a in anchors}))
+#: Lines scanned together by the anchor pre-filter (bounded memory).
+_BATCH_LINES: Final[int] = 4096
+_BATCH_BYTES: Final[int] = 1 << 20
 _ANSI: Final[re.Pattern[str]] = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: Characters of one line that are examined: its first and last halves of this (progress bars make huge lines).
 MAX_LINE_CHARS: Final[int] = 8192
@@ -186,10 +238,39 @@ class Diagnosis:
 
 def classify_lines(lines: Iterable[str]) -> Diagnosis:
     """Classify a stream of log lines in one pass (bounded memory, any length)."""
+    return _classify_batches(_batched(lines))
+
+
+def _batched(lines: Iterable[str]) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) >= _BATCH_LINES:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _classify_batches(batches: Iterable[list[str]]) -> Diagnosis:
     best: dict[str, Evidence] = {}  # label -> its first strong (or, failing that, first weak) line
     evidence: list[Evidence] = []
     count = 0
-    for count, raw in enumerate(lines, start=1):
+    for batch in batches:
+        _scan(batch, count, best, evidence)
+        count += len(batch)
+    return _decide(best, tuple(evidence), count, "log")
+
+
+def _scan(batch: list[str], offset: int, best: dict[str, Evidence], evidence: list[Evidence]) -> None:
+    """Classify one batch of lines; lines before it number `offset`."""
+    block = "\n".join(batch)
+    present = [anchor for anchor in _ANCHORS if anchor in block]
+    if not present:
+        return  # the common case: a batch of noise costs a few substring scans
+    for index, raw in enumerate(batch):
+        if not any(anchor in raw for anchor in present):
+            continue
         # A progress bar can make a megabyte "line": look at its head and its tail only.
         text = raw if len(raw) <= MAX_LINE_CHARS else raw[: MAX_LINE_CHARS // 2] + raw[-MAX_LINE_CHARS // 2 :]
         if "\x1b" in text:
@@ -198,13 +279,12 @@ def classify_lines(lines: Iterable[str]) -> Diagnosis:
             continue
         line = text.rstrip("\r\n").strip()
         for label, strong in _labels(text):
-            found = Evidence(label=label, line_no=count, line=line[:500], strong=strong)
+            found = Evidence(label=label, line_no=offset + index + 1, line=line[:500], strong=strong)
             previous = best.get(label)
             if previous is None or (strong and not previous.strong):
                 best[label] = found
             if len(evidence) < _MAX_EVIDENCE:
                 evidence.append(found)
-    return _decide(best, tuple(evidence), count, "log")
 
 
 def classify_text(text: str) -> Diagnosis:
@@ -234,7 +314,8 @@ def classify_file(path: str | Path) -> Diagnosis:
             handle.seek(0)
             return classify_text(handle.read())
         handle.seek(0)
-        return classify_lines(handle)
+        # readlines(hint) hands over whole lines about a megabyte at a time, without a Python loop per line.
+        return _classify_batches(iter(lambda: handle.readlines(_BATCH_BYTES), []))
 
 
 # --- internals -------------------------------------------------------------------------------------------
@@ -242,7 +323,7 @@ def classify_file(path: str | Path) -> Diagnosis:
 def _labels(text: str) -> Iterator[tuple[str, bool]]:
     """Every label whose rules match the line (strong if any of its matching rules is strong)."""
     found: dict[str, bool] = {}
-    for (label, strong, _), pattern in zip(_RULES, _RULE_PATTERNS, strict=True):
+    for (label, strong, _, _), pattern in zip(_RULES, _RULE_PATTERNS, strict=True):
         if (label not in found or (strong and not found[label])) and pattern.search(text):
             found[label] = found.get(label, False) or strong
     yield from found.items()
