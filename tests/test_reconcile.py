@@ -117,3 +117,11 @@ def test_stale_running_jobs_lists_dead_runner_and_gone_deployment(tmp_path):
     assert {s.job_id: s.reason for s in stale} == {
         "J-1": f"its runner process {dead.pid} on {__import__('socket').gethostname()} is gone",
         "J-2": "deployment d2 is destroyed"}
+
+
+def test_a_provisioning_deployment_whose_instance_is_not_listed_is_flagged_but_left_to_its_launcher(tmp_path):
+    registry = make_registry(tmp_path, [deployment("d1", "runpod", "a", status="provisioning")])
+    report = reconcile(registry, _inventory(FakeProvider("runpod")))
+    assert [v.deployment_id for v in report.vanished] == ["d1"]
+    assert report.transitions == []
+    assert registry.deployment("d1")["status"] == "provisioning"

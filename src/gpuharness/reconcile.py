@@ -199,7 +199,8 @@ def _update_machines(registry: Registry, inventory: Inventory) -> tuple[list[str
 def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
     """Write the inventory into machines.json, journal what changed, and flag orphans and vanished deployments.
 
-    A vanished deployment moves to `error` (via the one transition table), naming what the provider said;
+    A vanished deployment moves to `error` (via the one transition table), naming what the provider said,
+    unless it is still provisioning (then it is only flagged);
     a deployment whose instance the provider stopped moves to `stopped` where the table allows it.
     """
     report = ReconcileReport(inventory)
@@ -210,7 +211,8 @@ def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
     vanished_ids = {v.deployment_id for v in report.vanished}
     listed = {(i.provider, i.id): i for i in inventory.all()}
     for item in report.vanished:
-        if item.registry_status != "error":
+        # provisioning is left alone: a launch may be mid-flight in another process, which owns that state
+        if item.registry_status not in ("error", "provisioning"):
             lifecycle.transition(registry, item.deployment_id, "error", route="provider-list",
                                  observed_at=inventory.observed_at, marker={"reconcile": "vanished"},
                                  note=item.message(), next_action="destroy", error=item.message())
