@@ -13,9 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, final
 
-from gpuharness.operations.comfy_job import ComfyJobExecutor
 from gpuharness.operations.context import Context
-from gpuharness.operations.wiring import remote_factory
+from gpuharness.operations.wiring import executor_factory, remote_factory
 from gpuharness.providers.base import Instance, Provider
 from gpuharness.providers.factory import PhaseOptions, build_provider
 from gpuharness.registry import Registry
@@ -93,7 +92,7 @@ class Lab:
             return build_provider(entry, env=self.env, registry=self.registry, options=options)
 
         self.ctx = Context(registry=self.registry, providers=providers, remotes=remote_factory(self.registry),
-                           executors=lambda deployment: ComfyJobExecutor(deployment), host_details=self._details,
+                           executors=executor_factory(self.registry, self.env), host_details=self._details,
                            say=say or (lambda line: print(line, file=sys.stderr, flush=True)))
         if sleep is not None:
             self.ctx.sleep = sleep

@@ -73,6 +73,12 @@ def destroy(ctx: Context, deployment_id: str, *, confirm: str | None,
                    marker={"discarded": list(discarded)} if discarded else None, next_action="terminate")
     calls = 0
     verified = True
+    kind = str(ctx.registry.provider(deployment["provider"]).get("kind"))
+    if kind == "runpod-serverless":
+        deployment = transition(ctx.registry, deployment_id, "destroyed", route=deployment.get("endpoint"),
+                                note="serverless endpoint: nothing to terminate (it scales to zero); closed here",
+                                next_action=None, destroyed_at=ctx.now())
+        return DestroyResult(deployment, 0, discarded, False)
     if instance_id:
         provider = ctx.provider_for(deployment["provider"])
         try:

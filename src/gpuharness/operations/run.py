@@ -190,9 +190,10 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: dict[str, Any], wo
             return finish("failed", error=failure.message(), cause=failure.cause, artifacts=[]), failure
         elapsed = (ctx.clock() - start).total_seconds()
         if progress.state == "completed":
-            artifacts = [{k: v for k, v in {"name": o["name"], "remote_path": o.get("remote_path"),
+            artifacts = [{k: v for k, v in {"name": o["name"], "uri": o.get("uri"), "remote_path": o.get("remote_path"),
                                             "sha256": o.get("sha256"), "size": o.get("size"),
-                                            "synced_at": None}.items() if v is not None or k == "synced_at"}
+                                            "synced_at": o.get("synced_at")}.items()
+                          if v is not None or k == "synced_at"}
                          for o in progress.outputs]
             return finish("completed", artifacts=artifacts), None
         if progress.state == "failed":

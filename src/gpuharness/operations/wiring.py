@@ -3,14 +3,16 @@ route (connections.json first), and the job runtime from the deployment's runtim
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gpuharness.errors import UserError
 from gpuharness.operations.comfy_job import ComfyJobExecutor
 from gpuharness.operations.context import Context
 from gpuharness.operations.run import JobExecutor
+from gpuharness.operations.serverless_job import ServerlessJobExecutor
 from gpuharness.providers.base import Provider
-from gpuharness.providers.factory import build_provider
+from gpuharness.providers.factory import build_provider, build_serverless
 from gpuharness.registry import Registry
 from gpuharness.remote import Remote
 from gpuharness.ssh import open_remote
@@ -34,15 +36,23 @@ def remote_factory(registry: Registry) -> Any:
     return connect
 
 
-def executor_for(deployment: dict[str, Any]) -> JobExecutor:
-    runtime = deployment.get("runtime")
-    if runtime == "comfyui":
-        return ComfyJobExecutor(deployment)
-    raise UserError(f"running jobs on a {runtime!r} runtime is not supported yet", place=deployment["id"],
-                    hint="supported: comfyui")
+def executor_factory(registry: Registry, env: Mapping[str, str] | None = None) -> Any:
+    """The job runtime of a deployment: ComfyUI over HTTP, or the RunPod Serverless endpoint."""
+    def executor_for(deployment: dict[str, Any]) -> JobExecutor:
+        runtime = deployment.get("runtime")
+        if runtime == "comfyui":
+            return ComfyJobExecutor(deployment)
+        if runtime == "serverless":
+            entry = registry.provider(str(deployment["provider"]))
+            return ServerlessJobExecutor(build_serverless(entry, str(deployment.get("instance_id") or "") or None,
+                                                          env=env))
+        raise UserError(f"running jobs on a {runtime!r} runtime is not supported yet", place=deployment["id"],
+                        hint="supported: comfyui, serverless")
+
+    return executor_for
 
 
 def cli_context(registry: Registry) -> Context:
     """The context the CLI commands use."""
     return Context(registry=registry, providers=provider_factory(registry), remotes=remote_factory(registry),
-                   executors=executor_for)
+                   executors=executor_factory(registry))
