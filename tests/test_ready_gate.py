@@ -110,9 +110,12 @@ def test_offline_replays_the_recorded_probe_and_runtime_http(pytester, world):
     world.hosts["dep_rec"].stop()  # offline never touches the host
     with world.registry.update("deployments.json") as doc:
         doc["deployments"][0]["status"] = "health-checking"
-    run_checks(pytester, world, "--cassettes", str(cassettes), mode="offline").assert_outcomes(passed=12, skipped=2)
-    assert world.deployment("dep_rec")["status"] == "ready"
-    assert world.deployment("dep_rec")["health"]["probe_digest"] == digest
+    replay = run_checks(pytester, world, "--cassettes", str(cassettes), mode="offline")
+    replay.assert_outcomes(passed=12, skipped=2)
+    replay.stdout.fnmatch_lines(["*dep_rec: offline replay: checks pass on the recording; status unchanged*"])
+    deployment = world.deployment("dep_rec")
+    assert deployment["status"] == "health-checking", "a replay never marks a deployment ready"
+    assert deployment["health"]["probe_digest"] == digest
 
 
 def test_offline_without_a_transcript_says_how_to_record_one(pytester, world):
@@ -122,13 +125,23 @@ def test_offline_without_a_transcript_says_how_to_record_one(pytester, world):
     assert world.hosts["dep_new"].stats["ssh_connections"] == 0
 
 
-def test_a_missing_recording_is_not_counted_as_a_deployment_failure(pytester, world):
+def test_a_missing_route_is_not_counted_as_a_deployment_failure(pytester, world):
     world.add("dep_new")
+    with world.registry.update("deployments.json") as doc:
+        doc["deployments"][0]["ssh"] = {"user": "root"}
     for _ in range(2):
-        result = run_checks(pytester, world, "--cassettes", str(pytester.path / "empty"), mode="offline")
-        result.stdout.fnmatch_lines(["*dep_new: NOT judged: host_reachable: no_transcript*"])
+        result = run_checks(pytester, world)
+        result.stdout.fnmatch_lines(["*dep_new: NOT judged: host_reachable: no_route*"])
     deployment = world.deployment("dep_new")
     assert deployment["status"] == "health-checking" and deployment.get("health") is None
+
+
+def test_an_unknown_deployment_id_stops_collection_with_the_known_ids(pytester, world):
+    world.add("dep_ok")
+    result = run_checks(pytester, world, "--deployment", "dep_typo")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*no deployment 'dep_typo' (known: ['dep_ok'])*"])
+    assert world.deployment("dep_ok")["status"] == "health-checking"
 
 
 def test_trust_on_first_use_is_an_opt_in_recorded_in_connections(pytester, world):

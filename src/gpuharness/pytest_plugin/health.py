@@ -68,7 +68,16 @@ def selected_deployments(config: pytest.Config) -> list[str]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "health_deployment_id" in metafunc.fixturenames:
-        ids = selected_deployments(metafunc.config)
+        try:
+            ids = selected_deployments(metafunc.config)
+        except UserError as exc:
+            raise pytest.UsageError(exc.line()) from None
+        registry = Registry(registry_root(metafunc.config))
+        known = {d["id"] for d in registry.deployments()} if registry.path("deployments.json").exists() else set()
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise pytest.UsageError(f"{registry.path('deployments.json')}: no deployment {unknown[0]!r} "
+                                    f"(known: {sorted(known)})")
         metafunc.parametrize("health_deployment_id", ids, ids=ids)
 
 
@@ -392,7 +401,15 @@ class ReadyGate:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         registry = Registry(registry_root(self.config))
+        offline = _mode(self.config) is cassette.Mode.OFFLINE
         for deployment_id, checks in sorted(self.results.items()):
+            if offline:
+                # a replay proves the checks, not the host as it is now: it never changes the registry
+                failed = [name for name in REQUIRED_CHECKS if name in checks and checks[name].outcome == "failed"]
+                verdict = f"would fail ({', '.join(failed)})" if failed else "checks pass on the recording"
+                self.decisions.append(f"{deployment_id}: offline replay: {verdict}; status unchanged (run with "
+                                      "--gpu-mode live to gate it)")
+                continue
             try:
                 self.decide(registry, deployment_id, checks)
             except UserError as exc:
