@@ -285,3 +285,7 @@ def test_snippet_is_posix_sh():
     done = subprocess.run(["/bin/sh", "-n", "-c", probe_shell_snippet()], capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_probe_exit_137_after_the_kill_grace_is_also_a_timeout():
+    assert parse_probe_csv("# query: index\n# exit: 137\n").error == "nvidia_smi_timeout"

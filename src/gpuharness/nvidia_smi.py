@@ -14,7 +14,7 @@ Stable API for the batched health probe (engineer F; keep these names):
 - ``parse_probe_csv(text, fields=None) -> SmiReport``: parses that section (CSV with
   ``--format=csv,noheader,nounits``). The field list comes from ``fields``, else from a ``# query:`` line in
   ``text``, else ``PROBE_FIELDS``. Error outputs become ``SmiReport.error`` classes (an unknown field is
-  ``query_field_invalid`` with ``SmiReport.invalid_field`` set); ``# exit: 124`` is ``nvidia_smi_timeout``
+  ``query_field_invalid`` with ``SmiReport.invalid_field`` set); ``# exit: 124``/``137`` is ``nvidia_smi_timeout``
   and ``# exit: 127`` is ``nvidia_smi_missing``.
 - ``cuda_version_from_header(text)``: the "CUDA Version" of the plain ``nvidia-smi`` header (no CSV field).
 
@@ -74,7 +74,8 @@ _ERROR_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     ("gpu_access_blocked", re.compile(r"GPU access blocked by the operating system", re.I)),
     ("gpu_lost", re.compile(r"GPU is lost|fallen off the bus", re.I)),
     ("device_handle_unknown_error",
-     re.compile(r"Unable to (?:determine|detect) the device handle for (?:GPU|gpu)\s*[0-9A-Fa-f:.]*\s*:\s*Unknown Error", re.I)),
+     re.compile(r"Unable to (?:determine|detect) the device handle for (?:GPU|gpu)\s*[0-9A-Fa-f:.]*\s*:"
+                r"\s*Unknown Error", re.I)),
     ("driver_not_loaded", re.compile(
         r"couldn't communicate with the NVIDIA driver|nvml error: driver not loaded|NVIDIA driver is not loaded"
         r"|Failed to initialize NVML: Driver Not Loaded", re.I)),
@@ -220,7 +221,9 @@ def probe_shell_snippet(deadline_s: int = 15) -> str:
     """
     sets = " ".join(",".join(s) for s in PROBE_FIELD_SETS)
     return (
-        "if command -v timeout >/dev/null 2>&1; then _smi_t=\"timeout -k 2 " + str(int(deadline_s)) + "\";"
+        # GNU coreutils and current busybox take `-k`; a timeout(1) that does not is used without it.
+        "if timeout -k 1 5 true >/dev/null 2>&1; then _smi_t=\"timeout -k 2 " + str(int(deadline_s)) + "\";"
+        " elif timeout 5 true >/dev/null 2>&1; then _smi_t=\"timeout " + str(int(deadline_s)) + "\";"
         " else _smi_t=\"\"; fi\n"
         "if ! command -v nvidia-smi >/dev/null 2>&1; then echo '# query: none'; echo 'nvidia-smi: not found';"
         " echo '# exit: 127'; else\n"
@@ -252,7 +255,7 @@ def parse_probe_csv(text: str, fields: Sequence[str] | None = None) -> SmiReport
         else:
             body.append(line)
     content = "\n".join(body)
-    if exit_status == 124:
+    if exit_status in (124, 137):  # timeout(1): TERM after the deadline (124), KILL after the grace (137)
         return SmiReport(layout="none", error="nvidia_smi_timeout", error_line="nvidia-smi exceeded its deadline")
     if exit_status == 127:
         return SmiReport(layout="none", error="nvidia_smi_missing", error_line="nvidia-smi: not found")
