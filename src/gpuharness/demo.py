@@ -55,7 +55,7 @@ class Summary:
         lines.append("  jobs: " + ", ".join(f"{j['id']} {j['status']} ${j['cost_usd']:.6f}" for j in self.jobs))
         lines += [f"  artifact: {a}" for a in self.artifacts]
         expected = {"health": f" (expected: {OOM} fails its test generation)"}
-        lines += [f"  {name} suite: exit {code}{expected.get(name, '') if code else ''}, "
+        lines += [f"  {name} suite: exit {code}{expected.get(name, '') if code == 1 else ''}, "
                   f"report {self.reports.get(name, '-')}" for name, code in self.suites.items()]
         lines.append(f"  registry: {self.registry}")
         lines += [f"  PROBLEM: {p}" for p in self.problems]
