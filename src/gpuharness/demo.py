@@ -112,6 +112,9 @@ def _lifecycle(lab: Lab, summary: Summary, reports: Path, suites: bool) -> None:
     summary.suites["health"] = lab.suite("health", ["--gpu-mode", "live", "--deployment", GOOD, "--deployment", OOM],
                                          health_report)
     summary.reports["health"] = str(health_report)
+    if summary.suites["health"] not in (0, 1):
+        raise UserError(f"the health suite did not run (pytest exit {summary.suites['health']})",
+                        path=reports / "health.log", hint="read the log: an internal error, not a failed check")
     good, bad = registry.deployment(GOOD), registry.deployment(OOM)
     if good["status"] != "ready":
         raise UserError(f"{GOOD} did not pass the health suite (status {good['status']})",
