@@ -154,7 +154,8 @@ def test_error_outputs_become_error_classes_with_a_remedy(name):
 def test_every_fixture_is_covered_by_a_test_table():
     covered = set(TABLES) | set(ERRORS) | {
         "csv-probe-h200-8x.txt", "csv-probe-rtx4090-throttled.txt", "csv-probe-legacy-470-a100.txt",
-        "csv-header-units-rtx4090.txt", "csv-header-not-supported-gtx770.txt", "csv-basic-h100.txt", "SOURCES.md"}
+        "csv-header-units-rtx4090.txt", "csv-header-not-supported-gtx770.txt", "csv-basic-h100.txt", "SOURCES.md",
+        "table-470-v100-err-power.txt", "table-550-a100-mig.txt"}
     assert {p.name for p in SMI.iterdir()} == covered
 
 
@@ -289,3 +290,33 @@ def test_snippet_is_posix_sh():
 
 def test_probe_exit_137_after_the_kill_grace_is_also_a_timeout():
     assert parse_probe_csv("# query: index\n# exit: 137\n").error == "nvidia_smi_timeout"
+
+
+def test_err_readings_are_kept_as_gpu_faults_not_as_numbers():
+    report = parse_output(read("table-470-v100-err-power.txt"))
+    assert report.error is None and len(report.gpus) == 2
+    assert report.gpus[0].faults == () and report.gpus[0].power_draw_w == 37.0
+    assert report.gpus[1].faults == ("power",) and report.gpus[1].power_draw_w is None
+    assert report.gpus[1].to_json()["faults"] == ["power"]
+
+
+def test_a_gpu_reading_err_everywhere_lists_each_fault():
+    text = ("| NVIDIA-SMI 470.82.01    Driver Version: 470.82.01    CUDA Version: 11.4     |\n"
+            "|   0  Tesla V100-PCIE...  On   | 00006E4B:00:00.0 Off |                    0 |\n"
+            "|ERR!  ERR!  ERR!    N/A  /  N/A |      0MiB / 16160MiB |      0%      Default |\n")
+    gpu = parse_output(text).gpus[0]
+    assert gpu.faults == ("fan", "temperature", "perf") and gpu.temperature_c is None
+
+
+def test_mig_devices_table_is_not_read_as_gpus():
+    report = parse_output(read("table-550-a100-mig.txt"))
+    assert len(report.gpus) == 1
+    gpu = report.gpus[0]
+    assert (gpu.name, gpu.memory_total_mib, gpu.utilization_pct) == ("NVIDIA A100-SXM4-40GB", 40960, None)
+
+
+def test_csv_gpu_requires_reset_is_an_error_class():
+    line = "0, NVIDIA H100 80GB HBM3, GPU-1, 550.54.15, 81559, 0, [GPU requires reset], 0, 0"
+    report = parse_csv(line + "\n", PROBE_FIELDS[:9])
+    assert report.error == "gpu_requires_reset" and "temperature.gpu" in (report.error_line or "")
+    assert report.remedy == ERROR_REMEDIES["gpu_requires_reset"]

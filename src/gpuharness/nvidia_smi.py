@@ -45,7 +45,8 @@ BASIC_FIELDS: Final[tuple[str, ...]] = PROBE_FIELDS[:9]
 
 ErrorClass = Literal[
     "driver_not_loaded", "driver_library_mismatch", "no_devices_found", "device_handle_unknown_error",
-    "gpu_lost", "gpu_access_blocked", "nvml_unknown_error", "insufficient_permissions", "nvml_library_missing",
+    "gpu_lost", "gpu_requires_reset", "gpu_access_blocked", "nvml_unknown_error", "insufficient_permissions",
+    "nvml_library_missing",
     "query_field_invalid", "nvidia_smi_crashed", "nvidia_smi_timeout", "nvidia_smi_missing",
 ]
 
@@ -57,6 +58,7 @@ ERROR_REMEDIES: Final[Mapping[str, str]] = {
     "no_devices_found": "no GPU visible (container started without --gpus / device plugin): replace the instance",
     "device_handle_unknown_error": "a GPU does not answer NVML: faulty GPU; replace the instance",
     "gpu_lost": "a GPU fell off the bus (Xid 79): replace the instance",
+    "gpu_requires_reset": "a GPU reports it requires a reset (after an Xid error): replace the instance",
     "gpu_access_blocked": "the OS/hypervisor blocks GPU access: replace the instance",
     "nvml_unknown_error": "NVML lost the devices (container cgroup device access lost): restart the container",
     "insufficient_permissions": "no permission on /dev/nvidia*: fix the container's device access",
@@ -99,7 +101,7 @@ HARMFUL_CLOCK_EVENTS: Final[frozenset[str]] = frozenset(
     {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
 
 _UNAVAILABLE = re.compile(r"^\[?(N/A|Not Supported|Unknown Error|Insufficient Permissions|GPU requires reset"
-                          r"|GPU is lost|Unknown)\]?$", re.I)
+                          r"|GPU is lost|Unknown|ERR!)\]?$", re.I)
 _NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)\s*(MiB|GiB|KiB|%|W|C|MHz)?$")
 # R610+ renamed the header fields: "KMD Version" (driver) and "CUDA UMD Version".
 _HEADER = re.compile(r"NVIDIA-SMI\s+(\S+)\s+(?:Driver|KMD) Version:\s*(\S+)"
@@ -128,6 +130,8 @@ class GpuInfo:
     pcie_width: int | None = None
     bus_id: str | None = None
     raw: Mapping[str, str] = field(default_factory=dict)
+    #: Readings the table printed as ERR! (e.g. "power", "fan"): sometimes transient, always worth a look.
+    faults: tuple[str, ...] = ()
 
     @property
     def clock_event_names(self) -> tuple[str, ...]:
@@ -142,7 +146,7 @@ class GpuInfo:
             "power_draw_w": self.power_draw_w, "power_limit_w": self.power_limit_w,
             "ecc_uncorrected": self.ecc_uncorrected, "clock_event_reasons": self.clock_event_reasons,
             "clock_event_names": list(self.clock_event_names), "pcie_gen": self.pcie_gen,
-            "pcie_width": self.pcie_width, "bus_id": self.bus_id, "raw": dict(self.raw),
+            "pcie_width": self.pcie_width, "bus_id": self.bus_id, "faults": list(self.faults), "raw": dict(self.raw),
         }
 
 
@@ -308,7 +312,7 @@ def parse_table(text: str) -> SmiReport:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if re.match(r"^\|\s*Processes", line):
+        if re.match(r"^\|\s*(?:Processes|MIG devices)", line):
             break
         cells = _cells(line)
         first = _TABLE_ROW1.match(cells[0]) if len(cells) >= 3 else None
@@ -470,6 +474,12 @@ def _parse_csv(text: str, fields: tuple[str, ...], *, has_header: bool) -> SmiRe
                        (sorted(drivers)[0] if drivers else None), fields=fields)
     if error:
         return _with_error(report, error[0], error[1], error[2])
+    for gpu in gpus:
+        for name, raw in gpu.raw.items():
+            value = raw.strip().strip("[]").lower()
+            if value in ("gpu requires reset", "gpu is lost"):
+                error_class = "gpu_lost" if value == "gpu is lost" else "gpu_requires_reset"
+                return _with_error(report, error_class, f"GPU {gpu.index} ({gpu.name}): {name} = {raw.strip()}")
     if unexpected is not None:
         return _with_error(report, "nvidia_smi_crashed", f"unexpected output: {unexpected[:200]}")
     return report
@@ -488,8 +498,14 @@ def _table_gpu(first: re.Match[str], cells: Sequence[str], second: Sequence[str]
     temperature = utilization = None
     power_draw = power_limit = None
     used = total = None
+    faults: list[str] = []
     if len(second) >= 3:
         stats = second[0]
+        head = stats.rsplit("/", 1)[0].split()  # fan, temp, perf, power draw ("N/A" has a slash of its own)
+        faults = [name for name, token in zip(("fan", "temperature", "perf", "power"), head, strict=False)
+                  if "ERR!" in token]
+        if "/" in stats and "ERR!" in stats.rsplit("/", 1)[1]:
+            faults.append("power_cap")
         temp_match = re.search(r"(\d+)C\b", stats)
         temperature = int(temp_match.group(1)) if temp_match else None
         power_match = re.search(r"(\S+)\s*/\s*(\S+)\s*$", stats)
@@ -505,7 +521,8 @@ def _table_gpu(first: re.Match[str], cells: Sequence[str], second: Sequence[str]
         index=int(first.group(1)), name=first.group(2).strip(), driver_version=driver,
         memory_total_mib=total, memory_used_mib=used, temperature_c=temperature, utilization_pct=utilization,
         power_draw_w=power_draw, power_limit_w=power_limit,
-        ecc_uncorrected=int(ecc) if ecc is not None and ecc.isdigit() else None, bus_id=bus, raw=raw)
+        ecc_uncorrected=int(ecc) if ecc is not None and ecc.isdigit() else None, bus_id=bus, raw=raw,
+        faults=tuple(faults))
 
 
 def _with_error(report: SmiReport, error: str, line: str, invalid: str | None = None) -> SmiReport:
