@@ -118,6 +118,7 @@ def test_oom_text_at_the_end_of_a_huge_progress_bar_line_is_seen():
     "HIP out of memory. Tried to allocate 16.00 MiB.",
     "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: ... CUDA_ERROR_OUT_OF_MEMORY: out of memory",
     "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`",
+    "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
 ])
 def test_gpu_out_of_memory_variants_are_cuda_oom(line):
     diagnosis = classify_text(f"starting\n{line}\n")
@@ -234,3 +235,23 @@ def test_every_line_a_rule_matches_in_the_corpus_carries_one_of_its_anchors():
                 checked += 1
                 assert any(anchor in line for anchor in anchors), (pattern, line)
     assert checked > 30
+
+
+def test_vllm_kv_cache_too_small_is_a_weak_gpu_memory_signal():
+    line = ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be "
+            "stored in KV cache (20000). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`")
+    diagnosis = classify_text(line + "\n")
+    assert diagnosis.cause == "cuda_oom"
+    assert diagnosis.evidence[0].strong is False
+
+
+def test_comfyui_missing_model_file_points_at_the_weights():
+    body = {"error": {"type": "prompt_outputs_failed_validation", "message": "Prompt outputs failed validation",
+                      "details": "", "extra_info": {}},
+            "node_errors": {"4": {"errors": [{"type": "value_not_in_list", "message": "Value not in list",
+                                              "details": "ckpt_name: 'sdxl.safetensors' not in ['v1-5.safetensors']",
+                                              "extra_info": {"input_name": "ckpt_name"}}],
+                                  "dependent_outputs": ["9"], "class_type": "CheckpointLoaderSimple"}}}
+    diagnosis = classify_text(json.dumps(body))
+    assert (diagnosis.cause, diagnosis.source) == ("weights_corrupt", "comfyui")
+    assert diagnosis.line == "ckpt_name: 'sdxl.safetensors' not in ['v1-5.safetensors']"

@@ -99,6 +99,10 @@ _RULES: Final[tuple[tuple[str, bool, str, tuple[str, ...]], ...]] = (
      ('ran out of memory on your GPU', 'Got an OOM')),
     ("cuda_oom", True, r"CUBLAS_STATUS_ALLOC_FAILED",
      ('CUBLAS_STATUS_ALLOC_FAILED',)),
+    ("cuda_oom", True, r"Not enough memory\. Please try to increase --mem-fraction-static",
+     ('--mem-fraction-static',)),
+    ("cuda_oom", False, r"is larger than the maximum number of tokens that can be stored in KV cache",
+     ('stored in KV cache',)),
     # -- driver / runtime mismatch --
     ("driver_mismatch", True, r"The NVIDIA driver on your system is too old",
      ('driver on your system is too old',)),
@@ -150,6 +154,9 @@ _RULES: Final[tuple[tuple[str, bool, str, tuple[str, ...]], ...]] = (
      ('MetadataIncompleteBuffer', 'HeaderTooLarge', 'InvalidHeaderDeserialization')),
     ("weights_corrupt", False, r"Unable to load weights from pytorch checkpoint file",
      ('Unable to load weights',)),
+    # ComfyUI validation: the workflow names a model file that is not on disk (missing or half-downloaded).
+    ("weights_corrupt", False, r"(?:ckpt|unet|vae|lora|clip|control_net|model)_name: '[^']*' not in ",
+     ("_name: '",)),
     # -- disk full --
     ("disk_full", True, r"No space left on device|\[Errno 28\]|ENOSPC",
      ('No space left on device', '[Errno 28]', 'ENOSPC')),
@@ -364,6 +371,8 @@ def _json_messages(document: Any) -> tuple[list[str], Source]:
         if depth > 12:
             return
         if isinstance(node, dict):
+            if "node_errors" in node:
+                sources.add("comfyui")
             if any(k in node for k in _COMFY_KEYS):
                 sources.add("comfyui")
                 kind = str(node.get("exception_type") or "")
