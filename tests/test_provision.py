@@ -155,3 +155,30 @@ def test_provision_warns_when_the_provider_bills_more_than_accepted(tmp_path):
     assert any(line.startswith("WARNING: the provider bills $0.900/hr") for line in world.said)
     notes = [j.get("note") or "" for j in read_journal(world.registry.journal_path)]
     assert any("above the accepted $0.500/hr" in note for note in notes)
+
+
+def test_provision_resumes_a_record_whose_launch_answer_was_never_seen(tmp_path):
+    world = make_world(tmp_path)
+    from gpuharness.operations.provision import _create_record
+    record = _create_record(world.ctx, request(), "vast")  # a provision that died right after its record
+    world.provider.launch(__import__("gpuharness.providers.base", fromlist=["LaunchSpec"]).LaunchSpec(
+        gpu="RTX 4090", image="comfyui:latest", idempotency_key=record["idempotency_key"]))
+    calls = world.provider.launch_calls
+    result = provision(world.ctx, request())
+    assert result.deployment["id"] == record["id"] and result.deployment["instance_id"] == "i-1"
+    assert world.provider.launch_calls == calls and len(world.provider.instances) == 1
+
+
+def test_provision_unknown_outcome_it_cannot_check_is_never_called_nothing_created(tmp_path):
+    world = make_world(tmp_path)
+    from gpuharness.providers.base import UnknownOutcome
+
+    def lost(spec):
+        raise UnknownOutcome("answer lost and the listing failed", provider="vast")
+
+    world.provider.launch = lost
+    with pytest.raises(UserError, match="outcome unknown") as info:
+        provision(world.ctx, request())
+    assert "status --refresh" in info.value.line()
+    [dep] = world.registry.deployments()
+    assert dep["status"] == "error"

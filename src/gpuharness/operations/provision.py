@@ -259,12 +259,20 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
                         hint="interruptible (spot/bid) exists on runpod pods and vast")
     text = disclosure(request, kind)
     reuse = find_reusable(ctx.registry.deployments(), request)
-    if reuse is not None:
+    resuming = reuse is not None and reuse["status"] == "provisioning" and not reuse.get("instance_id")
+    if reuse is not None and not resuming:
         ctx.say(f"reusing live deployment {reuse['id']} ({reuse['status']}); nothing was launched")
         return ProvisionResult(reuse, True, text)
-    check_policy(ctx, request, kind)
-    ctx.say(text)
-    deployment = _create_record(ctx, request, kind)
+    if reuse is not None:
+        # an earlier provision died between its record and the launch's answer: the listing by key (before
+        # any launch) adopts what it may have created, so this never duplicates
+        ctx.say(f"resuming {reuse['id']}: recorded but never confirmed launched; reconciling by its key first")
+        ctx.say(text)
+        deployment = reuse
+    else:
+        check_policy(ctx, request, kind)
+        ctx.say(text)
+        deployment = _create_record(ctx, request, kind)
     deployment_id = deployment["id"]
     if kind == SERVERLESS:
         return _register_endpoint(ctx, entry, deployment_id, text)
@@ -279,6 +287,12 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
             outcome = launch_reconciled(provider, spec, policy=Policy(ctx.registry.policy_document()),
                                         sleep=ctx.sleep)
         except ProviderError as exc:
+            if exc.kind == "unknown_outcome":
+                transition(ctx.registry, deployment_id, "error", error=str(exc), route=f"{request.provider} API",
+                           note="the launch may have happened and could not be checked",
+                           next_action="gpuharness status --refresh, then provision again (it adopts by key)")
+                raise UserError(f"launch outcome unknown: {exc}", place=f"{request.provider}:{spec.idempotency_key}",
+                                hint="do not launch by hand: run `gpuharness status --refresh` first") from None
             transition(ctx.registry, deployment_id, "error", error=str(exc), route=f"{request.provider} API",
                        note="launch failed; nothing was created (reconciled by listing)",
                        next_action="provision again later or on another provider")
