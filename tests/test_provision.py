@@ -8,6 +8,7 @@ from lifecycle_fakes import make_world
 from gpuharness.errors import UserError
 from gpuharness.lifecycle import read_journal
 from gpuharness.operations.provision import ProvisionRequest, provision
+from gpuharness.providers.base import LaunchSpec
 
 
 def request(**fields):
@@ -161,8 +162,8 @@ def test_provision_resumes_a_record_whose_launch_answer_was_never_seen(tmp_path)
     world = make_world(tmp_path)
     from gpuharness.operations.provision import _create_record
     record = _create_record(world.ctx, request(), "vast")  # a provision that died right after its record
-    world.provider.launch(__import__("gpuharness.providers.base", fromlist=["LaunchSpec"]).LaunchSpec(
-        gpu="RTX 4090", image="comfyui:latest", idempotency_key=record["idempotency_key"]))
+    world.provider.launch(LaunchSpec(gpu="RTX 4090", image="comfyui:latest",
+                                     idempotency_key=record["idempotency_key"]))
     calls = world.provider.launch_calls
     result = provision(world.ctx, request())
     assert result.deployment["id"] == record["id"] and result.deployment["instance_id"] == "i-1"
