@@ -97,3 +97,13 @@ def test_configure_refuses_before_install(tmp_path):
     with pytest.raises(UserError, match="configure needs `configuring`"):
         configure(world.ctx, dep_id)
     assert world.host.execs == []
+
+
+def test_install_starts_over_after_an_install_that_died_mid_way(tmp_path):
+    world, dep_id = provisioned(tmp_path)
+    from gpuharness.lifecycle import transition
+    transition(world.registry, dep_id, "installing")  # the process running it was killed
+    install(world.ctx, dep_id)
+    assert world.registry.deployment(dep_id)["status"] == "configuring"
+    tos = [j["to"] for j in read_journal(world.registry.journal_path)]
+    assert tos[-4:] == ["installing", "error", "installing", "configuring"]

@@ -164,6 +164,9 @@ def install(ctx: Context, deployment_id: str, *, deadline_s: float = 1800.0) -> 
     if missing:
         raise UserError(f"model files without a url: {', '.join(missing)}", path=ctx.registry.path("models.json"),
                         hint="give each file a url to download from")
+    if deployment["status"] == "installing":  # an earlier install died mid-way: say so, then start over
+        transition(ctx.registry, deployment_id, "error", error="a previous install did not finish",
+                   note="install interrupted", next_action=f"gpuharness install {deployment_id}")
     deployment = transition(ctx.registry, deployment_id, "installing", route=route(deployment),
                             marker={"files": len(files)}, next_action="wait for install")
     margin = float(ctx.registry.policy_document().get("disk_margin_gb") or 0.0)
