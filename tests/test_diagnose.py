@@ -255,3 +255,24 @@ def test_comfyui_missing_model_file_points_at_the_weights():
     diagnosis = classify_text(json.dumps(body))
     assert (diagnosis.cause, diagnosis.source) == ("weights_corrupt", "comfyui")
     assert diagnosis.line == "ckpt_name: 'sdxl.safetensors' not in ['v1-5.safetensors']"
+
+
+def test_big_log_starting_with_a_bracket_is_streamed_not_read_whole(tmp_path, monkeypatch):
+    import gpuharness.diagnose as diagnose_module
+
+    monkeypatch.setattr(diagnose_module, "JSON_MAX_BYTES", 64 * 1024)
+    log = tmp_path / "comfyui.log"
+    with log.open("w") as handle:
+        for i in range(300_000):
+            handle.write(f"[2024-11-06 23:41:{i % 60:02d}.118] {i % 20}/20 sampler step ok\n")
+        handle.write("[2024-11-06 23:42:00.001] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n")
+    tracemalloc.start()
+    diagnosis = classify_file(log)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert (diagnosis.cause, diagnosis.line_no) == ("cuda_oom", 300_001)
+    assert peak < 8_000_000 < log.stat().st_size, f"peak {peak} bytes for a {log.stat().st_size}-byte log"
+
+
+def test_small_json_error_file_is_still_unpacked():
+    assert classify_file(LOGS / "runpod-serverless-oom-status.json").source == "runpod"

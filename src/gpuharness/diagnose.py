@@ -192,6 +192,8 @@ _ANCHORS: Final[tuple[str, ...]] = tuple(sorted({a for *_, anchors in _RULES for
 #: Lines scanned together by the anchor pre-filter (bounded memory).
 _BATCH_LINES: Final[int] = 4096
 _BATCH_BYTES: Final[int] = 1 << 20
+#: Files up to this size that start like JSON are tried as ComfyUI / RunPod error documents first.
+JSON_MAX_BYTES: Final[int] = 16 << 20
 _ANSI: Final[re.Pattern[str]] = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: Characters of one line that are examined: its first and last halves of this (progress bars make huge lines).
 MAX_LINE_CHARS: Final[int] = 8192
@@ -317,7 +319,8 @@ def classify_file(path: str | Path) -> Diagnosis:
         head = handle.read(1)
         while head and head.isspace():
             head = handle.read(1)
-        if head in ("{", "["):
+        # Error JSON is small; a big file starting with "[" is a log with bracketed timestamps: stream it.
+        if head in ("{", "[") and file_path.stat().st_size <= JSON_MAX_BYTES:
             handle.seek(0)
             return classify_text(handle.read())
         handle.seek(0)
