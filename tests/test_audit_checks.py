@@ -114,7 +114,10 @@ def test_demo_registry_passes_the_whole_audit_and_writes_a_checkpoint(pytester, 
     assert checkpoint["ledger"]["byte_length"] == (reg / "jobs.jsonl").stat().st_size
     assert "dep_h3_01" in checkpoint["deployment_ids"]
     assert checkpoint["aggregates"]["month"]["2026-11"] > 0
-    assert set(checkpoint["jobs"]) == {r["id"] for r in ledger(reg)}
+    states = [orjson.loads(line) for name in checkpoint["job_files"]
+              for line in (reg / "audit" / name).read_bytes().splitlines()]
+    assert {s[0] for s in states} == {r["id"] for r in ledger(reg)}
+    assert checkpoint["job_count"] == len(states)
 
 
 def test_failing_audit_writes_no_checkpoint(pytester, reg):
@@ -283,7 +286,7 @@ def test_job_on_an_unknown_deployment_fails(pytester, reg):
     append(reg / "jobs.jsonl", dict(job, id="J-ghost-1", deployment_id="dep_ghost"))
     result = audit(pytester, reg)
     assert failed(result) == ["test_every_job_deployment_is_in_deployments_json"]
-    says(result, ["*deployment dep_ghost: 1 job(s) (e.g. J-ghost-1) run on a deployment that is not*"])
+    says(result, ["*deployment dep_ghost: 1 ledger line(s) (e.g. jobs J-ghost-1) run on a deployment that is not*"])
 
 
 def test_journal_of_a_deleted_deployment_fails(pytester, reg):
@@ -438,7 +441,7 @@ def test_job_left_running_on_a_destroyed_deployment_fails(pytester, reg):
                                     cost_usd=None, artifacts=[]))
     result = audit(pytester, reg)
     assert failed(result) == ["test_artifacts_synced_before_destroy[dep_rp_l40s_01]"]
-    says(result, ["*job J-orphan: still running on destroyed deployment dep_rp_l40s_01*"])
+    says(result, ["*job J-orphan: still open (queued or running) on destroyed deployment dep_rp_l40s_01*"])
 
 
 # --- shutdown ------------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """One streaming pass over jobs.jsonl: schema, job consistency and secrets per line, job state per id.
 
-The file is cut at line boundaries into byte ranges that worker processes scan in parallel; each range
-yields a ChunkResult, and `merge` folds them in file order (cross-range sequence checks happen there).
+Work is split by job, not by bytes: worker k of N owns the jobs whose id hashes (crc32) to k, so every line of
+a job is checked in order by one process and no job table is ever merged. Each worker reads the whole range
+but parses only its own lines (the id is sliced from the raw line when the line starts with `{"id":"`), scans
+every N-th block for secrets, writes its jobs' final states to a part file, and returns small deltas: spend
+aggregates, open jobs, unsynced artifacts, per-deployment facts and findings.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import gc
 import hashlib
 import multiprocessing
 import os
-from collections.abc import Iterable
+import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,41 +29,60 @@ from gpuharness.ledger import TERMINAL, sequence_problem
 BLOCK = 4 << 20
 #: Below this size a ledger is scanned in-process; above it, in one process per CPU.
 PARALLEL_MIN_BYTES = 16 << 20
+ID_PREFIX = b'{"id":"'
 
-#: (status, cost_usd, UTC day, provider, gpu, deployment_id, artifacts) of a job's current line.
-#: artifacts: None (none listed), "!name" (an artifact neither synced nor discarded) or the latest synced_at
-#: in canonical form (see canonical_ts).
-JobState = tuple[str, float, str, str, str, str, Any]
-
-RULES = ("ledger:schema", "ledger:torn", "job:completed-after-started", "job:duration-agrees",
-         "job:cost-matches-rate", "job:failed-has-error", "job:only-corrections-after-terminal", "secrets:ledger")
+#: (status, cost_usd, UTC day, provider, gpu, deployment_id) of a job's current line.
+JobState = tuple[str, float, str, str, str, str]
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class PassContext:
-    """What every range scan needs to know (picklable)."""
+    """What every worker needs to know (picklable)."""
 
     path: str
     cost_hr: dict[str, float]
     abs_tol: float
     rel_tol: float
+    per_job_usd: float | None = None
     max_examples: int = 20
 
 
 @final
 @dataclass(slots=True)
-class ChunkResult:
-    """What one byte range holds. Line numbers are relative to the range (1 = its first line)."""
+class Prior:
+    """What earlier audits established, for an incremental pass (only the jobs the new lines touch)."""
+
+    jobs: dict[str, JobState] = field(default_factory=dict)
+    open_jobs: frozenset[str] = frozenset()
+    unsynced: frozenset[str] = frozenset()
+
+
+@final
+@dataclass(slots=True)
+class PartResult:
+    """What one worker found. Line numbers are relative to the scanned range (1 = its first line)."""
 
     lines: int = 0
-    jobs: dict[str, JobState] = field(default_factory=dict)
-    #: jobs whose first line in this range could not be checked against an unknown earlier state
-    firsts: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    new_jobs: int = 0
+    touched: int = 0
+    jobs_file: str | None = None
     findings: list[tuple[str, int, str]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
-    deployments: set[str] = field(default_factory=set)
-    last_activity: dict[str, float] = field(default_factory=dict)
+    #: spend deltas per grouping and key
+    spend: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: open (queued/running) jobs at the end, and touched jobs of Prior.open_jobs that are closed now
+    opened: dict[str, str] = field(default_factory=dict)
+    closed: set[str] = field(default_factory=set)
+    #: touched jobs whose current line has an artifact neither synced nor discarded: job -> (deployment, name)
+    unsynced: dict[str, tuple[str, str]] = field(default_factory=dict)
+    resynced: set[str] = field(default_factory=set)
+    #: per deployment: the latest artifact synced_at (canonical) and its job
+    synced_max: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: per deployment: ledger lines, a few job ids, latest ts (canonical)
+    dep_lines: dict[str, int] = field(default_factory=dict)
+    dep_examples: dict[str, list[str]] = field(default_factory=dict)
+    last_ts: dict[str, str] = field(default_factory=dict)
     #: (relative line, bytes) of a final line without its newline
     torn: tuple[int, int] | None = None
 
@@ -75,9 +97,11 @@ def _epoch(text: str) -> float:
     return moment.timestamp()
 
 
-def _epoch_lenient(text: str) -> float:
-    """RFC 3339 also allows a lowercase t/z and naive-looking forms; normalize before parsing."""
-    return _epoch(text.upper().replace(" ", "T"))
+def canonical_ts(text: str) -> str:
+    """A timestamp as YYYY-MM-DDTHH:MM:SS.mmmZ (UTC), so that string order is time order."""
+    if len(text) == 24 and text[-1] == "Z" and text[10] == "T":
+        return text
+    return format_ts(datetime.fromisoformat(text.upper().replace(" ", "T")))
 
 
 def utc_day(stamp: str) -> str:
@@ -93,41 +117,33 @@ def utc_day(stamp: str) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d")
 
 
-def canonical_ts(text: str) -> str:
-    """A timestamp as YYYY-MM-DDTHH:MM:SS.mmmZ (UTC), so that string order is time order."""
-    if len(text) == 24 and text[-1] == "Z" and text[10] == "T":
-        return text
-    return format_ts(datetime.fromisoformat(text.upper().replace(" ", "T")))
+def contributions(state: JobState) -> tuple[tuple[str, str], ...]:
+    """The spend groups a job's billed cost counts toward: (grouping, key)."""
+    _, _, day, provider, gpu, deployment = state
+    return (("day", day), ("month", day[:7]), ("provider", provider), ("gpu", gpu),
+            ("deployment", deployment), ("day_provider", f"{day}|{provider}"))
 
 
-def _artifacts_state(artifacts: list[dict[str, Any]]) -> str | None:
-    latest = ""
-    for artifact in artifacts:
-        if artifact.get("discarded") is True:
-            continue
-        synced = artifact.get("synced_at")
-        if not synced:
-            return "!" + str(artifact.get("name"))
-        synced = canonical_ts(synced)
-        if synced > latest:
-            latest = synced
-    return latest or None
+def owner(job_id: str, parts: int) -> int:
+    """The worker that owns a job."""
+    return zlib.crc32(job_id.encode("utf-8")) % parts if parts > 1 else 0
 
 
-class _Scanner:
-    """The per-line rules, applied to one range (the hot loop of the audit: keep it lean)."""
+class _Worker:
+    """The per-line rules for the jobs of one partition (the hot loop of the audit: keep it lean)."""
 
-    __slots__ = ("ctx", "days", "initial", "is_valid", "known_start", "last_ts", "result", "strings")
+    __slots__ = ("ctx", "days", "is_valid", "jobs", "part", "parts", "prior", "result", "strings", "unsynced_now")
 
-    def __init__(self, ctx: PassContext, initial: dict[str, JobState] | None, known_start: bool) -> None:
+    def __init__(self, ctx: PassContext, part: int, parts: int, prior: Prior | None) -> None:
         self.ctx = ctx
-        self.initial = initial
-        self.known_start = known_start
-        self.result = ChunkResult()
+        self.part = part
+        self.parts = parts
+        self.prior = prior
+        self.result = PartResult()
+        self.jobs: dict[str, JobState] = {}
+        self.unsynced_now: dict[str, tuple[str, str]] = {}
         self.days: dict[str, str] = {}
         self.strings: dict[str, str] = {}
-        #: per deployment, the latest canonical (YYYY-MM-DDTHH:MM:SS.mmmZ) ts string; others are parsed
-        self.last_ts: dict[str, str] = {}
         self.is_valid = schema.fast_validator("job").is_valid
 
     def note(self, rule: str, lineno: int, message: str) -> None:
@@ -138,34 +154,53 @@ class _Scanner:
             self.result.findings.append((rule, lineno, message))
 
     def lines(self, raws: list[bytes], lineno: int) -> int:
-        """Check each line; `lineno` is the number of the line before the first. Returns the last number."""
+        """Check the lines this worker owns; `lineno` is the number of the line before the first."""
         loads = orjson.loads
         decode_error = orjson.JSONDecodeError
         is_valid = self.is_valid
         job = self.job
+        parts = self.parts
+        part = self.part
+        crc32 = zlib.crc32
         for raw in raws:
             lineno += 1
+            decided = True
+            report = True
+            if parts > 1:
+                decided = False
+                if raw.startswith(ID_PREFIX):
+                    end = raw.find(b'"', 7)
+                    if end > 7 and raw[end - 1] != 92:  # no escapes: the raw bytes are the id's UTF-8
+                        if crc32(raw[7:end]) % parts != part:
+                            continue
+                        decided = True
+                report = decided or lineno % parts == part
             try:
                 record = loads(raw)
             except decode_error as exc:
-                self.note("ledger:torn", lineno, f"not valid JSON ({exc}); a torn or merged write in the middle "
-                          "of the ledger. Move the fragment out (keep a copy) and re-append the job's line")
+                if report:
+                    self.note("ledger:torn", lineno, f"not valid JSON ({exc}); a torn or merged write in the "
+                              "middle of the ledger. Move the fragment out (keep a copy) and re-append the job's line")
                 continue
             if type(record) is not dict:
-                self.note("ledger:torn", lineno, "a ledger line must be a JSON object; move it out of jobs.jsonl")
+                if report:
+                    self.note("ledger:torn", lineno, "a ledger line must be a JSON object; move it out of jobs.jsonl")
                 continue
             if not is_valid(record):
-                errors, _ = schema.check("job", record)
-                detail = "; ".join(f"{e.json_path}: {e.message}" for e in errors[:3]) or "schema mismatch"
-                self.note("ledger:schema", lineno, f"job {record.get('id')!r} does not match the job schema: "
-                          f"{detail}. Append a correction line with the right fields (never edit the line)")
+                if report:
+                    errors, _ = schema.check("job", record)
+                    detail = "; ".join(f"{e.json_path}: {e.message}" for e in errors[:3]) or "schema mismatch"
+                    self.note("ledger:schema", lineno, f"job {record.get('id')!r} does not match the job schema: "
+                              f"{detail}. Append a correction line with the right fields (never edit the line)")
+                continue
+            if not decided and owner(record["id"], parts) != part:
                 continue
             job(lineno, record)
         return lineno
 
     def job(self, lineno: int, record: dict[str, Any]) -> None:
         result = self.result
-        jobs = result.jobs
+        jobs = self.jobs
         get = record.get
         strings = self.strings
         job_id: str = record["id"]
@@ -174,8 +209,8 @@ class _Scanner:
         deployment: str = record["deployment_id"]
         deployment = strings.setdefault(deployment, deployment)
         previous = jobs.get(job_id)
-        if previous is None and self.initial is not None:
-            previous = self.initial.get(job_id)
+        if previous is None and self.prior is not None:
+            previous = self.prior.jobs.get(job_id)
         correction = get("correction")
         if previous is not None:
             if correction or previous[0] in TERMINAL or previous[5] != deployment:
@@ -183,13 +218,9 @@ class _Scanner:
                 if problem:
                     self.note("job:only-corrections-after-terminal", lineno,
                               f"{problem}. Append a correction line instead")
-        elif self.known_start:
-            if correction:
-                self.note("job:only-corrections-after-terminal", lineno,
-                          f"job {job_id}: a correction needs an earlier line of the same job")
-        elif job_id not in result.firsts:
-            result.firsts[job_id] = (lineno, {"id": job_id, "status": status, "deployment_id": deployment,
-                                              "correction": correction, "reason": get("reason")})
+        elif correction:
+            self.note("job:only-corrections-after-terminal", lineno,
+                      f"job {job_id}: a correction needs an earlier line of the same job")
 
         started = get("started_at")
         completed = get("completed_at")
@@ -198,7 +229,7 @@ class _Scanner:
             try:
                 elapsed = (_parse(completed) - _parse(started)).total_seconds()
             except (ValueError, TypeError):
-                elapsed = _epoch_lenient(completed) - _epoch_lenient(started)
+                elapsed = _epoch(canonical_ts(completed)) - _epoch(canonical_ts(started))
             if elapsed < 0:
                 self.note("job:completed-after-started", lineno,
                           f"job {job_id}: completed_at {completed} is {-elapsed:.1f} s before started_at {started}; "
@@ -233,27 +264,42 @@ class _Scanner:
         if day is None:
             day = utc_day(stamp)
             self.days[key] = day
-        artifacts = get("artifacts")
         provider = get("provider") or "?"
         gpu = get("gpu") or "?"
         jobs[job_id] = (status, float(cost or 0.0), day, strings.setdefault(provider, provider),
-                        strings.setdefault(gpu, gpu), deployment, _artifacts_state(artifacts) if artifacts else None)
-        if len(ts) == 24 and ts[-1] == "Z":
-            if ts > self.last_ts.get(deployment, ""):
-                self.last_ts[deployment] = ts
+                        strings.setdefault(gpu, gpu), deployment)
+        artifacts = get("artifacts")
+        unsynced = None
+        if artifacts:
+            latest = ""
+            for artifact in artifacts:
+                if artifact.get("discarded") is True:
+                    continue
+                synced = artifact.get("synced_at")
+                if not synced:
+                    unsynced = (deployment, str(artifact.get("name")))
+                    continue
+                synced = canonical_ts(synced)
+                if synced > latest:
+                    latest = synced
+            if latest and latest > result.synced_max.get(deployment, ("", ""))[0]:
+                result.synced_max[deployment] = (latest, job_id)
+        if unsynced is not None:
+            self.unsynced_now[job_id] = unsynced
+        elif job_id in self.unsynced_now:
+            del self.unsynced_now[job_id]
+        lines = result.dep_lines.get(deployment)
+        if lines is None:
+            result.dep_lines[deployment] = 1
+            result.dep_examples[deployment] = [job_id]
         else:
-            moment = _epoch(ts)
-            if moment > result.last_activity.get(deployment, 0.0):
-                result.last_activity[deployment] = moment
-
-    def finish(self) -> None:
-        """Fold the canonical last-ts strings into last_activity."""
-        activity = self.result.last_activity
-        for deployment, ts in self.last_ts.items():
-            moment = _epoch(ts)
-            if moment > activity.get(deployment, 0.0):
-                activity[deployment] = moment
-        self.result.deployments = set(activity) | set(self.last_ts)
+            result.dep_lines[deployment] = lines + 1
+            examples = result.dep_examples[deployment]
+            if len(examples) < 3 and job_id not in examples:
+                examples.append(job_id)
+        canonical = ts if (len(ts) == 24 and ts[-1] == "Z") else canonical_ts(ts)
+        if canonical > result.last_ts.get(deployment, ""):
+            result.last_ts[deployment] = canonical
 
     def block_secrets(self, data: bytes, first_lineno: int) -> None:
         for hit in find_secrets(data):
@@ -261,65 +307,85 @@ class _Scanner:
             self.note("secrets:ledger", lineno, f"{hit.kind} {hit.shown}; revoke it at the provider, then move "
                       "the secret out of the ledger (keep only the variable's name)")
 
+    def finish(self, jobs_out: Path | None) -> PartResult:
+        """Spend deltas, open/unsynced changes and the per-job ceiling over the touched jobs; write their states."""
+        result = self.result
+        prior = self.prior
+        prior_jobs = prior.jobs if prior is not None else {}
+        spend: dict[str, dict[str, float]] = {}
+        cap = self.ctx.per_job_usd
+        for job_id, state in self.jobs.items():
+            old = prior_jobs.get(job_id)
+            if old is None:
+                result.new_jobs += 1
+            elif old[1]:
+                for grouping, key in contributions(old):
+                    bucket = spend.setdefault(grouping, {})
+                    bucket[key] = bucket.get(key, 0.0) - old[1]
+            if state[1]:
+                for grouping, key in contributions(state):
+                    bucket = spend.setdefault(grouping, {})
+                    bucket[key] = bucket.get(key, 0.0) + state[1]
+                if cap is not None and state[1] > cap + 1e-9:
+                    self.note("spend:per-job", 0, f"job {job_id}: billed ${state[1]:.4f} > per_job_usd ${cap:.2f} "
+                              f"(deployment {state[5]}, {state[2]}); find out why it ran so long, append a correction "
+                              "if the cost is wrong, or raise per_job_usd on purpose")
+            if state[0] not in TERMINAL:
+                result.opened[job_id] = state[5]
+            elif prior is not None and job_id in prior.open_jobs:
+                result.closed.add(job_id)
+            if job_id in self.unsynced_now:
+                result.unsynced[job_id] = self.unsynced_now[job_id]
+            elif prior is not None and job_id in prior.unsynced:
+                result.resynced.add(job_id)
+        result.spend = spend
+        result.touched = len(self.jobs)
+        if jobs_out is not None and self.jobs:
+            with open(jobs_out, "wb") as handle:
+                dumps = orjson.dumps
+                handle.writelines(dumps([job_id, *state]) + b"\n" for job_id, state in self.jobs.items())
+            result.jobs_file = str(jobs_out)
+        self.jobs = {}
+        return result
 
-def scan_range(ctx: PassContext, start: int, end: int, initial: dict[str, JobState] | None = None,
-               known_start: bool = True) -> ChunkResult:
-    """Scan bytes [start, end) of the ledger; `end` is a line boundary or the end of the file."""
+
+def scan_part(ctx: PassContext, start: int, end: int, part: int = 0, parts: int = 1, prior: Prior | None = None,
+              jobs_out: Path | None = None) -> PartResult:
+    """Scan bytes [start, end) of the ledger for the jobs of partition `part` of `parts`."""
     collecting = gc.isenabled()
     gc.disable()  # the pass creates no cycles; generational scans of the growing job table would dominate
     try:
-        return _scan_range(ctx, start, end, initial, known_start)
+        worker = _Worker(ctx, part, parts, prior)
+        lineno = 0
+        remaining = end - start
+        carry = b""
+        block_index = 0
+        with open(ctx.path, "rb") as handle:
+            handle.seek(start)
+            while remaining > 0:
+                block = handle.read(min(BLOCK, remaining))
+                if not block:
+                    break
+                remaining -= len(block)
+                data = carry + block if carry else block
+                cut = data.rfind(b"\n") + 1
+                head, carry = data[:cut], data[cut:]
+                if block_index % parts == part:
+                    worker.block_secrets(head, lineno + 1)
+                block_index += 1
+                lines = head.split(b"\n")
+                lines.pop()
+                del head, data
+                lineno = worker.lines(lines, lineno)
+                del lines
+        if carry and part == 0:
+            worker.block_secrets(carry, lineno + 1)
+            worker.result.torn = (lineno + 1, len(carry))
+        worker.result.lines = lineno
+        return worker.finish(jobs_out)
     finally:
         if collecting:
             gc.enable()
-
-
-def _scan_range(ctx: PassContext, start: int, end: int, initial: dict[str, JobState] | None,
-                known_start: bool) -> ChunkResult:
-    scanner = _Scanner(ctx, initial, known_start)
-    result = scanner.result
-    lineno = 0
-    remaining = end - start
-    carry = b""
-    with open(ctx.path, "rb") as handle:
-        handle.seek(start)
-        while remaining > 0:
-            block = handle.read(min(BLOCK, remaining))
-            if not block:
-                break
-            remaining -= len(block)
-            data = carry + block if carry else block
-            cut = data.rfind(b"\n") + 1
-            head, carry = data[:cut], data[cut:]
-            scanner.block_secrets(head, lineno + 1)
-            lines = head.split(b"\n")
-            lines.pop()
-            del head, data
-            lineno = scanner.lines(lines, lineno)
-            del lines
-    if carry:
-        scanner.block_secrets(carry, lineno + 1)
-        result.torn = (lineno + 1, len(carry))
-    scanner.finish()
-    result.lines = lineno
-    return result
-
-
-def line_boundaries(path: Path, size: int, parts: int) -> list[int]:
-    """Cut [0, size) into up to `parts` ranges that end just after a newline."""
-    cuts = [0]
-    with open(path, "rb") as handle:
-        for k in range(1, parts):
-            target = size * k // parts
-            if target <= cuts[-1]:
-                continue
-            handle.seek(target)
-            rest = handle.readline()
-            cut = target + len(rest)
-            if rest.endswith(b"\n") and cut < size and cut > cuts[-1]:
-                cuts.append(cut)
-    cuts.append(size)
-    return cuts
 
 
 def complete_length(path: Path, size: int) -> int:
@@ -339,18 +405,17 @@ def complete_length(path: Path, size: int) -> int:
     return 0
 
 
-def prefix_sha256(path: Path, length: int) -> str:
-    """sha256 of the first `length` bytes of a file."""
-    digest = hashlib.sha256()
-    remaining = length
+def hash_range(path: Path, start: int, end: int, digest: Any) -> None:
+    """Feed bytes [start, end) of a file to a hashlib object."""
     with open(path, "rb") as handle:
+        handle.seek(start)
+        remaining = end - start
         while remaining > 0:
             block = handle.read(min(BLOCK, remaining))
             if not block:
                 break
             digest.update(block)
             remaining -= len(block)
-    return digest.hexdigest()
 
 
 def worker_count() -> int:
@@ -361,32 +426,25 @@ def worker_count() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
-def _scan_job(args: tuple[PassContext, int, int, bool]) -> ChunkResult:
-    ctx, start, end, known = args
-    return scan_range(ctx, start, end, None, known)
+def _part_job(args: tuple[PassContext, int, int, int, int, str]) -> PartResult:
+    ctx, start, end, part, parts, out = args
+    return scan_part(ctx, start, end, part, parts, None, Path(out))
 
 
-def scan_parallel(ctx: PassContext, start: int, end: int, *,
-                  with_digest: bool) -> tuple[list[ChunkResult], str | None]:
-    """Scan [start, end) in parallel ranges (start must be 0); also hash the complete prefix meanwhile."""
+def scan_full(ctx: PassContext, end: int, out_dir: Path, stem: str) -> tuple[list[PartResult], Any]:
+    """Scan [0, end) in one process per partition; hash the complete prefix meanwhile (returns the hashlib state)."""
     path = Path(ctx.path)
-    parts = worker_count() if end - start >= PARALLEL_MIN_BYTES else 1
+    parts = worker_count() if end >= PARALLEL_MIN_BYTES else 1
     complete = complete_length(path, end)
+    digest = hashlib.sha256()
     if parts <= 1:
-        results = [scan_range(ctx, start, end, None, True)]
-        return results, prefix_sha256(path, complete) if with_digest else None
-    cuts = line_boundaries(path, end, parts)
-    jobs = [(ctx, cuts[k], cuts[k + 1], k == 0) for k in range(len(cuts) - 1)]
+        result = scan_part(ctx, 0, end, 0, 1, None, out_dir / f"{stem}-0.jsonl")
+        hash_range(path, 0, complete, digest)
+        return [result], digest
+    tasks = [(ctx, 0, end, k, parts, str(out_dir / f"{stem}-{k}.jsonl")) for k in range(parts)]
     context = multiprocessing.get_context("fork")
-    with context.Pool(len(jobs)) as pool:
-        pending = pool.map_async(_scan_job, jobs, chunksize=1)
-        digest = prefix_sha256(path, complete) if with_digest else None
+    with context.Pool(parts) as pool:
+        pending = pool.map_async(_part_job, tasks, chunksize=1)
+        hash_range(path, 0, complete, digest)
         results = pending.get()
     return results, digest
-
-
-def contributions(state: JobState) -> Iterable[tuple[str, str]]:
-    """The spend groups a job's billed cost counts toward: (grouping, key)."""
-    _, _, day, provider, gpu, deployment, _ = state
-    return (("day", day), ("month", day[:7]), ("provider", provider), ("gpu", gpu),
-            ("deployment", deployment), ("day_provider", f"{day}|{provider}"))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
+import tempfile
+import weakref
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,17 +18,18 @@ from gpuharness import schema
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit.findings import Finding
 from gpuharness.audit.ledger_pass import (
-    ChunkResult,
+    PartResult,
     PassContext,
+    Prior,
     canonical_ts,
     complete_length,
-    scan_parallel,
-    scan_range,
+    hash_range,
+    scan_full,
+    scan_part,
 )
 from gpuharness.audit.secrets import scan_tree
 from gpuharness.clock import format_ts, parse_ts
 from gpuharness.errors import UserError
-from gpuharness.ledger import TERMINAL, sequence_problem
 from gpuharness.lifecycle import LIVE
 from gpuharness.policy import Policy
 from gpuharness.registry import DOCUMENTS, JOURNAL, LEDGER
@@ -58,7 +61,7 @@ def _ts(text: Any) -> float | None:
 
 
 @final
-@dataclass(slots=True, repr=False)
+@dataclass(slots=True, repr=False, weakref_slot=True)
 class AuditRun:
     """The result of one audit: findings by rule, warnings, and the ledger state that a pass would record."""
 
@@ -73,7 +76,7 @@ class AuditRun:
     previous: cp.Checkpoint | None = None
     incremental: bool = False
     lines_validated: int = 0
-    touched: list[str] = field(default_factory=list)
+    pending_dir: Path | None = None
     deployment_ids: list[str] = field(default_factory=list)
     policy_sha256: str = ""
 
@@ -219,7 +222,8 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
     rates = {str(d["id"]): float(d["cost_hr"]) for d in run.deployments()
              if isinstance(d.get("cost_hr"), int | float) and d.get("id")}
     tol_abs, tol_rel = run.policy.cost_tolerance
-    ctx = PassContext(str(path), rates, tol_abs, tol_rel)
+    per_job = run.policy.get("per_job_usd")
+    ctx = PassContext(str(path), rates, tol_abs, tol_rel, None if per_job is None else float(per_job))
     previous: cp.Checkpoint | None = None
     if use_checkpoint:
         try:
@@ -228,25 +232,36 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
             run.add("ledger:append-only", "audit/checkpoint.json",
                     f"{exc}; move it aside to re-baseline (the next passing audit writes a new one)")
     run.previous = previous
-    results: list[ChunkResult]
+    pending = Path(tempfile.mkdtemp(prefix="gh-audit-"))
+    run.pending_dir = pending
+    weakref.finalize(run, shutil.rmtree, str(pending), True)
+    results: list[PartResult] = []
     digest = _verified_prefix(run, path, size, previous) if previous is not None else None
-    if previous is not None and digest is not None:
+    rebaseline = previous is not None and (previous.policy_sha256 != run.policy_sha256
+                                           or len(previous.state.job_files) > cp.MAX_JOB_FILES)
+    if previous is not None and digest is not None and not rebaseline:
         state = previous.state
-        start = state.byte_length
-        results = [scan_range(ctx, start, size, state.jobs, True)] if size > start else []
         run.state = state
         run.incremental = True
-        end = complete_length(path, size) if size > start else start
-        _hash_range(path, start, end, digest)
-        sha = digest.hexdigest()
+        start = state.byte_length
+        end = start
+        if size > start:
+            wanted = _job_ids(path, start, size)
+            prior = Prior(cp.load_jobs(cp.checkpoint_path(root).parent, state.job_files, wanted),
+                          frozenset(state.open_jobs), frozenset(state.unsynced))
+            results = [scan_part(ctx, start, size, 0, 1, prior, pending / "jobs-delta.jsonl")]
+            end = complete_length(path, size)
+            hash_range(path, start, end, digest)
     else:
         run.state = cp.LedgerState()
-        results, sha_or_none = scan_parallel(ctx, 0, size, with_digest=True) if size else ([], cp.EMPTY_SHA256)
-        sha = sha_or_none or cp.EMPTY_SHA256
+        if size:
+            results, digest = scan_full(ctx, size, pending, "jobs-full")
+        else:
+            digest = hashlib.sha256()
         end = complete_length(path, size)
     _merge(run, results)
     run.state.byte_length = end
-    run.state.prefix_sha256 = sha
+    run.state.prefix_sha256 = digest.hexdigest()
     if previous is not None:
         vanished = sorted(set(previous.deployment_ids) - set(ids))
         for deployment in vanished:
@@ -255,16 +270,19 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
                     "is never deleted: restore it (status destroyed, with destroyed_at)")
 
 
-def _hash_range(path: Path, start: int, end: int, digest: Any) -> None:
+def _job_ids(path: Path, start: int, end: int) -> set[str]:
+    """The job ids of the lines in [start, end) (unparsable lines are left to the pass)."""
+    ids: set[str] = set()
     with open(path, "rb") as handle:
         handle.seek(start)
-        remaining = end - start
-        while remaining > 0:
-            block = handle.read(min(8 << 20, remaining))
-            if not block:
-                break
-            digest.update(block)
-            remaining -= len(block)
+        for raw in handle.read(end - start).split(b"\n"):
+            try:
+                record = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("id"), str):
+                ids.add(record["id"])
+    return ids
 
 
 def _verified_prefix(run: AuditRun, path: Path, size: int, previous: cp.Checkpoint) -> Any:
@@ -277,7 +295,7 @@ def _verified_prefix(run: AuditRun, path: Path, size: int, previous: cp.Checkpoi
                 f"bytes ({state.line_count} lines): history was truncated; restore jobs.jsonl from a backup")
         return None
     digest = hashlib.sha256()
-    _hash_range(path, 0, state.byte_length, digest)
+    hash_range(path, 0, state.byte_length, digest)
     if digest.hexdigest() != state.prefix_sha256:
         run.add("ledger:append-only", where,
                 f"the first {state.line_count} lines ({state.byte_length} bytes) changed since the checkpoint of "
@@ -287,48 +305,30 @@ def _verified_prefix(run: AuditRun, path: Path, size: int, previous: cp.Checkpoi
     return digest
 
 
-def _merge(run: AuditRun, results: Iterable[ChunkResult]) -> None:
+def _merge(run: AuditRun, results: list[PartResult]) -> None:
     state = run.state
     base = state.line_count
-    validated = 0
+    found: list[tuple[int, str, str]] = []
     for result in results:
-        for rule, lineno, message in result.findings:
-            run.findings[rule].append(Finding(rule, f"{LEDGER}:{base + lineno}", message))
+        found.extend((lineno, rule, message) for rule, lineno, message in result.findings)
         for rule, count in result.counts.items():
             run.counts[rule] += count
-        for job_id, (lineno, record) in result.firsts.items():
-            old = state.jobs.get(job_id)
-            problem = sequence_problem(None if old is None else {"status": old[0], "deployment_id": old[5]},
-                                       record)
-            if problem:
-                run.add("job:only-corrections-after-terminal", f"{LEDGER}:{base + lineno}",
-                        f"{problem}. Append a correction line instead")
-        if run.incremental:
-            run.touched.extend(result.jobs)
         state.absorb(result)
         if result.torn is not None:
             lineno, length = result.torn
             run.warnings.append(f"{LEDGER}:{base + lineno}: torn last line ({length} bytes without a newline): a "
                                 "writer died mid-write; it was never acknowledged and the next append quarantines it")
-        base += result.lines
-        validated += result.lines
-    run.lines_validated = validated
+    for lineno, rule, message in sorted(found, key=lambda f: f[0]):
+        run.findings[rule].append(Finding(rule, f"{LEDGER}:{base + lineno}" if lineno else LEDGER, message))
+    lines = results[0].lines if results else 0
+    state.line_count = base + lines
+    run.lines_validated = lines
 
 
-def _spend(run: AuditRun, touched: Iterable[str] | None) -> None:
+def _spend(run: AuditRun) -> None:
+    """Daily and monthly spend, live burn and concurrency (per-job spend is checked in the ledger pass)."""
     policy = run.policy
     state = run.state
-    per_job = policy.get("per_job_usd")
-    if per_job is not None:
-        cap = float(per_job)
-        jobs = state.jobs
-        keys = jobs.keys() if touched is None else touched
-        for job_id in keys:
-            job = jobs.get(job_id)
-            if job is not None and job[1] > cap + 1e-9:
-                run.add("spend:per-job", f"job {job_id}",
-                        f"billed ${job[1]:.4f} > per_job_usd ${cap:.2f} (deployment {job[5]}, {job[2]}); find out why "
-                        "it ran so long, append a correction if the cost is wrong, or raise per_job_usd on purpose")
     for grouping, ceiling in (("day", "daily_usd"), ("month", "monthly_usd")):
         limit = policy.get(ceiling)
         if limit is None:
@@ -379,28 +379,25 @@ def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None
             run.add(rule, f"deployment {dep}",
                     f"has destroyed_at {d.get('destroyed_at')} but status {d.get('status')}; a destroyed deployment "
                     "keeps status destroyed (check the provider: is it still running?)")
+    state = run.state
     open_jobs: dict[str, list[str]] = defaultdict(list)
-    for job_id, job in run.state.jobs.items():
-        status, deployment, artifacts = job[0], job[5], job[6]
-        if status not in TERMINAL:
-            open_jobs[deployment].append(job_id)
-        gone = destroyed_at.get(deployment)
-        if gone is None:
-            continue
+    for job_id, deployment in sorted(state.open_jobs.items()):
+        open_jobs[deployment].append(job_id)
+    for job_id, (deployment, name) in sorted(state.unsynced.items()):
+        if deployment in destroyed_at:
+            run.add(f"history:artifacts-synced:{deployment}", f"job {job_id}",
+                    f"artifact {name!r} was never synced (no synced_at) before deployment {deployment} was destroyed; "
+                    "sync it if a copy exists, else record discarded: true in a correction line")
+    for deployment, gone in destroyed_at.items():
         rule = f"history:artifacts-synced:{deployment}"
-        if artifacts is None:
-            pass
-        elif artifacts.startswith("!"):
-            run.add(rule, f"job {job_id}", f"artifact {artifacts[1:]!r} was never synced (no synced_at) before "
-                    f"deployment {deployment} was destroyed; sync it if a copy exists, else record discarded: true "
-                    "in a correction line")
-        elif artifacts > gone:
-            late = (parse_ts(artifacts) - parse_ts(gone)).total_seconds()
-            run.add(rule, f"job {job_id}", f"artifacts synced at {artifacts}, {late:.0f} s after deployment "
+        latest, job_id = state.synced_max.get(deployment, ("", ""))
+        if latest and latest > gone:
+            late = (parse_ts(latest) - parse_ts(gone)).total_seconds()
+            run.add(rule, f"job {job_id}", f"artifacts synced at {latest}, {late:.0f} s after deployment "
                     f"{deployment} was destroyed ({gone}); outputs die with the instance: sync before destroy")
-        if status not in TERMINAL:
-            run.add(rule, f"job {job_id}", f"still {status} on destroyed deployment {deployment}; its outputs died "
-                    "with the instance: append an interrupted (or failed) line")
+        for job_id in open_jobs.get(deployment, []):
+            run.add(rule, f"job {job_id}", f"still open (queued or running) on destroyed deployment {deployment}; "
+                    "its outputs died with the instance: append an interrupted (or failed) line")
     max_idle = policy.get("max_idle_minutes")
     need_rule = bool(policy.get("require_shutdown_rule"))
     for d in deployments:
@@ -423,7 +420,7 @@ def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None
         if open_jobs.get(dep):
             run.not_applicable[f"shutdown:idle:{dep}"] = f"busy: {len(open_jobs[dep])} open job(s)"
             continue
-        stamps = [_ts(d.get("created_at")), _ts(d.get("ready_at")), run.state.last_activity.get(dep),
+        stamps = [_ts(d.get("created_at")), _ts(d.get("ready_at")), _ts(state.last_ts.get(dep)),
                   journal_last.get(dep)]
         last = max((s for s in stamps if s is not None), default=None)
         if last is None:
@@ -441,17 +438,12 @@ def _unknown_deployments(run: AuditRun) -> None:
     missing = sorted(run.state.ledger_deployments - known)
     if not missing:
         return
-    examples: dict[str, list[str]] = defaultdict(list)
-    counts: dict[str, int] = defaultdict(int)
-    for job_id, job in run.state.jobs.items():
-        if job[5] in missing:
-            counts[job[5]] += 1
-            if len(examples[job[5]]) < 3:
-                examples[job[5]].append(job_id)
+    state = run.state
     for deployment in missing:
+        examples = ", ".join(state.dep_examples.get(deployment, []))
         run.add("ref:job-deployment", f"deployment {deployment}",
-                f"{counts[deployment]} job(s) (e.g. {', '.join(examples[deployment])}) run on a deployment that is not "
-                "in deployments.json; restore it there (destroyed deployments stay, with destroyed_at)")
+                f"{state.dep_lines.get(deployment, 0)} ledger line(s) (e.g. jobs {examples}) run on a deployment that "
+                "is not in deployments.json; restore it there (destroyed deployments stay, with destroyed_at)")
 
 
 def _secrets(run: AuditRun, extra_roots: dict[str, Path]) -> None:
@@ -477,9 +469,7 @@ def run_audit(root: Path, now: datetime, *, use_checkpoint: bool = True,
     journal_last = _journal(run)
     _references(run)
     _ledger(run, use_checkpoint)
-    policy_changed = run.previous is None or run.previous.policy_sha256 != run.policy_sha256
-    touched = None if (policy_changed or not run.incremental) else run.touched
-    _spend(run, touched)
+    _spend(run)
     _unknown_deployments(run)
     _history_and_shutdown(run, journal_last)
     _secrets(run, secret_roots or {})
