@@ -120,6 +120,13 @@ def test_provision_interruptible_is_refused_where_unsupported(tmp_path):
     assert world.provider.launch_calls == 0
 
 
+def test_provision_interruptible_on_vast_needs_a_bid(tmp_path):
+    world = make_world(tmp_path)
+    with pytest.raises(UserError, match="bid-price"):
+        provision(world.ctx, request(interruptible=True))
+    assert world.provider.launch_calls == 0
+
+
 def test_provision_interruptible_is_recorded_where_supported(tmp_path):
     world = make_world(tmp_path)
     result = provision(world.ctx, request(interruptible=True, bid_price=0.3))

@@ -257,6 +257,9 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
     if request.interruptible and kind in (SERVERLESS, "owned", "massed"):
         raise UserError(f"--interruptible is not offered by {kind}", place="provision",
                         hint="interruptible (spot/bid) exists on runpod pods and vast")
+    if request.interruptible and kind == "vast" and request.bid_price is None:
+        raise UserError("an interruptible Vast.ai instance is a bid: give --bid-price", place="provision",
+                        hint="see `gpuharness economics --retryable` for when interruptible pays")
     text = disclosure(request, kind)
     reuse = find_reusable(ctx.registry.deployments(), request)
     resuming = reuse is not None and reuse["status"] == "provisioning" and not reuse.get("instance_id")
