@@ -119,3 +119,18 @@ def test_reap_apply_marks_a_dead_runs_job_interrupted_first(tmp_path):
                                                "ts": format_ts(world.clock.now)})
     reap(world.ctx, apply=True)
     assert lines(world)[-1]["status"] == "interrupted"
+
+
+def test_reap_uses_keep_alive_economics_when_there_is_no_idle_rule(tmp_path):
+    world, _dep_id = ready_world(tmp_path)
+    with world.registry.update("deployments.json") as doc:
+        doc["deployments"][0]["shutdown_rule"] = {"max_hours": 24}
+    with world.registry.update("policy.json") as doc:
+        doc.pop("max_idle_minutes", None)
+    later(world, 13)
+    reap(world.ctx, startup_minutes=12)
+    later(world, 13)
+    [decision] = reap(world.ctx, startup_minutes=12)
+    assert decision.action == "destroy"
+    assert any(r.startswith("keep-alive economics (no idle rule)") for r in decision.reasons)
+    assert any("startup_cost" in a for a in decision.arithmetic)

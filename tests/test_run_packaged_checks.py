@@ -63,3 +63,9 @@ def test_check_refuses_an_unknown_suite():
     ran = subprocess.run([sys.executable, "-m", "gpuharness", "check", "nightly"], capture_output=True, text=True,
                          timeout=60)
     assert ran.returncode == 2 and "invalid choice: 'nightly'" in ran.stderr
+
+
+def test_check_uses_the_repository_suites_in_an_editable_install():
+    ran = subprocess.run([sys.executable, "-m", "gpuharness", "check", "plan", "--collect-only", "-q"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "test_plan.py" in ran.stdout, ran.stdout + ran.stderr
