@@ -140,7 +140,7 @@ def test_an_unknown_deployment_id_stops_collection_with_the_known_ids(pytester, 
     world.add("dep_ok")
     result = run_checks(pytester, world, "--deployment", "dep_typo")
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*no deployment 'dep_typo' (known: ['dep_ok'])*"])
+    result.stdout.fnmatch_lines(["*no deployment 'dep_typo' (known: *dep_ok*"])
     assert world.deployment("dep_ok")["status"] == "health-checking"
 
 
