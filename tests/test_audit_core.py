@@ -1,0 +1,150 @@
+"""The audit core without pytest in the loop: partitioned passes, incremental state, secrets, checkpoints."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from gpuharness.audit import checkpoint as cp
+from gpuharness.audit import ledger_pass, run_audit
+from gpuharness.audit.secrets import find_secrets, redact
+from gpuharness.clock import parse_ts
+
+DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu"
+NOW = parse_ts("2026-11-30T18:10:00Z")
+
+
+@pytest.fixture
+def reg(tmp_path: Path) -> Path:
+    target = tmp_path / "reg"
+    shutil.copytree(DEMO, target, ignore=shutil.ignore_patterns("audit", "*.lock"))
+    return target
+
+
+def lines(registry: Path) -> list[bytes]:
+    return (registry / "jobs.jsonl").read_bytes().splitlines(keepends=True)
+
+
+def break_ledger(registry: Path) -> None:
+    """A torn line in the middle, a schema error, a non-correction after a terminal line, a wrong cost."""
+    raw = lines(registry)
+    raw[40] = raw[40][:30] + b"\n"
+    records = [orjson.loads(r) for r in raw[:200] if r.startswith(b"{") and r.endswith(b"}\n")]
+    done = next(r for r in records if r["status"] == "completed")
+    raw.append(orjson.dumps(dict(done, cost_usd="free")) + b"\n")
+    raw.append(orjson.dumps(dict(done, status="running", ts="2026-11-30T17:00:00.000Z")) + b"\n")
+    raw.append(orjson.dumps(dict(done, id="J-pricey", cost_usd=9.0)) + b"\n")
+    (registry / "jobs.jsonl").write_bytes(b"".join(raw))
+
+
+def summary(run: object) -> dict[str, object]:
+    state = run.state  # type: ignore[attr-defined]
+    return {"counts": dict(run.counts), "lines": state.line_count,  # type: ignore[attr-defined]
+            "findings": sorted(f.line() for fs in run.findings.values() for f in fs),  # type: ignore[attr-defined]
+            "spend": {g: state.rounded(g) for g in cp.GROUPINGS}, "jobs": state.job_count,
+            "open": state.open_jobs, "unsynced": state.unsynced, "synced_max": state.synced_max,
+            "dep_lines": state.dep_lines, "last": state.last_ts}
+
+
+def job_states(run: object) -> dict[str, list[object]]:
+    states: dict[str, list[object]] = {}
+    for name in run.state.job_files:  # type: ignore[attr-defined]
+        for line in Path(name).read_bytes().splitlines():
+            entry = orjson.loads(line)
+            states[entry[0]] = entry[1:]
+    return states
+
+
+def test_partitioned_pass_finds_exactly_what_a_single_pass_finds(reg, monkeypatch):
+    break_ledger(reg)
+    monkeypatch.setenv("GPUHARNESS_AUDIT_PROCS", "1")
+    single = run_audit(reg, NOW, use_checkpoint=False)
+    monkeypatch.setattr(ledger_pass, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setenv("GPUHARNESS_AUDIT_PROCS", "3")
+    parallel = run_audit(reg, NOW, use_checkpoint=False)
+    assert len(parallel.state.job_files) == 3
+    assert summary(parallel) == summary(single)
+    assert job_states(parallel) == job_states(single)
+    assert single.count("ledger:torn") == 1
+    assert single.count("ledger:schema") == 1
+    assert single.count("job:only-corrections-after-terminal") == 1
+    assert single.count("spend:per-job") == 1
+
+
+def test_incremental_audit_reaches_the_state_of_a_full_audit(reg):
+    policy = orjson.loads((reg / "policy.json").read_bytes())
+    policy["max_idle_minutes"] = 100_000  # the truncated ledger leaves the live deployments idle for days
+    (reg / "policy.json").write_bytes(orjson.dumps(policy))
+    path = reg / "jobs.jsonl"
+    whole = path.read_bytes()
+    raw = lines(reg)
+    path.write_bytes(b"".join(raw[:-300]))
+    first = run_audit(reg, NOW)
+    assert first.passed and not first.incremental
+    assert cp.write(cp.checkpoint_path(reg), first.checkpoint_document(), first.previous)
+    path.write_bytes(whole)
+    incremental = run_audit(reg, NOW)
+    assert incremental.incremental and incremental.lines_validated == 300
+    full = run_audit(reg, NOW, use_checkpoint=False)
+    assert summary(incremental) == summary(full)
+    assert cp.write(cp.checkpoint_path(reg), incremental.checkpoint_document(), incremental.previous)
+    reloaded = cp.load(cp.checkpoint_path(reg))
+    assert reloaded is not None and reloaded.state.job_count == full.state.job_count
+    assert len(reloaded.state.job_files) == 2
+    assert not list(Path(name) for name in reloaded.state.job_files if "/" in name)
+
+
+def test_policy_change_forces_a_full_pass(reg):
+    first = run_audit(reg, NOW)
+    cp.write(cp.checkpoint_path(reg), first.checkpoint_document(), first.previous)
+    policy = orjson.loads((reg / "policy.json").read_bytes())
+    policy["per_job_usd"] = 0.2
+    (reg / "policy.json").write_bytes(orjson.dumps(policy))
+    again = run_audit(reg, NOW)
+    assert not again.incremental
+    assert again.count("spend:per-job") > 0
+
+
+def test_full_rebaseline_removes_the_job_files_it_no_longer_names(reg):
+    path = reg / "jobs.jsonl"
+    whole = path.read_bytes()
+    path.write_bytes(b"".join(lines(reg)[:-10]))
+    first = run_audit(reg, NOW)
+    cp.write(cp.checkpoint_path(reg), first.checkpoint_document(), first.previous)
+    path.write_bytes(whole)
+    incremental = run_audit(reg, NOW)
+    cp.write(cp.checkpoint_path(reg), incremental.checkpoint_document(), incremental.previous)
+    assert len(list((reg / "audit").glob("jobs-*.jsonl"))) == 2
+    policy = orjson.loads((reg / "policy.json").read_bytes())
+    policy["daily_usd"] = 11.0
+    (reg / "policy.json").write_bytes(orjson.dumps(policy))
+    full = run_audit(reg, NOW)
+    assert not full.incremental
+    cp.write(cp.checkpoint_path(reg), full.checkpoint_document(), full.previous)
+    names = sorted(p.name for p in (reg / "audit").glob("jobs-*.jsonl"))
+    assert names == cp.load(cp.checkpoint_path(reg)).state.job_files  # type: ignore[union-attr]
+    assert len(names) == 1
+
+
+def test_secret_finder_reports_each_kind_redacted():
+    text = (b'{"a": "rpa_ABCDEFGHIJKLMNOPQRSTUVWX"}\n'
+            b"Authorization: Bearer abcdefghijklmnop1234\n"
+            b"-----BEGIN RSA PRIVATE KEY-----\n"
+            b'{"password": "hunter2"}\n'
+            b"url: /x?api_key=0123456789abcdef0123456789abcdef\n")
+    hits = list(find_secrets(text))
+    assert [h.kind for h in hits] == ["RunPod API key", "bearer token", "private key", "password", "API key"]
+    assert all("ABCDEFGHIJ" not in h.shown and "hunter2" not in h.shown for h in hits)
+    assert redact(b"rpa_ABCDEFGH") == "rpa_… (12 chars)"
+
+
+def test_secret_finder_ignores_placeholders_and_variable_names():
+    text = (b"Authorization: Bearer REDACTED\n"
+            b'{"credential_env": "RUNPOD_API_KEY", "key_prefix": "rpa_"}\n'
+            b'{"password": "***"}\n'
+            b"api_key=${VAST_API_KEY}\n"
+            b'{"sha256": "' + b"a" * 64 + b'"}\n')
+    assert list(find_secrets(text)) == []
