@@ -130,3 +130,9 @@ def test_gpus_runs_the_local_nvidia_smi(tmp_path):
     payload = json.loads(done.stdout)
     assert payload["source"] == "nvidia-smi"
     assert (payload["error"], done.returncode) == ("no_devices_found", 2)
+
+
+def test_diagnose_stdin_counts_lines_like_a_file():
+    text = "start\n 10%|#   |\r100%|####|\nRuntimeError: CUDA error: out of memory\n"
+    payload = json.loads(gpuharness("diagnose", "-", "--json", stdin=text).stdout)
+    assert (payload["cause"], payload["line_no"]) == ("cuda_oom", 3)

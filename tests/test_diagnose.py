@@ -276,3 +276,25 @@ def test_big_log_starting_with_a_bracket_is_streamed_not_read_whole(tmp_path, mo
 
 def test_small_json_error_file_is_still_unpacked():
     assert classify_file(LOGS / "runpod-serverless-oom-status.json").source == "runpod"
+
+
+def test_carriage_return_progress_bars_do_not_shift_line_numbers(tmp_path):
+    log = tmp_path / "progress.log"
+    log.write_bytes(b"loading\n 10%|#         |\r 50%|#####     |\r100%|##########|\n"
+                    b"step\r\nRuntimeError: CUDA error: out of memory\n")
+    diagnosis = classify_file(log)
+    assert (diagnosis.cause, diagnosis.line_no) == ("cuda_oom", 4)
+    assert classify_text(log.read_bytes().decode()).line_no == 4
+
+
+def test_the_matching_segment_of_a_progress_bar_line_is_shown():
+    diagnosis = classify_lines([" 95%|#########5| 19/20\rRuntimeError: CUDA error: out of memory\n"])
+    assert diagnosis.line == "RuntimeError: CUDA error: out of memory"
+
+
+def test_json_over_the_size_limit_is_read_as_a_log(tmp_path, monkeypatch):
+    import gpuharness.diagnose as diagnose_module
+
+    monkeypatch.setattr(diagnose_module, "JSON_MAX_BYTES", 16)
+    diagnosis = classify_file(LOGS / "runpod-serverless-oom-status.json")
+    assert (diagnosis.cause, diagnosis.source) == ("cuda_oom", "log")

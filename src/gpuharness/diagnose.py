@@ -7,7 +7,7 @@ Public API (engineers F and G call these on log tails and runtime errors):
 - ``classify_text(text) -> Diagnosis``: a whole text; ComfyUI ``/history`` / ``/prompt`` / websocket JSON with
   ``execution_error`` or ``missing_node_type``, and RunPod Serverless error strings (``{"error": "..."}`` whose
   value may itself be JSON with ``error_type``/``error_message``/``error_traceback``), are unpacked first.
-- ``classify_file(path) -> Diagnosis``.
+- ``classify_file(path)`` / ``classify_stream(handle)``: files and stdin, streamed.
 
 Causes: ``cuda_oom``, ``driver_mismatch``, ``custom_node_import``, ``weights_corrupt``, ``disk_full``,
 ``unknown``. A host-RAM OOM kill, an illegal memory access and other CUDA errors are never ``cuda_oom``: they
@@ -18,12 +18,13 @@ import, which is frequent start-up noise); the decisive line is that cause's fir
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, final
+from typing import Any, Final, Literal, TextIO, final
 
 Cause = Literal["cuda_oom", "driver_mismatch", "custom_node_import", "weights_corrupt", "disk_full", "unknown"]
 Symptom = Literal["host_oom_kill", "illegal_memory_access", "cuda_error"]
@@ -194,6 +195,7 @@ _BATCH_LINES: Final[int] = 4096
 _BATCH_BYTES: Final[int] = 1 << 20
 #: Files up to this size that start like JSON are tried as ComfyUI / RunPod error documents first.
 JSON_MAX_BYTES: Final[int] = 16 << 20
+_PEEK_CHARS: Final[int] = 64 << 10
 _ANSI: Final[re.Pattern[str]] = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: Characters of one line that are examined: its first and last halves of this (progress bars make huge lines).
 MAX_LINE_CHARS: Final[int] = 8192
@@ -287,6 +289,8 @@ def _scan(batch: list[str], offset: int, best: dict[str, Evidence], evidence: li
         if _COMBINED.search(text) is None:
             continue
         line = text.rstrip("\r\n").strip()
+        if "\r" in line:  # show the progress-bar segment that matched, not the whole bar
+            line = next((part for part in line.split("\r") if _COMBINED.search(part)), line).strip()
         for label, strong in _labels(text):
             found = Evidence(label=label, line_no=offset + index + 1, line=line[:500], strong=strong)
             previous = best.get(label)
@@ -309,23 +313,39 @@ def classify_text(text: str) -> Diagnosis:
             if messages:
                 diagnosis = classify_lines(messages)
                 return _relocate(diagnosis, text, source)
-    return classify_lines(text.splitlines())
+    lines = text.split("\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    return classify_lines(lines)
 
 
 def classify_file(path: str | Path) -> Diagnosis:
-    """Classify a log file, streaming it (JSON documents are read whole)."""
-    file_path = Path(path)
-    with file_path.open("r", encoding="utf-8", errors="replace") as handle:
-        head = handle.read(1)
-        while head and head.isspace():
-            head = handle.read(1)
-        # Error JSON is small; a big file starting with "[" is a log with bracketed timestamps: stream it.
-        if head in ("{", "[") and file_path.stat().st_size <= JSON_MAX_BYTES:
-            handle.seek(0)
-            return classify_text(handle.read())
-        handle.seek(0)
-        # readlines(hint) hands over whole lines about a megabyte at a time, without a Python loop per line.
-        return _classify_batches(iter(lambda: handle.readlines(_BATCH_BYTES), []))
+    """Classify a log file, streaming it (small JSON error documents are read whole)."""
+    # Only "\n" ends a line, as in editors and `sed -n`: a progress bar's "\r" does not shift line numbers.
+    with Path(path).open("r", encoding="utf-8", errors="replace", newline="\n") as handle:
+        return classify_stream(handle)
+
+
+def classify_stream(handle: TextIO) -> Diagnosis:
+    """Classify an open text stream (a file or stdin) with bounded memory.
+
+    Text that starts like JSON and is at most JSON_MAX_BYTES is unpacked as ComfyUI / RunPod error JSON;
+    anything else (including a log whose lines start with "[timestamp]") is streamed line by line.
+    """
+    head = handle.read(_PEEK_CHARS)
+    if head.lstrip()[:1] in ("{", "["):
+        if len(head) <= JSON_MAX_BYTES:
+            head += handle.read(JSON_MAX_BYTES + 1 - len(head))
+        if len(head) <= JSON_MAX_BYTES:
+            return classify_text(head)
+    parts = head.split("\n")
+    first = [part + "\n" for part in parts[:-1]]
+    tail = parts[-1] + handle.readline()  # complete the line the peek cut
+    if tail:
+        first.append(tail)
+    # readlines(hint) hands over whole lines about a megabyte at a time, without a Python loop per line.
+    rest: Iterator[list[str]] = iter(lambda: handle.readlines(_BATCH_BYTES), [])
+    return _classify_batches(itertools.chain(_batched(first), rest))
 
 
 # --- internals -------------------------------------------------------------------------------------------
@@ -433,7 +453,7 @@ def _relocate(diagnosis: Diagnosis, text: str, source: Source) -> Diagnosis:
     line_no: int | None = diagnosis.line_no
     if diagnosis.line:
         line_no = 1
-        raw_lines = text.splitlines()
+        raw_lines = text.split("\n")
         # The decisive line may be "<type>: <message>" assembled from two fields: try the message alone too.
         candidates = [diagnosis.line[:60]]
         if ": " in diagnosis.line:
@@ -450,4 +470,4 @@ def _relocate(diagnosis: Diagnosis, text: str, source: Source) -> Diagnosis:
                 break
     return Diagnosis(cause=diagnosis.cause, line_no=line_no, line=diagnosis.line, remedy=diagnosis.remedy,
                      retryable=diagnosis.retryable, symptom=diagnosis.symptom, source=source,
-                     lines_read=len(text.splitlines()), evidence=())
+                     lines_read=text.count("\n") + (0 if text.endswith("\n") else 1), evidence=())

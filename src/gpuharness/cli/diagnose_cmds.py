@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 from typing import Any
 
 from gpuharness.cli import emit
-from gpuharness.diagnose import classify_file, classify_text
+from gpuharness.diagnose import classify_file, classify_stream
 from gpuharness.errors import EXIT_USAGE, UserError
 from gpuharness.nvidia_smi import SmiParseError, SmiReport, parse_output, run_local
 
@@ -33,7 +34,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     if args.log == "-":
-        diagnosis = classify_text(sys.stdin.read())
+        # Only "\n" ends a line (no universal-newline translation), as for files.
+        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
+        diagnosis = classify_stream(stdin)
         origin = "<stdin>"
     else:
         path = Path(args.log)
