@@ -190,3 +190,9 @@ def test_provision_unknown_outcome_it_cannot_check_is_never_called_nothing_creat
     assert "status --refresh" in info.value.line()
     [dep] = world.registry.deployments()
     assert dep["status"] == "error"
+    # it had in fact been created; provisioning again adopts it by key instead of launching a second one
+    del world.provider.launch
+    world.provider.launch(LaunchSpec(gpu="RTX 4090", image="comfyui:latest", idempotency_key=dep["idempotency_key"]))
+    again = provision(world.ctx, request())
+    assert again.deployment["id"] == dep["id"] and again.deployment["instance_id"] == "i-1"
+    assert len(world.provider.instances) == 1 and world.provider.launch_calls == 1

@@ -120,9 +120,11 @@ def new_deployment_id(existing: set[str], request: ProvisionRequest) -> str:
 
 
 def find_reusable(deployments: list[dict[str, Any]], request: ProvisionRequest) -> dict[str, Any] | None:
-    """A live deployment that already matches the request (same provider, GPU, image, runtime, model)."""
+    """A live deployment that already matches the request (same provider, GPU, image, runtime, model), or
+    one whose launch outcome was never confirmed (no instance id yet: resumed by its key)."""
     for deployment in deployments:
-        if deployment.get("status") not in REUSABLE:
+        unconfirmed = deployment.get("status") == "error" and not deployment.get("instance_id")
+        if deployment.get("status") not in REUSABLE and not unconfirmed:
             continue
         if request.deployment_id and deployment["id"] != request.deployment_id:
             continue
@@ -262,7 +264,7 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
                         hint="see `gpuharness economics --retryable` for when interruptible pays")
     text = disclosure(request, kind)
     reuse = find_reusable(ctx.registry.deployments(), request)
-    resuming = reuse is not None and reuse["status"] == "provisioning" and not reuse.get("instance_id")
+    resuming = reuse is not None and reuse["status"] in ("provisioning", "error") and not reuse.get("instance_id")
     if reuse is not None and not resuming:
         ctx.say(f"reusing live deployment {reuse['id']} ({reuse['status']}); nothing was launched")
         return ProvisionResult(reuse, True, text)
@@ -306,9 +308,9 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
                             "provider, or later") from None
         instance = outcome.instance
         observe(ctx, instance)
-        _set_fields(ctx, deployment_id, instance_id=instance.id)
+        status = _set_fields(ctx, deployment_id, instance_id=instance.id)["status"]
         journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider,
-                               "target_id": instance.id, "from": "provisioning", "to": "provisioning",
+                               "target_id": instance.id, "from": status, "to": status,
                                "route": f"{request.provider} API", "observed_at": ctx.now(),
                                "marker": {"launch_calls": outcome.launch_calls,
                                           "reconciled": outcome.reconciled},
@@ -341,14 +343,14 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
                    f"(tolerance {rel_tol:.0%} + ${abs_tol:.2f}); the deployment records the billed price")
         ctx.say(f"WARNING: {warning}")
         journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider, "target_id": instance.id,
-                               "from": "provisioning", "to": "provisioning", "observed_at": ctx.now(),
+                               "from": deployment["status"], "to": deployment["status"], "observed_at": ctx.now(),
                                "marker": {"billed_cost_hr": cost_hr, "accepted_cost_hr": request.cost_hr},
                                "note": warning, "next_action": "destroy it if the price is not acceptable"})
     deployment = _set_fields(ctx, deployment_id, ssh=ssh, cost_hr=cost_hr, region=instance.region or request.region,
                              **fields)
     if ssh is not None:
         journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider,
-                               "target_id": instance.id, "from": "provisioning", "to": "provisioning",
+                               "target_id": instance.id, "from": deployment["status"], "to": deployment["status"],
                                "route": f"ssh {ssh['user']}@{ssh['host']}:{ssh['port']}" if ssh else None,
                                "observed_at": ctx.now(), "marker": instance.raw_status,
                                "next_action": f"gpuharness install {deployment_id}", "note": "instance running"})
