@@ -320,3 +320,9 @@ def test_csv_gpu_requires_reset_is_an_error_class():
     report = parse_csv(line + "\n", PROBE_FIELDS[:9])
     assert report.error == "gpu_requires_reset" and "temperature.gpu" in (report.error_line or "")
     assert report.remedy == ERROR_REMEDIES["gpu_requires_reset"]
+
+
+def test_a_table_cut_off_after_its_header_is_a_crash():
+    text = "\n".join(read("table-550-rtx4090.txt").splitlines()[:8]) + "\n"
+    report = parse_output(text)
+    assert report.driver_version == "550.107.02" and report.error == "nvidia_smi_crashed"

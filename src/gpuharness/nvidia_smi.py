@@ -326,8 +326,9 @@ def parse_table(text: str) -> SmiReport:
     report = SmiReport(layout="table", gpus=tuple(gpus), driver_version=driver, cuda_version=cuda)
     if error:
         return _with_error(report, error[0], error[1], error[2])
-    if not gpus and not header:
-        return _with_error(report, "nvidia_smi_crashed", "unexpected output: no nvidia-smi header or GPU rows")
+    if not gpus:
+        what = "no GPU rows after the header" if header else "no nvidia-smi header or GPU rows"
+        return _with_error(report, "nvidia_smi_crashed", f"unexpected output: {what}")
     return report
 
 
