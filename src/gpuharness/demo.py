@@ -16,6 +16,7 @@ from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.install import configure, install
 from gpuharness.operations.provision import ProvisionRequest, provision
+from gpuharness.operations.reap import reap
 from gpuharness.operations.retrieve import retrieve
 from gpuharness.operations.run import run_job, spend_line
 from gpuharness.registry import Registry
@@ -137,6 +138,10 @@ def _lifecycle(lab: Lab, summary: Summary, reports: Path, suites: bool) -> None:
     summary.artifacts = [f"{a['uri']} sha256 {str(a['sha256'])[:16]}…" for a in synced.synced]
     summary.steps.append(f"ran {len(summary.jobs)} jobs on {GOOD}; retrieved {len(synced.synced)} artifact(s) "
                          f"over SFTP ({synced.bytes_transferred:,} bytes, checksummed)")
+    decisions = reap(ctx)  # a dry run: observes and explains, acts on nothing
+    for d in decisions:
+        why = [a for a in d.arithmetic if a.startswith(("idle ", "decision:"))]
+        summary.steps.append(f"reap (dry run): {d.deployment} {d.action}: {'; '.join(why)}")
     for dep_id in (GOOD, OOM):
         destroy(ctx, dep_id, confirm=dep_id)
     summary.steps.append(f"destroyed {GOOD} and {OOM} (verified by listing; both kept as history)")
