@@ -37,6 +37,10 @@ def break_ledger(registry: Path) -> None:
     raw.append(orjson.dumps(dict(done, cost_usd="free")) + b"\n")
     raw.append(orjson.dumps(dict(done, status="running", ts="2026-11-30T17:00:00.000Z")) + b"\n")
     raw.append(orjson.dumps(dict(done, id="J-pricey", cost_usd=9.0)) + b"\n")
+    for odd in ("J-1", 'J-"quoted"', "J-é", "J-0000001x"):  # other lengths, an escape, non-ASCII
+        raw.append(orjson.dumps(dict(done, id=odd, status="running")) + b"\n")
+        raw.append(orjson.dumps(dict(done, id=odd)) + b"\n")
+        raw.append(orjson.dumps(dict(done, id=odd, status="running")) + b"\n")
     (registry / "jobs.jsonl").write_bytes(b"".join(raw))
 
 
@@ -70,7 +74,7 @@ def test_partitioned_pass_finds_exactly_what_a_single_pass_finds(reg, monkeypatc
     assert job_states(parallel) == job_states(single)
     assert single.count("ledger:torn") == 1
     assert single.count("ledger:schema") == 1
-    assert single.count("job:only-corrections-after-terminal") == 1
+    assert single.count("job:only-corrections-after-terminal") == 5
     assert single.count("spend:per-job") == 1
 
 

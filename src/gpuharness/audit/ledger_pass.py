@@ -162,6 +162,7 @@ class _Worker:
         parts = self.parts
         part = self.part
         crc32 = zlib.crc32
+        id_end = 16
         for raw in raws:
             lineno += 1
             decided = True
@@ -169,8 +170,13 @@ class _Worker:
             if parts > 1:
                 decided = False
                 if raw.startswith(ID_PREFIX):
-                    end = raw.find(b'"', 7)
+                    # ids in one ledger mostly share a length: try the last one before searching for the quote
+                    if len(raw) > id_end and raw[id_end] == 34 and 34 not in raw[7:id_end]:
+                        end = id_end
+                    else:
+                        end = raw.find(b'"', 7)
                     if end > 7 and raw[end - 1] != 92:  # no escapes: the raw bytes are the id's UTF-8
+                        id_end = end
                         if crc32(raw[7:end]) % parts != part:
                             continue
                         decided = True
