@@ -34,7 +34,8 @@ def test_the_wheel_ships_every_check_suite(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     for suite in ("health", "audit", "plan"):
         source = sorted(p.name for p in (ROOT / "checks" / suite).glob("*.py"))
-        shipped = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith(f"gpuharness/_checks/{suite}/"))
+        shipped = sorted(n.rsplit("/", 1)[1] for n in names
+                         if n.startswith(f"gpuharness/_checks/{suite}/") and n.endswith(".py"))
         assert source and shipped == source
 
 
