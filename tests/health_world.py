@@ -9,6 +9,7 @@ from typing import Any
 
 from gpuharness.registry import Registry
 from gpuharness.sim.host import HostSpec, SimHost
+from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
 CHECKS = Path(__file__).resolve().parents[1] / "checks" / "health" / "test_health.py"
 
@@ -24,6 +25,8 @@ WORKFLOW = {
         "inputs": {"3": {"steps": 4}}, "expected_outputs": [{"type": "image/png", "min_bytes": 16}],
         "timeout_s": 60},
 }
+SERVERLESS = {"id": "sls-image", "version": 1, "runtime": "serverless",
+              "test_generation": {"inputs": {"prompt": "a red cube"}, "timeout_s": 30}}
 CHAT = {"id": "chat", "version": 1, "runtime": "openai", "model": LLM["name"],
         "test_generation": {"inputs": {"prompt": "Hello", "max_tokens": 8}, "timeout_s": 60}}
 
@@ -39,11 +42,14 @@ class HealthWorld:
         with self.registry.update("models.json") as doc:
             doc["models"] += [MODEL, LLM]
         with self.registry.update("workflows.json") as doc:
-            doc["workflows"] += [WORKFLOW, CHAT]
+            doc["workflows"] += [WORKFLOW, CHAT, SERVERLESS]
         with self.registry.update("policy.json") as doc:
             doc["health_timeouts"] = {"nvidia_smi_s": 1, "probe_s": 30, "connect_s": 10}
         with self.registry.update("providers.json") as doc:
             doc["providers"].append({"name": "vast", "kind": "vast", "credential_env": "VAST_API_KEY"})
+            doc["providers"].append({"name": "runpod-serverless", "kind": "runpod-serverless",
+                                     "credential_env": "RUNPOD_API_KEY"})
+        self.endpoints: dict[str, RuntimeServer] = {}
 
     def add(self, dep_id: str, spec: HostSpec | None = None, *, status: str = "health-checking",
             **fields: Any) -> SimHost:
@@ -63,6 +69,17 @@ class HealthWorld:
             doc["deployments"].append(record)
         return host
 
+    def add_serverless(self, dep_id: str, faults: RuntimeFaults | None = None) -> RuntimeServer:
+        """A RunPod Serverless endpoint: no host to probe, only the endpoint's health and a test job."""
+        server = RuntimeServer("serverless", faults=faults or RuntimeFaults(polls_before_done=0)).start()
+        self.endpoints[dep_id] = server
+        record = {"id": dep_id, "provider": "runpod-serverless", "instance_id": "ep1", "runtime": "serverless",
+                  "workflow": "sls-image", "endpoint": f"{server.url}/v2/ep1", "status": "health-checking",
+                  "cost_hr": 0.0, "created_at": "2026-11-30T20:00:00Z", "shutdown_rule": {"idle_minutes": 5}}
+        with self.registry.update("deployments.json") as doc:
+            doc["deployments"].append(record)
+        return server
+
     def deployment(self, dep_id: str) -> dict[str, Any]:
         return self.registry.deployment(dep_id)
 
@@ -74,3 +91,5 @@ class HealthWorld:
     def close(self) -> None:
         for host in self.hosts.values():
             host.stop()
+        for server in self.endpoints.values():
+            server.stop()

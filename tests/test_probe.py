@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import replace
 
 import pytest
@@ -92,3 +93,19 @@ def test_local_transport_runs_the_same_probe():
     result, facts = probe.run(LocalRemote(), probe.ProbeTargets(workspace="/"), deadline_s=60)
     assert facts.complete and result.exit_status == 0
     assert "/" in facts.disk_free_bytes
+
+
+def test_process_section_falls_back_to_proc_without_a_usable_ps(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ps").write_text("#!/bin/sh\necho 'ps: unrecognized option: o' >&2\nexit 1\n")
+    (fake / "ps").chmod(0o755)
+    sleeper = subprocess.Popen(["sleep", "3141"])
+    try:
+        targets = probe.ProbeTargets(workspace="/", process_pattern="sleep 3141")
+        script = f"PATH={fake}:$PATH\n" + probe.build_script(targets)
+        facts = probe.parse(LocalRemote().exec(script, deadline_s=60).stdout)
+        assert (sleeper.pid, "sleep 3141") in facts.processes
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -158,3 +158,21 @@ def test_trust_on_first_use_is_an_opt_in_recorded_in_connections(pytester, world
     assert entry["last_probe"]["result"] == "exit 0"
     assert f"[127.0.0.1]:{host.ssh_port}" in host.known_hosts_path.read_text()
     assert world.deployment("dep_tofu")["status"] == "ready"
+
+
+def test_a_serverless_endpoint_is_gated_on_its_health_and_test_job(pytester, world, monkeypatch):
+    monkeypatch.setenv("RUNPOD_API_KEY", "rp-secret-key-for-test-1234")
+    server = world.add_serverless("dep_sls")
+    result = run_checks(pytester, world)
+    result.assert_outcomes(passed=2, skipped=12)
+    assert world.deployment("dep_sls")["status"] == "ready"
+    assert any("runsync" in request for request in server.requests)
+
+
+def test_a_serverless_job_that_fails_is_classified(pytester, world):
+    from gpuharness.sim.runtimes import RuntimeFaults
+
+    world.add_serverless("dep_sls", RuntimeFaults(oom=True, polls_before_done=0))
+    result = run_checks(pytester, world)
+    result.stdout.fnmatch_lines(["FAILED*test_test_generation_succeeds[[]dep_sls[]]*FAILED*out of memory*"])
+    assert world.deployment("dep_sls")["health"]["cause"] == "cuda_oom"

@@ -12,6 +12,8 @@ from gpuharness.pytest_plugin.health import check_health_endpoint, run_generatio
 
 
 def test_host_reachable(health):
+    if health.probe_entry.get("not_applicable"):
+        health.judge(rules.skipped(health.probe_entry["not_applicable"]))
     error = health.probe_entry.get("error")
     if error:
         health.fail(rules.failed(error["kind"], f"host not reachable by {health.probe_entry.get('route')}: "

@@ -87,7 +87,10 @@ def build_script(targets: ProbeTargets) -> str:
         'awk -v p="$d" \'{print p" "$2" "$4}\'; else echo "$d missing"; fi; done; end 0',
         "sec process",
         # the pattern travels in the environment so this awk's own argv never matches it
-        'if [ -n "$GH_PAT" ]; then ps -eo pid=,args= 2>/dev/null | awk \'index($0, ENVIRON["GH_PAT"])\'; fi; end 0',
+        # busybox ps has no -o: fall back to /proc/<pid>/cmdline
+        'if [ -n "$GH_PAT" ]; then { ps -eo pid=,args= 2>/dev/null || for p in /proc/[0-9]*; do '
+        'printf \'%s %s\\n\' "${p#/proc/}" "$(tr \'\\000\' \' \' < "$p/cmdline" 2>/dev/null)"; done; } '
+        '| awk \'index($0, ENVIRON["GH_PAT"])\'; fi; end 0',
         "sec ports",
         "if command -v ss >/dev/null 2>&1; then ss -Hltn 2>/dev/null; "
         "elif command -v netstat >/dev/null 2>&1; then netstat -ltn 2>/dev/null; "

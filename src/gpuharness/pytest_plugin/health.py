@@ -35,6 +35,8 @@ REQUIRED_CHECKS: Final = (
 )
 #: Checks that may be skipped (with a reason) without blocking `ready`: no torch, no running job.
 OPTIONAL_CHECKS: Final = frozenset({"cuda_smoke_test", "job_progress_advanced"})
+#: What a serverless endpoint (no host of ours to probe) is judged on.
+SERVERLESS_CHECKS: Final = frozenset({"service_health_endpoint", "test_generation_succeeds"})
 AWAITING: Final = frozenset({"health-checking"})
 #: Failures of the harness's inputs (no recording, no route, a key never verified), not of the deployment:
 #: reported, never counted.
@@ -198,6 +200,8 @@ def cached_probe(config: pytest.Config, registry: Registry, deployment: dict[str
     """The probe of a deployment for this run: run once under a file lock, shared with every worker."""
     directory = cache_dir(config)
     target = directory / f"probe-{deployment['id']}.json"
+    if deployment.get("runtime") == "serverless" and not deployment.get("ssh"):
+        return {"route": None, "not_applicable": "a serverless endpoint has no host to probe"}
     with FileLock(str(target) + ".lock", timeout=600):
         if target.exists():
             cached: dict[str, Any] = json.loads(target.read_text())
@@ -237,6 +241,8 @@ class HealthTarget:
     def probe(self) -> ProbeResult:
         """The parsed probe; skips dependent checks (with the reason) when the host could not be probed."""
         if self._probe is None:
+            if self.probe_entry.get("not_applicable"):
+                pytest.skip(f"{self.id}: {self.probe_entry['not_applicable']}")
             error = self.probe_entry.get("error")
             if error:
                 pytest.skip(f"no probe of {self.id}: {error['kind']} (see test_host_reachable[{self.id}])")
@@ -421,8 +427,9 @@ class ReadyGate:
         failures = [(name, checks[name]) for name in REQUIRED_CHECKS
                     if name in checks and checks[name].outcome == "failed"]
         missing = [name for name in REQUIRED_CHECKS if name not in checks]
-        blocked = [name for name, result in checks.items()
-                   if result.outcome == "skipped" and name not in OPTIONAL_CHECKS]
+        serverless = deployment.get("runtime") == "serverless" and not deployment.get("ssh")
+        allowed = OPTIONAL_CHECKS | (frozenset(REQUIRED_CHECKS) - SERVERLESS_CHECKS if serverless else frozenset())
+        blocked = [name for name, result in checks.items() if result.outcome == "skipped" and name not in allowed]
         probe_info = self.probes.get(deployment_id, {})
         if status not in AWAITING:
             verdict = "failed" if failures else "passed"
