@@ -190,3 +190,12 @@ def test_secrets_in_the_log_never_reach_the_transcript(pytester, world, monkeypa
     text = (cassettes / "ssh" / "dep_sec.json").read_text()
     assert "sk-planted-secret-42" not in text and "abcdef123456" not in text
     assert "REDACTED" in text
+
+
+def test_an_owned_local_host_is_probed_as_a_subprocess(pytester, world):
+    world.add("dep_local", ssh={"transport": "local", "workspace": str(world.root)})
+    world.hosts["dep_local"].stop()  # nothing goes over SSH: the probe runs on this machine
+    result = run_checks(pytester, world, "-k", "host_reachable or disk_has_room or gpu_matches_order")
+    result.stdout.fnmatch_lines(["*test_host_reachable[[]dep_local[]] PASSED*"])
+    connections = world.registry.items("connections.json")
+    assert connections[0]["kind"] == "local" and connections[0]["route"] == "local"
