@@ -530,3 +530,17 @@ def test_missing_registry_errors_with_the_fix(pytester, reg):
     result = audit(pytester, pytester.path / "nowhere")
     says(result, ["*registry */nowhere not found: pass --registry DIR*"])
     assert result.ret != 0
+
+
+def test_under_xdist_the_controller_writes_the_checkpoint(pytester, reg):
+    result = audit(pytester, reg, "-n", "2")
+    assert failed(result) == []
+    says(result, ["*audit checkpoint written: *checkpoint.json (2003 lines*"])
+    assert (reg / "audit" / "checkpoint.json").is_file()
+
+
+def test_a_partial_audit_writes_no_checkpoint(pytester, reg):
+    result = audit(pytester, reg, "-k", "spend")
+    assert result.ret == 0
+    says(result, ["*audit checkpoint not written: only part of the audit ran*"])
+    assert not (reg / "audit").exists()

@@ -127,3 +127,11 @@ def test_report_paths_never_overwrite_an_earlier_report(tmp_path):
     html.write_text("earlier")
     again, _ = report_paths(tmp_path, "audit", moment)
     assert again.name == "audit-20261130T200507Z-2.html"
+
+
+def test_under_xdist_the_audit_report_still_opens_with_the_spend_summary(pytester, reg):
+    result = pytester.runpytest(str(CHECKS), "--registry", str(reg), "-p", "no:cacheprovider", "-n", "2")
+    assert result.ret == 0
+    (html,) = reports(pytester, "html")
+    text = html.read_text()
+    assert "gpuharness audit: spend at a glance" in text and "data:image/png;base64," in text

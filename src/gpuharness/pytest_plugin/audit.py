@@ -83,7 +83,8 @@ class AuditSession:
         self.collected = 0
         self.deselected = 0
         self.failed: list[str] = []
-        self.passed = 0
+        #: audit tests reported (on the controller under xdist, where no collection happens)
+        self.reported: set[str] = set()
         self.checkpoint_note: str | None = None
 
     @pytest.hookimpl(trylast=True)
@@ -97,12 +98,20 @@ class AuditSession:
         self.deselected += sum(1 for item in items if is_audit_path(Path(item.path)))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if hasattr(self.config, "workerinput") or MARK not in report.keywords:
+        if hasattr(self.config, "workerinput"):
             return
+        if MARK not in report.keywords and not is_audit_path(Path(report.nodeid.split("::")[0])):
+            return
+        self.reported.add(report.nodeid)
         if report.failed:
             self.failed.append(report.nodeid)
-        elif report.when == "call" and report.passed:
-            self.passed += 1
+
+    def partial(self) -> bool:
+        """Whether only part of the audit ran (then the checkpoint would attest unchecked things)."""
+        config = self.config
+        return bool(self.deselected or config.getoption("--deployment") or config.getoption("keyword", "")
+                    or config.getoption("markexpr", "") or config.getoption("lf", False)
+                    or config.getoption("deselect", None))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config = self.config
@@ -111,7 +120,7 @@ class AuditSession:
             if summary is not None:
                 config.workeroutput["gh_audit_summary"] = summary  # type: ignore[attr-defined]
             return
-        if not self.collected:
+        if not self.reported:
             return
         self.checkpoint_note = self._write_checkpoint(session, exitstatus)
 
@@ -125,7 +134,7 @@ class AuditSession:
         config = self.config
         if self.failed or exitstatus != 0 or session.testsfailed:
             return None
-        if self.deselected or config.getoption("--deployment") or session.shouldstop or session.shouldfail:
+        if self.partial() or session.shouldstop or session.shouldfail:
             return "audit checkpoint not written: only part of the audit ran"
         run = config.stash.get(RUN_KEY, None)
         if run is None:  # under xdist the workers audited; the controller audits again and must pass too
@@ -155,7 +164,7 @@ class AuditSession:
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str]) -> None:
         data = self.config.stash.get(SUMMARY_KEY, None)
-        if data is None or not self.collected:
+        if data is None or not self.reported:
             return
         from gpuharness.spendchart import daily_spend_png
 
