@@ -24,7 +24,7 @@ def main() -> int:
     print("|" + "---|" * len(HEADER))
     for row in rows:
         message = row[-1].replace("|", "/")
-        message = message if len(message) <= 110 else message[:107] + "..."
+        message = message if len(message) <= 160 else message[:157] + "..."
         print("| " + " | ".join([*row[:-1], message]) + " |")
     print(f"\n{len(rows)} cells in {time.monotonic() - started:.0f} s; pytest exit {completed.returncode}")
     return completed.returncode

@@ -143,7 +143,11 @@ def cell_dropped_terminate_response(cell):
     cell.lab.sim.inject(provider="vast", fault="drop_after_commit", route="instances")
     assert cell.step("destroy", lambda: destroy(ctx, DEP, confirm=DEP))
     assert [i.status for i in cell.lab.sim.state.instances.values()] == ["terminated"]
-    cell.message = f"{refusal.split('(')[0].strip()}; then terminate answer lost: reconciled by listing, 1 call"
+    assert "artifacts not synced" in refusal
+    calls = sum(n for route, n in cell.lab.sim.stats()["requests"].items() if route.startswith("DELETE"))
+    assert calls == 1
+    cell.message = ("destroy refused while an artifact was unsynced; after retrieve, the lost terminate answer "
+                    f"was reconciled by listing ({calls} terminate call)")
 
 
 def cell_ssh_timeout(cell):
