@@ -109,3 +109,11 @@ def test_run_refuses_when_the_daily_ceiling_is_already_spent(tmp_path):
     run_job(world.ctx, dep_id, inputs={}, poll_s=3600)
     with pytest.raises(UserError, match="daily_usd"):
         run_job(world.ctx, dep_id, inputs={}, poll_s=1)
+
+
+def test_run_reports_progress_of_a_long_job(tmp_path):
+    world, dep_id = ready_world(tmp_path)
+    world.executor = FakeExecutor(world.host, polls=5)
+    run_job(world.ctx, dep_id, inputs={}, poll_s=20)
+    progress = [line for line in world.said if "so far" in line]
+    assert progress and progress[0].startswith("J-000001: running 40 s, $0.0056 so far (marker 3)")

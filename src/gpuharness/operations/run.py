@@ -21,6 +21,7 @@ from gpuharness.policy import Action, Policy
 from gpuharness.spend import today_and_month
 
 JobState = Literal["running", "completed", "failed"]
+PROGRESS_EVERY_S = 30.0
 
 
 @final
@@ -182,6 +183,7 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: dict[str, Any], wo
     except Exception as exc:  # the runtime refused the job: record it honestly, then classify
         failure = classify(str(exc))
         return finish("failed", error=failure.message(), cause=failure.cause, artifacts=[]), failure
+    next_report = PROGRESS_EVERY_S
     while True:
         try:
             progress = executor.poll(handle)
@@ -199,6 +201,10 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: dict[str, Any], wo
         if progress.state == "failed":
             failure = classify(progress.log or "job failed without a log")
             return finish("failed", error=failure.message(), cause=failure.cause, artifacts=[]), failure
+        if elapsed >= next_report:  # progress for long jobs: elapsed, cost so far, the runtime's marker
+            ctx.say(f"{job_id}: running {elapsed:.0f} s, ${_cost(elapsed, cost_hr):.4f} so far"
+                    + (f" (marker {progress.marker})" if progress.marker is not None else ""))
+            next_report = elapsed + PROGRESS_EVERY_S
         running_cost = _cost(elapsed + poll_s, cost_hr)
         if per_job_usd is not None and running_cost > per_job_usd:
             executor.cancel(handle)
