@@ -117,3 +117,16 @@ def test_run_reports_progress_of_a_long_job(tmp_path):
     run_job(world.ctx, dep_id, inputs={}, poll_s=20)
     progress = [line for line in world.said if "so far" in line]
     assert progress and progress[0].startswith("J-000001: running 40 s, $0.0056 so far (marker 3)")
+
+
+def test_run_never_retries_after_losing_contact_with_the_runtime(tmp_path):
+    world, dep_id = ready_world(tmp_path)
+
+    class Unreachable(FakeExecutor):
+        def poll(self, handle):
+            raise ConnectionError("connection refused")
+
+    world.executor = Unreachable(world.host)
+    result = run_job(world.ctx, dep_id, inputs={}, poll_s=1)
+    assert result.status == "failed" and result.attempts == 1
+    assert "may still be running" in lines(world)[-1]["error"]

@@ -188,7 +188,10 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: dict[str, Any], wo
         try:
             progress = executor.poll(handle)
         except Exception as exc:  # the runtime stopped answering: the job's fate is unknown, record it failed
-            failure = classify(f"lost contact with the runtime while polling: {exc}")
+            # never retried: the first job may still be running on the host, and a second would double the bill
+            seen = classify(f"lost contact with the runtime while polling: {exc}")
+            failure = Failure(seen.cause, seen.line, "check the runtime (pytest checks/health) before running "
+                              "again; the job may still be running on the host", False)
             return finish("failed", error=failure.message(), cause=failure.cause, artifacts=[]), failure
         elapsed = (ctx.clock() - start).total_seconds()
         if progress.state == "completed":
