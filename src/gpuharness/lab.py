@@ -144,10 +144,16 @@ class Lab:
                    "-q", "--no-header", "--registry", str(self.registry.root), *args]
         if report is not None:
             command += [f"--html={report}", "--self-contained-html"]
-        completed = subprocess.run(command, env=self.env, cwd=self.root, capture_output=True, text=True,
-                                   timeout=timeout_s)
         log = (report.parent if report is not None else self.root) / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            completed = subprocess.run(command, env=self.env, cwd=self.root, capture_output=True, text=True,
+                                       timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            partial = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                       for x in (exc.stdout, exc.stderr)]
+            log.write_text("".join(partial) + f"\nkilled after {timeout_s:g} s\n")
+            return 124
         log.write_text(completed.stdout + completed.stderr)
         return completed.returncode
 
