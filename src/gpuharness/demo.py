@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -157,10 +158,13 @@ def _lifecycle(lab: Lab, summary: Summary, reports: Path, suites: bool) -> None:
 def _make_plan(lab: Lab) -> None:
     """A plan for the next batch (one more launch), rehearsed against the simulator into a cassette."""
     root = lab.root
-    completed = lab.cli("plan", "make", "--registry", str(lab.registry.root), "--provider", "vast",
-                        "--gpu", "RTX 4090", "--image", "ghcr.io/example/comfyui-h3:1.0", "--cost-hr", "0.40",
-                        "--idle-minutes", "15", "-o", str(root / "plan.json"),
-                        "--cassette", str(root / "cassettes" / "http" / "plan.yaml"))
+    try:
+        completed = lab.cli("plan", "make", "--registry", str(lab.registry.root), "--provider", "vast",
+                            "--gpu", "RTX 4090", "--image", "ghcr.io/example/comfyui-h3:1.0", "--cost-hr", "0.40",
+                            "--idle-minutes", "15", "-o", str(root / "plan.json"),
+                            "--cassette", str(root / "cassettes" / "http" / "plan.yaml"))
+    except subprocess.TimeoutExpired:
+        raise UserError("`gpuharness plan make` did not finish", path=root / "reports") from None
     (root / "reports" / "plan-make.log").write_text(completed.stdout + completed.stderr)
     if completed.returncode != 0:
         raise UserError("`gpuharness plan make` failed", path=root / "reports" / "plan-make.log")
