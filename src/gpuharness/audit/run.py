@@ -447,9 +447,8 @@ def _unknown_deployments(run: AuditRun) -> None:
 
 
 def _secrets(run: AuditRun, extra_roots: dict[str, Path]) -> None:
-    for path, lineno, hit in scan_tree(run.root, skip=(LEDGER,)):
-        if path.parent.name == "audit" and path.parent.parent == run.root:
-            continue
+    # the ledger is scanned by the ledger pass; audit/ holds only what this audit derived from it
+    for path, lineno, hit in scan_tree(run.root, skip=(LEDGER, "audit")):
         rel = path.relative_to(run.root)
         run.add("secrets:registry", f"{rel}:{lineno}", f"{hit.kind} {hit.shown}; revoke it at the provider and "
                 "keep only the environment variable's name (credential_env)")

@@ -108,7 +108,10 @@ def scan_file(path: Path, *, block: int = 8 << 20) -> Iterator[tuple[int, Secret
 
 
 def scan_tree(root: Path, *, skip: tuple[str, ...] = ()) -> Iterator[tuple[Path, int, SecretHit]]:
-    """(file, line, hit) for each secret in the regular files under root (or root itself)."""
+    """(file, line, hit) for each secret in the regular files under root (or root itself).
+
+    `skip` names files or directories (relative to root) left out.
+    """
     if root.is_file():
         files = [root]
     elif root.is_dir():
@@ -116,7 +119,8 @@ def scan_tree(root: Path, *, skip: tuple[str, ...] = ()) -> Iterator[tuple[Path,
     else:
         return
     for path in files:
-        if path.name in skip or path.suffix in (".lock",):
+        relative = path.relative_to(root).parts if path != root else ()
+        if (relative and (relative[0] in skip or "/".join(relative) in skip)) or path.suffix == ".lock":
             continue
         for lineno, hit in scan_file(path):
             yield path, lineno, hit
