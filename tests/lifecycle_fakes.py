@@ -4,6 +4,7 @@ them in the end-to-end tests). The host fake runs each script with a real /bin/s
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import time
 from dataclasses import dataclass, field, replace
@@ -153,8 +154,9 @@ class FakeExecutor:
     """Completes after `polls` polls writing an output under the sandbox, or fails with `fail_logs` in turn."""
 
     def __init__(self, host: SandboxHost, polls: int = 2, fail_logs: list[str] | None = None,
-                 never_finishes: bool = False) -> None:
+                 never_finishes: bool = False, clock: FakeClock | None = None) -> None:
         self.host = host
+        self.clock = clock
         self.polls = polls
         self.fail_logs = list(fail_logs or [])
         self.never_finishes = never_finishes
@@ -178,6 +180,9 @@ class FakeExecutor:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = f"PNG image of {job['job']}".encode() * 100
         path.write_bytes(data)
+        if self.clock is not None:  # the output appears at the test's time, not the machine's
+            stamp = self.clock().timestamp()
+            os.utime(path, (stamp, stamp))
         return JobProgress("completed", outputs=({"name": "out.png", "remote_path": rel,
                                                   "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)},))
 
@@ -226,7 +231,7 @@ def make_world(tmp_path: Path, *, policy: dict[str, Any] | None = None) -> World
     provider = FakeProvider()
     host = SandboxHost(tmp_path / "host")
     clock = FakeClock()
-    executor = FakeExecutor(host)
+    executor = FakeExecutor(host, clock=clock)
     said: list[str] = []
     world = World(registry, provider, host, clock, executor, None, said)  # type: ignore[arg-type]
     world.ctx = Context(registry=registry, providers=lambda entry: provider, remotes=host.connect,

@@ -134,3 +134,20 @@ def test_reap_uses_keep_alive_economics_when_there_is_no_idle_rule(tmp_path):
     assert decision.action == "destroy"
     assert any(r.startswith("keep-alive economics (no idle rule)") for r in decision.reasons)
     assert any("startup_cost" in a for a in decision.arithmetic)
+
+
+def test_reap_apply_keeps_a_deployment_whose_outputs_moved_without_a_ledger_line(tmp_path):
+    import os
+    world, _dep_id = ready_world(tmp_path)
+    later(world, 16)
+    reap(world.ctx)
+    later(world, 16)
+    made = world.host.root / "gh-workspace" / "output" / "frame_0042.png"  # work the harness did not start
+    made.parent.mkdir(parents=True)
+    made.write_bytes(b"png")
+    stamp = world.clock.now.timestamp()
+    os.utime(made, (stamp, stamp))
+    [decision] = reap(world.ctx, apply=True, retrieve_to=tmp_path / "o")
+    assert decision.action == "keep"
+    assert "output progress on the host" in decision.reasons[-1] and "frame_0042.png" in decision.reasons[-1]
+    assert world.provider.terminate_calls == 0

@@ -3,6 +3,8 @@ deployment; a dry run unless --apply, and idleness only from >= 2 observations s
 
 from __future__ import annotations
 
+import math
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
@@ -17,10 +19,12 @@ from gpuharness.ledger import Ledger
 from gpuharness.lifecycle import read_journal
 from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy, refusal
+from gpuharness.operations.install import workspace
 from gpuharness.operations.provision import HOLDING
 from gpuharness.operations.retrieve import retrieve, unsynced
 from gpuharness.operations.run import mark_interrupted
 from gpuharness.policy import Policy
+from gpuharness.remote import RemoteError
 
 OBSERVATIONS = "observations.jsonl"
 
@@ -32,6 +36,8 @@ class ReapDecision:
     action: str  # destroy | keep | busy | refused | destroyed
     reasons: list[str] = field(default_factory=list)
     arithmetic: list[str] = field(default_factory=list)
+    idle_since: str | None = None  # set when only idleness (not a deadline or max hours) says destroy
+    hard_stop: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"deployment": self.deployment, "action": self.action, "reasons": self.reasons,
@@ -108,11 +114,13 @@ def assess(ctx: Context, *, startup_minutes: float = 12.0) -> list[ReapDecision]
         deadline = rule.get("deadline")
         if deadline and now >= parse_ts(deadline):
             decision.reasons.append(f"deadline {deadline} has passed")
+            decision.hard_stop = True
         age_h = (now - parse_ts(deployment["created_at"])).total_seconds() / 3600
         if rule.get("max_hours") is not None:
             decision.arithmetic.append(f"age = {age_h:.2f} h of max_hours {rule['max_hours']:g} h")
             if age_h >= float(rule["max_hours"]):
                 decision.reasons.append(f"max_hours: up {age_h:.2f} h >= {rule['max_hours']:g} h")
+                decision.hard_stop = True
         window = rule.get("idle_minutes")
         source = "idle_minutes rule"
         if window is None and policy.get("max_idle_minutes") is not None:
@@ -127,10 +135,32 @@ def assess(ctx: Context, *, startup_minutes: float = 12.0) -> list[ReapDecision]
             decision.arithmetic.append(why)
             if proven:
                 decision.reasons.append(f"{source}: idle {idle_min:.1f} min >= {float(window):g} min ({why})")
+                decision.idle_since = last
         if decision.reasons and decision.action != "busy":
             decision.action = "destroy"
         decisions.append(decision)
     return decisions
+
+
+def output_progress(ctx: Context, deployment: dict[str, Any], since: str) -> str | None:
+    """A file in the outputs or the checkpoint path newer than `since` (one batched exec), else None.
+
+    The ledger shows jobs this harness ran; this catches work it did not start (a notebook, a training run)."""
+    dirs = [f"{workspace(deployment)}/output", f"{workspace(deployment)}/outputs"]
+    if deployment.get("checkpoint_path"):
+        dirs.append(str(deployment["checkpoint_path"]))
+    epoch = math.ceil(parse_ts(since).timestamp())  # find compares whole seconds: round toward "not newer"
+    script = ("for d in " + " ".join(shlex.quote(d) for d in dirs) + "; do [ -d \"$d\" ] && "
+              f"find \"$d\" -type f -newermt @{epoch} -print 2>/dev/null | head -n 1; done; true\n")
+    remote = ctx.remotes(deployment)
+    try:
+        result = remote.exec(script, deadline_s=60.0)
+    except RemoteError:
+        return None  # unreachable: the idle verdict stands on the observations
+    finally:
+        remote.close()
+    found = [line for line in result.stdout.splitlines() if line.strip()]
+    return found[0] if found else None
 
 
 def reap(ctx: Context, *, apply: bool = False, retrieve_to: str | Path = "outputs",
@@ -146,6 +176,13 @@ def reap(ctx: Context, *, apply: bool = False, retrieve_to: str | Path = "output
             continue
         dep_id = decision.deployment
         deployment = ctx.registry.deployment(dep_id)
+        if not decision.hard_stop and decision.idle_since and deployment.get("ssh"):
+            moved = output_progress(ctx, deployment, decision.idle_since)
+            if moved:
+                decision.action = "keep"
+                decision.reasons.append(f"not idle after all: output progress on the host since "
+                                        f"{decision.idle_since} ({moved})")
+                continue
         if unsynced(Ledger(ctx.registry.ledger_path), dep_id) and deployment.get("ssh"):
             try:
                 retrieve(ctx, dep_id, retrieve_to)
