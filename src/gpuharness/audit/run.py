@@ -7,6 +7,7 @@ import shutil
 import tempfile
 import weakref
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -236,23 +237,29 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
     run.pending_dir = pending
     weakref.finalize(run, shutil.rmtree, str(pending), True)
     results: list[PartResult] = []
-    digest = _verified_prefix(run, path, size, previous) if previous is not None else None
+    digest: Any = None
     rebaseline = previous is not None and (previous.policy_sha256 != run.policy_sha256
                                            or len(previous.state.job_files) > cp.MAX_JOB_FILES)
+    if previous is not None:
+        # Hash the attested prefix in a thread (hashlib releases the GIL) while the new lines are checked; the
+        # result is used only if the prefix proves unchanged.
+        with ThreadPoolExecutor(1) as hasher:
+            pending_digest = hasher.submit(_prefix_digest, path, size, previous.state.byte_length)
+            end = previous.state.byte_length
+            if size > end and not rebaseline:
+                state = previous.state
+                wanted = _job_ids(path, end, size)
+                prior = Prior(cp.load_jobs(cp.checkpoint_path(root).parent, state.job_files, wanted),
+                              frozenset(state.open_jobs), frozenset(state.unsynced))
+                results = [scan_part(ctx, end, size, 0, 1, prior, pending / "jobs-delta.jsonl")]
+                end = complete_length(path, size)
+            digest = _verified_prefix(run, previous, pending_digest.result())
     if previous is not None and digest is not None and not rebaseline:
-        state = previous.state
-        run.state = state
+        run.state = previous.state
         run.incremental = True
-        start = state.byte_length
-        end = start
-        if size > start:
-            wanted = _job_ids(path, start, size)
-            prior = Prior(cp.load_jobs(cp.checkpoint_path(root).parent, state.job_files, wanted),
-                          frozenset(state.open_jobs), frozenset(state.unsynced))
-            results = [scan_part(ctx, start, size, 0, 1, prior, pending / "jobs-delta.jsonl")]
-            end = complete_length(path, size)
-            hash_range(path, start, end, digest)
+        hash_range(path, previous.state.byte_length, end, digest)
     else:
+        results = []
         run.state = cp.LedgerState()
         if size:
             results, digest = scan_full(ctx, size, pending, "jobs-full")
@@ -285,17 +292,24 @@ def _job_ids(path: Path, start: int, end: int) -> set[str]:
     return ids
 
 
-def _verified_prefix(run: AuditRun, path: Path, size: int, previous: cp.Checkpoint) -> Any:
-    """The sha256 state over the checkpointed prefix when it is unchanged, else None (and a finding)."""
-    state = previous.state
-    where = f"{LEDGER}:1-{state.line_count}"
-    if size < state.byte_length:
-        run.add("ledger:append-only", where,
-                f"the ledger is {size} bytes but the checkpoint of {previous.written_at} covered {state.byte_length} "
-                f"bytes ({state.line_count} lines): history was truncated; restore jobs.jsonl from a backup")
+def _prefix_digest(path: Path, size: int, length: int) -> Any:
+    """sha256 state over the first `length` bytes, or None when the file is shorter than that."""
+    if size < length:
         return None
     digest = hashlib.sha256()
-    hash_range(path, 0, state.byte_length, digest)
+    hash_range(path, 0, length, digest)
+    return digest
+
+
+def _verified_prefix(run: AuditRun, previous: cp.Checkpoint, digest: Any) -> Any:
+    """The digest when the checkpointed prefix is unchanged, else None (and a finding)."""
+    state = previous.state
+    where = f"{LEDGER}:1-{state.line_count}"
+    if digest is None:
+        run.add("ledger:append-only", where,
+                f"the ledger is shorter than the {state.byte_length} bytes ({state.line_count} lines) the checkpoint "
+                f"of {previous.written_at} covered: history was truncated; restore jobs.jsonl from a backup")
+        return None
     if digest.hexdigest() != state.prefix_sha256:
         run.add("ledger:append-only", where,
                 f"the first {state.line_count} lines ({state.byte_length} bytes) changed since the checkpoint of "
