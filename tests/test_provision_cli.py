@@ -23,7 +23,9 @@ def test_provision_cli_discloses_records_and_then_reuses(lab):
     first = lab.cli(*ARGS, "--registry", str(lab.registry.root))
     assert first.returncode == 0, first.stderr
     assert "hourly burn:     $0.400/hr" in first.stderr and "stop condition:  idle 15 min" in first.stderr
-    dep = json.loads(first.stdout)["deployment"]
+    payload = json.loads(first.stdout)
+    assert "hourly burn:     $0.400/hr" in payload["disclosure"]
+    dep = payload["deployment"]
     assert dep["status"] == "provisioning" and dep["ssh"]["host"] == "127.0.0.1"
     assert lab.registry.deployment(dep["id"])["instance_id"] == dep["instance_id"]
     second = lab.cli(*ARGS, "--registry", str(lab.registry.root))

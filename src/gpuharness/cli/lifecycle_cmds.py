@@ -110,7 +110,7 @@ def cmd_provision(args: argparse.Namespace) -> int:
     result = provision(_ctx(args), request, up_deadline_s=args.up_deadline)
     dep = result.deployment
     verb = "reused" if result.reused else "provisioned"
-    emit(args, {"deployment": dep, "reused": result.reused},
+    emit(args, {"deployment": dep, "reused": result.reused, "disclosure": result.disclosure.splitlines()},
          f"{verb} {dep['id']} ({dep['status']}) on {dep['provider']} instance {dep.get('instance_id')}\n"
          f"next: gpuharness install {dep['id']} && gpuharness configure {dep['id']}")
     return 0
