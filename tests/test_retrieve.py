@@ -39,22 +39,24 @@ def test_retrieve_resumes_a_partial_transfer(tmp_path):
     world, dep_id = ready_world(tmp_path)
     run_job(world.ctx, dep_id, inputs={}, poll_s=1)
     remote = world.host.root / "gh-workspace/outputs/J-000001.png"
-    partial = tmp_path / "outputs" / "J-000001" / "out.png"
+    partial = tmp_path / "outputs" / "J-000001" / "out.png.part"
     partial.parent.mkdir(parents=True)
     partial.write_bytes(remote.read_bytes()[:100])
     result = retrieve(world.ctx, dep_id, tmp_path / "outputs")
     assert result.bytes_transferred == remote.stat().st_size - 100
-    assert partial.read_bytes() == remote.read_bytes()
+    assert (tmp_path / "outputs" / "J-000001" / "out.png").read_bytes() == remote.read_bytes()
+    assert not partial.exists()
 
 
 def test_retrieve_refetches_a_corrupt_partial_from_byte_zero(tmp_path):
     world, dep_id = ready_world(tmp_path)
     run_job(world.ctx, dep_id, inputs={}, poll_s=1)
-    partial = tmp_path / "outputs" / "J-000001" / "out.png"
+    partial = tmp_path / "outputs" / "J-000001" / "out.png.part"
     partial.parent.mkdir(parents=True)
     partial.write_bytes(b"garbage")
     retrieve(world.ctx, dep_id, tmp_path / "outputs")
-    assert partial.read_bytes() == (world.host.root / "gh-workspace/outputs/J-000001.png").read_bytes()
+    final = tmp_path / "outputs" / "J-000001" / "out.png"
+    assert final.read_bytes() == (world.host.root / "gh-workspace/outputs/J-000001.png").read_bytes()
     assert any("checksum mismatch after transfer" in s for s in world.said)
 
 
@@ -77,3 +79,25 @@ def test_retrieve_with_nothing_to_sync_opens_no_connection(tmp_path):
     connections = world.host.connections
     assert retrieve(world.ctx, dep_id, tmp_path / "o").synced == []
     assert world.host.connections == connections
+
+
+def test_retrieve_never_overwrites_a_different_local_file(tmp_path):
+    world, dep_id = ready_world(tmp_path)
+    run_job(world.ctx, dep_id, inputs={}, poll_s=1)
+    mine = tmp_path / "outputs" / "J-000001" / "out.png"
+    mine.parent.mkdir(parents=True)
+    mine.write_bytes(b"a file the user put here")
+    with pytest.raises(UserError, match="exists with other content; not overwritten"):
+        retrieve(world.ctx, dep_id, tmp_path / "outputs")
+    assert mine.read_bytes() == b"a file the user put here"
+    assert unsynced(Ledger(world.registry.ledger_path), dep_id)
+
+
+def test_retrieve_records_an_identical_local_copy_without_transferring(tmp_path):
+    world, dep_id = ready_world(tmp_path)
+    run_job(world.ctx, dep_id, inputs={}, poll_s=1)
+    copy = tmp_path / "outputs" / "J-000001" / "out.png"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes((world.host.root / "gh-workspace/outputs/J-000001.png").read_bytes())
+    result = retrieve(world.ctx, dep_id, tmp_path / "outputs")
+    assert result.bytes_transferred == 0 and len(result.synced) == 1

@@ -106,19 +106,27 @@ def retrieve(ctx: Context, deployment_id: str, to: str | Path) -> RetrieveResult
                 local = destination / job_id / name
                 local.parent.mkdir(parents=True, exist_ok=True)
                 moved = 0
-                for resume in (True, False):
-                    try:
-                        moved += remote.get_file(str(remote_path), str(local), resume=resume)
-                    except RemoteError as exc:
-                        problems.append(f"{job_id}/{name}: transfer failed: {exc} (re-run retrieve: it resumes)")
-                        break
-                    if sha256_file(local) == expected:
-                        break
-                    ctx.say(f"  {job_id}/{name}: checksum mismatch after transfer; fetching again from byte 0")
-                    local.unlink()
-                else:
-                    problems.append(f"{job_id}/{name}: checksum mismatch after re-transfer")
-                if not local.exists() or sha256_file(local) != expected:
+                if local.exists() and sha256_file(local) != expected:
+                    problems.append(f"{job_id}/{name}: {local} exists with other content; not overwritten "
+                                    "(move it away, or retrieve --to another directory)")
+                    continue
+                if not local.exists():
+                    # transfers land in <name>.part (resumed from its size), and are renamed once verified
+                    partial = local.with_name(local.name + ".part")
+                    for resume in (True, False):
+                        try:
+                            moved += remote.get_file(str(remote_path), str(partial), resume=resume)
+                        except RemoteError as exc:
+                            problems.append(f"{job_id}/{name}: transfer failed: {exc} (re-run retrieve: it resumes)")
+                            break
+                        if sha256_file(partial) == expected:
+                            partial.replace(local)
+                            break
+                        ctx.say(f"  {job_id}/{name}: checksum mismatch after transfer; fetching again from byte 0")
+                        partial.unlink()
+                    else:
+                        problems.append(f"{job_id}/{name}: checksum mismatch after re-transfer")
+                if not local.exists():
                     continue
                 result.bytes_transferred += moved
                 ctx.say(f"  {job_id}/{name} {bar(local.stat().st_size, size)} sha256 {expected[:12]} ok")
