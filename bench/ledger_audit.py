@@ -32,26 +32,49 @@ import make_demo  # noqa: E402
 NOW = "2026-11-30T18:10:00Z"
 
 
-def run_child(command: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> tuple[float, float, int, str]:
-    """Run a command; return (seconds, peak RSS in MB of it and its descendants, exit code, output tail)."""
+#: A small process that starts the measured commands: a child's peak RSS (ru_maxrss) includes the memory of the
+#: process it was forked from, so they are forked from this ~10 MB launcher, not from the benchmark itself.
+LAUNCHER = r"""
+import json, os, subprocess, sys, tempfile, time
+for request in sys.stdin:
+    job = json.loads(request)
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out:
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        deadline = start + timeout
+        process = subprocess.Popen(job["command"], cwd=job["cwd"], env=job["env"], stdout=out,
+                                   stderr=subprocess.STDOUT)
         while True:
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
             if pid:
                 break
-            if time.perf_counter() > deadline:
+            if time.perf_counter() - start > job["timeout"]:
                 process.kill()
                 pid, status, usage = os.wait4(process.pid, 0)
                 break
             time.sleep(0.01)
         seconds = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         tail = out.read().decode("utf-8", "replace")[-3000:]
-    return seconds, usage.ru_maxrss / 1024.0, process.returncode, tail
+    print(json.dumps([seconds, usage.ru_maxrss / 1024.0, os.waitstatus_to_exitcode(status), tail]), flush=True)
+"""
+_launcher: subprocess.Popen[str] | None = None
+
+
+def start_launcher() -> None:
+    global _launcher
+    _launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True)
+
+
+def run_child(command: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> tuple[float, float, int, str]:
+    """Run a command (through the launcher); return (seconds, peak RSS in MB of it and its descendants, exit code,
+    output tail)."""
+    if _launcher is None:
+        start_launcher()
+    assert _launcher is not None and _launcher.stdin is not None and _launcher.stdout is not None
+    _launcher.stdin.write(json.dumps({"command": command, "cwd": str(cwd), "env": env, "timeout": timeout}) + "\n")
+    _launcher.stdin.flush()
+    seconds, peak, code, tail = json.loads(_launcher.stdout.readline())
+    return float(seconds), float(peak), int(code), str(tail)
 
 
 def audit_command(registry: Path) -> list[str]:
@@ -92,8 +115,11 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=None, help="where to build (default: a temp dir, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the work dir")
     parser.add_argument("--jq-timeout", type=float, default=900.0)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="time the full audit and DuckDB this many times and keep the fastest (shared machines)")
     args = parser.parse_args()
 
+    start_launcher()  # while this process is still small
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gh-bench-"))
     registry = workdir / "registry"
     if registry.exists():
@@ -119,19 +145,26 @@ def main() -> int:
                                      cwd=workdir, env=env, timeout=600)
         figures["pytest_collect_only_s"] = seconds
 
-        seconds, peak, code, tail = run_child(audit_command(registry), cwd=workdir, env=env, timeout=3600)
-        if code != 0:
-            print(tail)
-            raise SystemExit(f"the full audit failed (exit {code}); see above")
-        figures.update(full_audit_s=seconds, full_audit_peak_mb=peak)
-        print(f"full audit: {seconds:.2f} s, peak RSS {peak:.0f} MB", flush=True)
+        for attempt in range(max(1, args.repeat)):
+            shutil.rmtree(registry / "audit", ignore_errors=True)
+            seconds, peak, code, tail = run_child(audit_command(registry), cwd=workdir, env=env, timeout=3600)
+            if code != 0:
+                print(tail)
+                raise SystemExit(f"the full audit failed (exit {code}); see above")
+            print(f"full audit: {seconds:.2f} s, peak RSS {peak:.0f} MB", flush=True)
+            if attempt == 0 or seconds < figures["full_audit_s"]:
+                figures.update(full_audit_s=seconds)
+            figures["full_audit_peak_mb"] = max(peak, figures.get("full_audit_peak_mb", 0.0))
 
         import duckdb
 
-        start = time.perf_counter()
-        total = duckdb.sql(f"SELECT sum(cost_usd) FROM read_ndjson_auto('{ledger}')").fetchall()[0]
-        figures["duckdb_sum_s"] = time.perf_counter() - start
-        print(f"duckdb sum(cost_usd): {figures['duckdb_sum_s']:.2f} s (= {total[0] if total else None})", flush=True)
+        for attempt in range(max(1, args.repeat)):
+            start = time.perf_counter()
+            total = duckdb.sql(f"SELECT sum(cost_usd) FROM read_ndjson_auto('{ledger}')").fetchall()[0]
+            seconds = time.perf_counter() - start
+            print(f"duckdb sum(cost_usd): {seconds:.2f} s (= {total[0] if total else None})", flush=True)
+            if attempt == 0 or seconds < figures["duckdb_sum_s"]:
+                figures["duckdb_sum_s"] = seconds
 
         append_jobs(registry, args.append)
         seconds, peak, code, tail = run_child(audit_command(registry), cwd=workdir, env=env, timeout=3600)
@@ -150,6 +183,9 @@ def main() -> int:
             note = "" if code == 0 else f" (did not finish: exit {code}, killed at the timeout or out of memory)"
             print(f"jq -s: {seconds:.2f} s, peak RSS {peak:.0f} MB{note}", flush=True)
     finally:
+        if _launcher is not None and _launcher.stdin is not None:
+            _launcher.stdin.close()
+            _launcher.wait()
         if not args.keep and args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
 
