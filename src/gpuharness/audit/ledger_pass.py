@@ -272,7 +272,7 @@ class _Worker:
             self.days[key] = day
         provider = get("provider") or "?"
         gpu = get("gpu") or "?"
-        jobs[job_id] = (status, float(cost or 0.0), day, strings.setdefault(provider, provider),
+        jobs[job_id] = (status, cost or 0.0, day, strings.setdefault(provider, provider),
                         strings.setdefault(gpu, gpu), deployment)
         artifacts = get("artifacts")
         unsynced = None
@@ -294,13 +294,10 @@ class _Worker:
             self.unsynced_now[job_id] = unsynced
         elif job_id in self.unsynced_now:
             del self.unsynced_now[job_id]
-        lines = result.dep_lines.get(deployment)
-        if lines is None:
-            result.dep_lines[deployment] = 1
-            result.dep_examples[deployment] = [job_id]
-        else:
-            result.dep_lines[deployment] = lines + 1
-            examples = result.dep_examples[deployment]
+        dep_lines = result.dep_lines
+        dep_lines[deployment] = dep_lines.get(deployment, 0) + 1
+        if deployment not in self.ctx.cost_hr:  # examples only matter for a deployment missing from the registry
+            examples = result.dep_examples.setdefault(deployment, [])
             if len(examples) < 3 and job_id not in examples:
                 examples.append(job_id)
         canonical = ts if (len(ts) == 24 and ts[-1] == "Z") else canonical_ts(ts)
