@@ -118,7 +118,7 @@ def cell_429_no_retry_after(cell):
 
 
 def cell_capacity_500(cell):
-    cell.lab.sim.inject(provider="runpod", fault="capacity")
+    cell.lab.sim.inject(provider="runpod", fault="capacity", count=5)  # outlasts the launch budget
     assert not cell.step("provision", lambda: provision(cell.lab.ctx, request("runpod", "NVIDIA GeForce RTX 4090"),
                                                         up_deadline_s=30, poll_s=0.1))
     assert "capacity" in cell.message and "nothing was created" in cell.message

@@ -100,11 +100,11 @@ def test_provision_waits_retry_after_on_429_then_launches_once(tmp_path):
 
 def test_provision_capacity_error_leaves_history_and_nothing_live(tmp_path):
     world = make_world(tmp_path)
-    world.provider.faults = ["launch:capacity"]
+    world.provider.faults = ["launch:capacity", "launch:capacity"]
     with pytest.raises(UserError, match="capacity") as info:
         provision(world.ctx, request())
     assert "nothing was created" in info.value.line()
-    assert world.provider.launch_calls == 1
+    assert world.provider.launch_calls == 2  # policy retry.max_launch_attempts, each one refused
     [dep] = world.registry.deployments()
     assert dep["status"] == "destroyed" and dep["destroyed_at"]
     statuses = [j["to"] for j in read_journal(world.registry.journal_path)]

@@ -83,7 +83,7 @@ def destroy(ctx: Context, deployment_id: str, *, confirm: str | None,
         provider = ctx.provider_for(deployment["provider"])
         try:
             try:
-                calls = terminate_reconciled(provider, instance_id, sleep=ctx.sleep)
+                calls = terminate_reconciled(provider, instance_id)
             except ProviderError as exc:
                 raise UserError(f"terminate of {instance_id} not verified: {exc}", place=deployment_id,
                                 hint="it may still be billing; re-run destroy (it reconciles, never doubles)") from None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from typing import Any
 
 from gpuharness.clock import now_ts
+from gpuharness.http_client import RetryPolicy, retry_wait
 from gpuharness.providers.base import Instance, LaunchSpec, Provider, ProviderError, UnknownOutcome
 
 Journal = Callable[[dict[str, Any]], None]
@@ -29,14 +31,15 @@ def _entry(provider: Provider, op: str, attempt: int, event: str, **extra: Any) 
 
 def launch_reconciled(provider: Provider, spec: LaunchSpec, journal: Journal, max_attempts: int = 2, *,
                       check_first: bool = True, settle_polls: int = 2, settle_s: float = 5.0,
-                      sleep: Callable[[float], None] = time.sleep) -> Instance:
+                      sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None) -> Instance:
     """Launch at most max_attempts times, never duplicating: an instance with the key is found before any retry.
 
     - check_first: one list before the first launch; an instance already carrying the key is returned.
     - UnknownOutcome (timeout, dropped connection, ambiguous 5xx): list and match the key, up to settle_polls
       listings settle_s apart (a timed-out request may still be committed late); launch again only when
       nothing was created.
-    - capacity / rate limit / connect failure: the launch did not happen; retried within max_attempts.
+    - capacity / rate limit / connect failure: the launch did not happen; retried within max_attempts, after
+      max(Retry-After, backoff) (the same wait as reads, see http_client.retry_wait).
     - auth, balance, invalid, unsupported: raised at once.
     Every attempt and its outcome is passed to `journal`.
     """
@@ -65,6 +68,10 @@ def launch_reconciled(provider: Provider, spec: LaunchSpec, journal: Journal, ma
             journal(_entry(provider, "launch", attempt, "refused", key=key, kind=exc.kind, error=str(exc)))
             if exc.kind not in RETRY_LAUNCH_ON:
                 raise
+            if attempt < max_attempts:
+                wait = retry_wait(attempt, exc.retry_after, RetryPolicy(), rng or random.Random())
+                journal(_entry(provider, "launch", attempt, "wait", key=key, wait_s=round(wait, 3)))
+                sleep(wait)
             continue
         journal(_entry(provider, "launch", attempt, "created", key=key, instance_id=instance.id))
         return instance
