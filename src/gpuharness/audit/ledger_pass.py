@@ -117,13 +117,6 @@ def utc_day(stamp: str) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d")
 
 
-def contributions(state: JobState) -> tuple[tuple[str, str], ...]:
-    """The spend groups a job's billed cost counts toward: (grouping, key)."""
-    _, _, day, provider, gpu, deployment = state
-    return (("day", day), ("month", day[:7]), ("provider", provider), ("gpu", gpu),
-            ("deployment", deployment), ("day_provider", f"{day}|{provider}"))
-
-
 def owner(job_id: str, parts: int) -> int:
     """The worker that owns a job."""
     return zlib.crc32(job_id.encode("utf-8")) % parts if parts > 1 else 0
@@ -171,13 +164,13 @@ class _Worker:
                 decided = False
                 if raw.startswith(ID_PREFIX):
                     # ids in one ledger mostly share a length: try the last one before searching for the quote
-                    if len(raw) > id_end and raw[id_end] == 34 and 34 not in raw[7:id_end]:
-                        end = id_end
-                    else:
+                    ident = raw[7:id_end]
+                    if not (len(raw) > id_end and raw[id_end] == 34 and 34 not in ident):
                         end = raw.find(b'"', 7)
-                    if end > 7 and raw[end - 1] != 92:  # no escapes: the raw bytes are the id's UTF-8
-                        id_end = end
-                        if crc32(raw[7:end]) % parts != part:
+                        ident = raw[7:end] if end > 7 else b""
+                    if ident and ident[-1] != 92:  # no escapes: the raw bytes are the id's UTF-8
+                        id_end = 7 + len(ident)
+                        if crc32(ident) % parts != part:
                             continue
                         decided = True
                 report = decided or lineno % parts == part
@@ -315,32 +308,43 @@ class _Worker:
         result = self.result
         prior = self.prior
         prior_jobs = prior.jobs if prior is not None else {}
-        spend: dict[str, dict[str, float]] = {}
+        # sum by (day, provider, gpu, deployment) first: a handful of keys, then spread over the groupings
+        combos: dict[tuple[str, ...], float] = {}
         cap = self.ctx.per_job_usd
+        open_before = prior.open_jobs if prior is not None else frozenset()
+        unsynced_before = prior.unsynced if prior is not None else frozenset()
+        unsynced_now = self.unsynced_now
+        new_jobs = 0
         for job_id, state in self.jobs.items():
             old = prior_jobs.get(job_id)
             if old is None:
-                result.new_jobs += 1
+                new_jobs += 1
             elif old[1]:
-                for grouping, key in contributions(old):
-                    bucket = spend.setdefault(grouping, {})
-                    bucket[key] = bucket.get(key, 0.0) - old[1]
-            if state[1]:
-                for grouping, key in contributions(state):
-                    bucket = spend.setdefault(grouping, {})
-                    bucket[key] = bucket.get(key, 0.0) + state[1]
-                if cap is not None and state[1] > cap + 1e-9:
-                    self.note("spend:per-job", 0, f"job {job_id}: billed ${state[1]:.4f} > per_job_usd ${cap:.2f} "
+                key = old[2:]
+                combos[key] = combos.get(key, 0.0) - old[1]
+            cost = state[1]
+            if cost:
+                key = state[2:]
+                combos[key] = combos.get(key, 0.0) + cost
+                if cap is not None and cost > cap + 1e-9:
+                    self.note("spend:per-job", 0, f"job {job_id}: billed ${cost:.4f} > per_job_usd ${cap:.2f} "
                               f"(deployment {state[5]}, {state[2]}); find out why it ran so long, append a correction "
                               "if the cost is wrong, or raise per_job_usd on purpose")
             if state[0] not in TERMINAL:
                 result.opened[job_id] = state[5]
-            elif prior is not None and job_id in prior.open_jobs:
+            elif job_id in open_before:
                 result.closed.add(job_id)
-            if job_id in self.unsynced_now:
-                result.unsynced[job_id] = self.unsynced_now[job_id]
-            elif prior is not None and job_id in prior.unsynced:
+            if job_id in unsynced_now:
+                result.unsynced[job_id] = unsynced_now[job_id]
+            elif job_id in unsynced_before:
                 result.resynced.add(job_id)
+        result.new_jobs = new_jobs
+        spend: dict[str, dict[str, float]] = {}
+        for (day, provider, gpu, deployment), amount in combos.items():
+            for grouping, group_key in (("day", day), ("month", day[:7]), ("provider", provider), ("gpu", gpu),
+                                        ("deployment", deployment), ("day_provider", f"{day}|{provider}")):
+                bucket = spend.setdefault(grouping, {})
+                bucket[group_key] = bucket.get(group_key, 0.0) + amount
         result.spend = spend
         result.touched = len(self.jobs)
         if jobs_out is not None and self.jobs:
