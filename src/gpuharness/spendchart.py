@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import io
+import multiprocessing
 from collections import defaultdict
+from typing import Any
 
 
 def daily_spend_png(day_provider: dict[str, float], daily_ceiling: float | None, *, title: str) -> str:
@@ -50,3 +52,89 @@ def daily_spend_png(day_provider: dict[str, float], daily_ceiling: float | None,
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+ChartArgs = tuple[dict[str, float], float | None, str]
+
+
+def _serve(connection: Any) -> None:
+    """The helper process: import matplotlib now, render the one chart asked for, send it back."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib.backends import backend_agg  # noqa: F401
+        from matplotlib.figure import Figure  # noqa: F401
+
+        day_provider, ceiling, title = connection.recv()
+        connection.send(daily_spend_png(day_provider, ceiling, title=title))
+    except (EOFError, OSError, KeyboardInterrupt):
+        pass
+    finally:
+        connection.close()
+
+
+class ChartRenderer:
+    """Renders the chart in a helper forked early, so that matplotlib's import (about half a second) overlaps
+    pytest's start-up on another core. Falls back to rendering in-process when the helper is not there."""
+
+    __slots__ = ("_args", "_connection", "_process")
+
+    def __init__(self, *, helper: bool = True) -> None:
+        self._args: ChartArgs | None = None
+        self._connection: Any = None
+        self._process: Any = None
+        if not helper:
+            return
+        try:
+            context = multiprocessing.get_context("fork")
+        except ValueError:
+            return
+        parent, child = context.Pipe()
+        process = context.Process(target=_serve, args=(child,), daemon=True, name="gpuharness-chart")
+        process.start()
+        child.close()
+        self._connection, self._process = parent, process
+
+    @classmethod
+    def inline(cls) -> ChartRenderer:
+        """A renderer without a helper process."""
+        return cls(helper=False)
+
+    def submit(self, day_provider: dict[str, float], ceiling: float | None, *, title: str) -> None:
+        """Start rendering (once)."""
+        if self._args is not None:
+            return
+        self._args = (day_provider, ceiling, title)
+        if self._connection is not None:
+            try:
+                self._connection.send(self._args)
+            except OSError:
+                self._connection = None
+
+    def result(self, timeout: float = 60.0) -> str:
+        """The base64 PNG of the submitted chart."""
+        if self._args is None:
+            raise RuntimeError("no chart was submitted")
+        if self._connection is not None:
+            try:
+                if self._connection.poll(timeout):
+                    value = self._connection.recv()
+                    if isinstance(value, str):
+                        return value
+            except (EOFError, OSError):
+                pass
+        day_provider, ceiling, title = self._args
+        return daily_spend_png(day_provider, ceiling, title=title)
+
+    def close(self) -> None:
+        """Stop the helper if it is still there."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+        if self._process is not None:
+            self._process.join(timeout=2)
+            if self._process.is_alive():
+                self._process.terminate()
+                self._process.join(timeout=2)
+            self._process = None

@@ -17,6 +17,7 @@ from gpuharness.audit.run import AuditRun, run_audit
 from gpuharness.audit.summary import summarize, to_html
 from gpuharness.clock import parse_ts, utcnow
 from gpuharness.pytest_plugin import cassette_dir, registry_root
+from gpuharness.spendchart import ChartRenderer
 from gpuharness.statefile import read_json
 
 #: An RFC 3339 time the audit takes as "now" (idle minutes); tests and replays pin it, default: the clock.
@@ -25,6 +26,7 @@ MARK = "gh_audit"
 RUN_KEY = pytest.StashKey[AuditRun]()
 SUMMARY_KEY = pytest.StashKey[dict[str, Any]]()
 SESSION_PLUGIN = "gpuharness-audit-session"
+CHART_TITLE = "Daily spend by provider (UTC days) against daily_usd"
 
 
 def audit_now() -> datetime:
@@ -50,8 +52,16 @@ def audit_run(config: pytest.Config) -> AuditRun:
         reports = Path(config.invocation_params.dir) / "reports"
         run = run_audit(root, audit_now(), secret_roots={"cassettes": cassette_dir(config), "reports": reports})
         config.stash[RUN_KEY] = run
-        config.stash[SUMMARY_KEY] = summarize(run)
+        config.stash[SUMMARY_KEY] = summary = summarize(run)
+        session = config.pluginmanager.get_plugin(SESSION_PLUGIN)
+        if isinstance(session, AuditSession) and session.renderer is not None:
+            session.renderer.submit(summary["day_provider"], _ceiling(summary), title=CHART_TITLE)
     return run
+
+
+def _ceiling(summary: dict[str, Any]) -> float | None:
+    daily = summary["policy"].get("daily_usd")
+    return float(daily) if daily is not None else None
 
 
 @pytest.fixture(scope="session")
@@ -86,6 +96,11 @@ class AuditSession:
         #: audit tests reported (on the controller under xdist, where no collection happens)
         self.reported: set[str] = set()
         self.checkpoint_note: str | None = None
+        #: renders the report's chart in a helper forked now (see spendchart.ChartRenderer)
+        self.renderer: ChartRenderer | None = None
+        if (not hasattr(config, "workerinput") and config.pluginmanager.has_plugin("html")
+                and any(is_audit_path(Path(str(a).split("::")[0]).resolve()) for a in config.args)):
+            self.renderer = ChartRenderer()
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -166,12 +181,14 @@ class AuditSession:
         data = self.config.stash.get(SUMMARY_KEY, None)
         if data is None or not self.reported:
             return
-        from gpuharness.spendchart import daily_spend_png
+        if self.renderer is None:
+            self.renderer = ChartRenderer.inline()
+        self.renderer.submit(data["day_provider"], _ceiling(data), title=CHART_TITLE)
+        prefix.append(to_html(data, self.renderer.result()))
 
-        daily = data["policy"].get("daily_usd")
-        chart = daily_spend_png(data["day_provider"], float(daily) if daily is not None else None,
-                                title="Daily spend by provider (UTC days) against daily_usd")
-        prefix.append(to_html(data, chart))
+    def pytest_unconfigure(self) -> None:
+        if self.renderer is not None:
+            self.renderer.close()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_report_title(self, report: Any) -> None:
