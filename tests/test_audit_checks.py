@@ -544,3 +544,19 @@ def test_a_partial_audit_writes_no_checkpoint(pytester, reg):
     assert result.ret == 0
     says(result, ["*audit checkpoint not written: only part of the audit ran*"])
     assert not (reg / "audit").exists()
+
+
+def test_unknown_field_is_a_warning_not_a_failure(pytester, reg):
+    edit_deployment(reg, "dep_h3_01", colour="teal")
+    result = audit(pytester, reg)
+    assert failed(result) == []
+    says(result, ["*gpuharness audit warning: deployments.json:$.deployments[5]: unknown field: *'colour'*"])
+
+
+def test_deployment_option_audits_only_that_deployment_and_writes_no_checkpoint(pytester, reg):
+    edit_deployment(reg, "dep_rp_4090_04", shutdown_rule=None)
+    result = audit(pytester, reg, "--deployment", "dep_h3_01")
+    assert failed(result) == []
+    says(result, ["*audit checkpoint not written: only part of the audit ran*"])
+    result = audit(pytester, reg, "--deployment", "dep_rp_4090_04")
+    assert failed(result) == ["test_live_paid_deployment_has_a_shutdown_rule[dep_rp_4090_04]"]
