@@ -22,14 +22,16 @@ FAMILIES: tuple[str, ...] = (
 )
 
 MODES = ("offline", "live", "record")
+MODE_ENV = "GPUHARNESS_GPU_MODE"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpuharness", "gpuharness: GPU workload verification")
     group.addoption("--registry", metavar="DIR", default=None,
                     help=f"registry directory (default: ${ENV_VAR} or .pi/gpu)")
-    group.addoption("--gpu-mode", choices=MODES, default="offline",
-                    help="offline replays cassettes (default); live talks to providers; record also writes cassettes")
+    group.addoption("--gpu-mode", choices=MODES, default=os.environ.get(MODE_ENV) or "offline",
+                    help=f"offline replays cassettes (default, or ${MODE_ENV}); live talks to providers and hosts; "
+                         "record is live and also writes scrubbed cassettes")
     group.addoption("--deployment", action="append", default=[], metavar="ID",
                     help="only check this deployment (repeatable)")
     group.addoption("--plan", metavar="FILE", default=None, help="plan file for checks/plan")
@@ -38,6 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--gpu-mode") not in MODES:
+        raise pytest.UsageError(f"${MODE_ENV}={os.environ.get(MODE_ENV)!r}: expected one of {', '.join(MODES)}")
     for name in FAMILIES:
         if not config.pluginmanager.has_plugin(name):
             config.pluginmanager.import_plugin(name)
