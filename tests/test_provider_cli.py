@@ -142,3 +142,21 @@ def test_sim_serve_configure_points_providers_json_at_the_simulator(tmp_path: Pa
         process.terminate()
         process.wait(timeout=10)
     assert entries["vast"]["api_base"] == base + "/vast" and entries["runpod"]["api_base"] == base + "/runpod"
+
+
+def test_sim_serve_starts_a_simulated_ssh_host_for_each_running_instance():
+    process = subprocess.Popen([sys.executable, "-m", "gpuharness", "sim", "serve", "--port", "0",
+                                "--ready-delay", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        base = process.stdout.readline().strip().split()[1]
+        httpx.post(base + "/_sim/instances", json={"provider": "vast", "count": 1, "gpu": "RTX 4090"}, timeout=10)
+        listing = httpx.get(base + "/vast/api/v1/instances/", params={"limit": 25},
+                            headers={"Authorization": "Bearer " + "k" * 32}, timeout=10).json()
+        [instance] = listing["instances"]
+        import socket
+
+        with socket.create_connection((instance["ssh_host"], instance["ssh_port"]), timeout=10) as sock:
+            assert sock.recv(64).startswith(b"SSH-2.0-")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -105,7 +105,8 @@ class Lab:
             spec = with_fault(spec, self.host_faults[deployment])
         if deployment in self.host_changes:
             spec = replace(spec, **self.host_changes[deployment])
-        host = SimHost(spec, root=self.root / "hosts" / str(instance.id), name=f"host-{instance.id}").start()
+        host = SimHost(spec, root=self.root / "hosts" / str(instance.id), name=f"host-{instance.id}",
+                       counter=self.sim.state.increment).start()
         self.hosts[str(instance.id)] = host
         return host
 

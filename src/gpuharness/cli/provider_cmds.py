@@ -29,6 +29,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true", help="log each request line (never headers)")
     p.add_argument("--configure", action="store_true",
                    help="point providers.json (runpod, vast, massed, runpod-serverless) at this simulator")
+    p.add_argument("--no-hosts", action="store_true",
+                   help="do not start a simulated SSH host + runtime for each running instance")
     p.set_defaults(handler=cmd_sim_serve)
 
     providers = subparsers.add_parser("providers", help="configured providers")
@@ -54,6 +56,10 @@ def cmd_sim_serve(args: argparse.Namespace) -> int:
         raise UserError(f"--port {args.port} is not a TCP port", place="sim serve")
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else None
     sim = Simulator(host=args.host, port=args.port, ready_delay_s=args.ready_delay, log=log)
+    if not args.no_hosts:
+        from gpuharness.sim.host import host_factory
+
+        sim.host_factory = host_factory(counter=sim.state.increment)
     try:
         sim.start()
     except OSError as exc:

@@ -506,6 +506,8 @@ class SimHost:
                 os.killpg(proc.pid, 9)
         threads[1].join()
         code = proc.wait()
+        if code < 0:
+            code = 128 - code  # killed by a signal: report it as a shell does (137 for SIGKILL)
         with contextlib.suppress(OSError, EOFError):
             chan.send_exit_status(code)
             chan.close()
