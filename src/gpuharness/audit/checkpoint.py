@@ -20,7 +20,7 @@ import orjson
 
 from gpuharness.audit.ledger_pass import JobState, PartResult
 from gpuharness.clock import now_ts
-from gpuharness.statefile import atomic_write_bytes, fsync_dir
+from gpuharness.statefile import atomic_write_bytes, exclusive_lock, fsync_dir
 
 VERSION = 2
 FILE_NAME = "checkpoint.json"
@@ -204,8 +204,13 @@ def write(path: Path, doc: dict[str, Any], previous: Checkpoint | None = None) -
     """
     if unchanged(previous, doc):
         return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(path):  # two audits finishing together must not delete each other's job files
+        return _commit(path, doc)
+
+
+def _commit(path: Path, doc: dict[str, Any]) -> bool:
     audit_dir = path.parent
-    audit_dir.mkdir(parents=True, exist_ok=True)
     tag = doc["ledger"]["prefix_sha256"][:12]
     names: list[str] = []
     for index, name in enumerate(doc["job_files"]):
