@@ -1,0 +1,1 @@
+"""The check suites users run against their infrastructure: health, audit and plan."""

@@ -1,0 +1,1 @@
+"""checks/health: a package, so its test modules never clash by basename with tests/ (pytest's prepend import mode)."""
