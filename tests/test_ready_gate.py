@@ -136,11 +136,11 @@ def test_a_missing_route_is_not_counted_as_a_deployment_failure(pytester, world)
     assert deployment["status"] == "health-checking" and deployment.get("health") is None
 
 
-def test_an_unknown_deployment_id_stops_collection_with_the_known_ids(pytester, world):
+def test_an_unknown_deployment_id_is_a_usage_error_with_the_known_ids(pytester, world):
     world.add("dep_ok")
     result = run_checks(pytester, world, "--deployment", "dep_typo")
-    assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*no deployment 'dep_typo' (known: *dep_ok*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "no deployment 'dep_typo' (known: dep_ok)" in result.stdout.str() + result.stderr.str()
     assert world.deployment("dep_ok")["status"] == "health-checking"
 
 

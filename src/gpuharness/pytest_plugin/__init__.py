@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuharness.errors import UserError
 from gpuharness.registry import ENV_VAR, Registry
 
 #: Plugin-shaped modules of the check families, loaded with this plugin.
@@ -42,9 +43,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--gpu-mode") not in MODES:
         raise pytest.UsageError(f"${MODE_ENV}={os.environ.get(MODE_ENV)!r}: expected one of {', '.join(MODES)}")
+    _check_deployment_ids(config)
     for name in FAMILIES:
         if not config.pluginmanager.has_plugin(name):
             config.pluginmanager.import_plugin(name)
+
+
+def _check_deployment_ids(config: pytest.Config) -> None:
+    """--deployment must name known deployments (a broken registry is left for the audit to report)."""
+    chosen: list[str] = config.getoption("--deployment") or []
+    if not chosen:
+        return
+    registry = Registry(registry_root(config))
+    try:
+        known = {d["id"] for d in registry.deployments()}
+    except UserError:
+        return
+    unknown = [i for i in chosen if i not in known]
+    if unknown:
+        raise pytest.UsageError(f"{registry.path('deployments.json')}: no deployment {unknown[0]!r} "
+                                f"(known: {', '.join(sorted(known)) or 'none'})")
 
 
 def registry_root(config: pytest.Config) -> Path:
