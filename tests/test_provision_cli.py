@@ -40,3 +40,25 @@ def test_provision_cli_refuses_over_the_burn_ceiling_before_any_provider_call(la
     assert result.returncode == 2
     assert "max_cost_hr" in result.stderr and "nothing was launched" in result.stderr
     assert sum(lab.sim.stats()["requests"].values()) == 0
+
+
+
+NO_PRICE = tuple(a for a in ARGS if a not in ("--cost-hr", "0.40"))
+
+
+def test_provision_without_cost_hr_accepts_the_cheapest_offer_and_discloses_it(lab):
+    """The issue's own command line has no --cost-hr: the price is the provider's cheapest offer, disclosed."""
+    result = lab.cli(*NO_PRICE, "--registry", str(lab.registry.root))
+    assert result.returncode == 0, result.stderr
+    assert "accepting the cheapest offer: $" in result.stderr
+    dep = json.loads(result.stdout)["deployment"]
+    assert dep["cost_hr"] > 0 and f"hourly burn:     ${dep['cost_hr']:.3f}/hr" in result.stderr
+    assert lab.sim.stats()["launches"] == 1
+
+
+def test_provision_without_cost_hr_refuses_a_disallowed_provider_before_reading_offers(lab):
+    with lab.registry.update("policy.json") as doc:
+        doc["allowed_providers"] = ["runpod"]
+    result = lab.cli(*NO_PRICE, "--registry", str(lab.registry.root))
+    assert result.returncode == 2 and "allowed_providers" in result.stderr
+    assert sum(lab.sim.stats()["requests"].values()) == 0

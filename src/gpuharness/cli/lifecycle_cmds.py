@@ -22,8 +22,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", required=True, help="a providers.json name")
     p.add_argument("--gpu", required=True)
     p.add_argument("--image", required=True)
-    p.add_argument("--cost-hr", type=float, required=True,
-                   help="the hourly price you accept (from `gpuharness offers`); checked against the policy")
+    p.add_argument("--cost-hr", type=float, default=None,
+                   help="the hourly price you accept (default: the provider's cheapest offer of --gpu); "
+                        "checked against the policy")
     p.add_argument("--runtime", choices=("comfyui", "openai", "native", "serverless"))
     p.add_argument("--model")
     p.add_argument("--workflow")

@@ -14,7 +14,8 @@ from gpuharness.errors import UserError
 from gpuharness.ledger import Ledger
 from gpuharness.plan import LaunchRequest, load_plan, make_plan, save_plan, step_label
 from gpuharness.plan_replay import rehearse_with_mirror
-from gpuharness.providers.base import Offer, OfferSource, ProviderError
+from gpuharness.providers.base import ProviderError
+from gpuharness.providers.offers import cheapest_offer
 from gpuharness.registry import Registry
 
 DEFAULT_INVENTORY = Path("cassettes/http/inventory.yaml")
@@ -128,19 +129,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if report.clean and not stale else 1
 
 
-def cheapest_offer(registry: Registry, name: str, gpu: str, gpu_count: int) -> float:
+def cheapest_offer_price(registry: Registry, name: str, gpu: str, gpu_count: int) -> float:
     """The hourly price of the cheapest offer of gpu at the provider (one read), for the plan's expected burn."""
     provider = inventory.adapter_factory()(registry.provider(name))
     try:
-        source = provider if isinstance(provider, OfferSource) else None
-        found: list[Offer] = [o for o in source.offers(gpu) if o.gpu_count in (gpu_count, 1)] if source else []
+        best = cheapest_offer(provider, gpu, gpu_count)
     finally:
         provider.close()
-    if not found:
+    if best is None:
         raise UserError(f"no offer of {gpu!r} at {name}", place="plan make",
                         hint="pass --cost-hr, or pick a GPU from `gpuharness offers`")
-    best = min(found, key=lambda o: o.cost_hr / max(o.gpu_count, 1))
-    return round(best.cost_hr / max(best.gpu_count, 1) * gpu_count, 4)
+    return best.cost_hr
 
 
 def _launch_request(args: argparse.Namespace, registry: Registry) -> LaunchRequest | None:
@@ -154,7 +153,7 @@ def _launch_request(args: argparse.Namespace, registry: Registry) -> LaunchReque
         if args.gpu_mode != "live":
             raise UserError("an offline launch plan needs --cost-hr (the hourly price you accept)",
                             place="plan make", hint="see `gpuharness offers --gpu ...`")
-        cost_hr = cheapest_offer(registry, args.provider, args.gpu, args.gpu_count)
+        cost_hr = cheapest_offer_price(registry, args.provider, args.gpu, args.gpu_count)
     return LaunchRequest(provider=args.provider, gpu=args.gpu, image=args.image, expected_cost_hr=cost_hr,
                          idle_minutes=args.idle_minutes, max_hours=args.max_hours, gpu_count=args.gpu_count,
                          region=args.region, disk_gb=args.disk_gb, checkpoint_path=args.checkpoint_path)

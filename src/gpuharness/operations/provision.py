@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, final
 
 from gpuharness.errors import UserError
@@ -13,6 +13,7 @@ from gpuharness.operations.context import Context
 from gpuharness.operations.launch import launch_reconciled
 from gpuharness.policy import Action, Policy
 from gpuharness.providers.base import KEY_PREFIX, Instance, LaunchSpec, Provider, ProviderError
+from gpuharness.providers.offers import cheapest_offer
 from gpuharness.spend import today_and_month
 
 #: deployment states that still hold (or may hold) a paid resource
@@ -26,12 +27,13 @@ SERVERLESS = "runpod-serverless"
 @final
 @dataclass(frozen=True, slots=True)
 class ProvisionRequest:
-    """What the user asked for. cost_hr is the hourly price they accepted (from the provider's offers)."""
+    """What the user asked for. cost_hr is the hourly price they accept; None takes the provider's cheapest
+    offer of the GPU (one read, after the policy's other ceilings passed)."""
 
     provider: str
     gpu: str
     image: str
-    cost_hr: float
+    cost_hr: float | None
     runtime: str | None = None
     model: str | None = None
     workflow: str | None = None
@@ -50,6 +52,13 @@ class ProvisionRequest:
     ssh_key_file: str | None = None
     known_hosts: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def price(self) -> float:
+        """The accepted hourly price; resolved (see accepted_price) before any record or launch."""
+        if self.cost_hr is None:
+            raise AssertionError("the accepted price was not resolved before use")
+        return self.cost_hr
 
     def shutdown_rule(self) -> dict[str, Any] | None:
         rule: dict[str, Any] = {}
@@ -91,7 +100,7 @@ def disclosure(request: ProvisionRequest, kind: str) -> str:
             "massed": "Massed Compute VM", "owned": "owned server"}.get(kind, kind)
     if request.interruptible:
         mode += " (interruptible" + (f", bid ${request.bid_price:.3f}/hr" if request.bid_price else "") + ")"
-    burn = request.cost_hr
+    burn = "the provider's cheapest offer" if request.cost_hr is None else f"${request.cost_hr:.3f}/hr"
     return "\n".join([
         f"provider:        {request.provider} ({mode})",
         f"spec:            {request.gpu_count} x {request.gpu}, image {request.image}, disk {request.disk_gb} GB"
@@ -99,7 +108,7 @@ def disclosure(request: ProvisionRequest, kind: str) -> str:
         + (f", model {request.model}" if request.model else ""),
         "quantity:        1 instance",
         f"region:          {request.region or 'any'}",
-        f"hourly burn:     ${burn:.3f}/hr",
+        f"hourly burn:     {burn}",
         f"stop condition:  {stop_condition(request.shutdown_rule())}",
         f"checkpoint path: {request.checkpoint_path or '(none: outputs are synced by `gpuharness retrieve`)'}",
     ])
@@ -137,6 +146,28 @@ def find_reusable(deployments: list[dict[str, Any]], request: ProvisionRequest) 
     return None
 
 
+def accepted_price(ctx: Context, entry: dict[str, Any], kind: str, request: ProvisionRequest) -> float:
+    """No --cost-hr: the cheapest offer of the GPU at the provider, read once, after every ceiling that does not
+    depend on the price passed (so a refused request makes no provider call at all)."""
+    if kind in (SERVERLESS, "owned"):
+        return 0.0  # billed per request / already paid for: no hourly burn of a new instance
+    check_policy(ctx, replace(request, cost_hr=0.0), kind)
+    provider = ctx.providers(entry)
+    try:
+        best = cheapest_offer(provider, request.gpu, request.gpu_count)
+    except ProviderError as exc:
+        raise UserError(f"cannot read the offers of {request.provider}: {exc}", place="provision",
+                        hint="pass --cost-hr with the hourly price you accept") from None
+    finally:
+        provider.close()
+    if best is None:
+        raise UserError(f"no offer of {request.gpu!r} at {request.provider}", place="provision",
+                        hint="pick a GPU from `gpuharness offers --gpu ...`, or pass --cost-hr")
+    ctx.say(f"accepting the cheapest offer: ${best.cost_hr:.4f}/hr for {request.gpu_count} x {request.gpu} "
+            "(pass --cost-hr to set your own ceiling)")
+    return best.cost_hr
+
+
 def check_policy(ctx: Context, request: ProvisionRequest, kind: str) -> None:
     """Refuse before any provider call when a ceiling would be exceeded."""
     registry = ctx.registry
@@ -148,7 +179,7 @@ def check_policy(ctx: Context, request: ProvisionRequest, kind: str) -> None:
     if allowed is not None and name not in allowed and kind in allowed:
         name = kind
     decision = policy.evaluate(Action(
-        kind="launch", provider=name, cost_hr=request.cost_hr,
+        kind="launch", provider=name, cost_hr=request.price,
         has_shutdown_rule=request.shutdown_rule() is not None, idle_minutes=request.idle_minutes,
         live_burn_hr=sum(float(d.get("cost_hr") or 0.0) for d in live), live_deployments=len(live),
         spent_today_usd=spent_day, spent_month_usd=spent_month))
@@ -228,7 +259,7 @@ def _create_record(ctx: Context, request: ProvisionRequest, kind: str) -> dict[s
             "id": deployment_id, "provider": request.provider, "instance_id": None, "gpu": request.gpu,
             "gpu_count": request.gpu_count, "runtime": runtime, "model": request.model,
             "workflow": request.workflow, "image": request.image, "region": request.region, "endpoint": None,
-            "ssh": None, "status": "provisioning", "cost_hr": request.cost_hr, "created_at": ctx.now(),
+            "ssh": None, "status": "provisioning", "cost_hr": request.price, "created_at": ctx.now(),
             "ready_at": None, "destroyed_at": None, "shutdown_rule": request.shutdown_rule(),
             "owner": request.owner, "checkpoint_path": request.checkpoint_path,
             "idempotency_key": f"{KEY_PREFIX}{deployment_id}", "interruptible": request.interruptible,
@@ -272,9 +303,14 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
         # an earlier provision died between its record and the launch's answer: the listing by key (before
         # any launch) adopts what it may have created, so this never duplicates
         ctx.say(f"resuming {reuse['id']}: recorded but never confirmed launched; reconciling by its key first")
+        if request.cost_hr is None:
+            request = replace(request, cost_hr=float(reuse.get("cost_hr") or 0.0))
         ctx.say(text)
         deployment = reuse
     else:
+        if request.cost_hr is None:
+            request = replace(request, cost_hr=accepted_price(ctx, entry, kind, request))
+            text = disclosure(request, kind)
         check_policy(ctx, request, kind)
         ctx.say(text)
         deployment = _create_record(ctx, request, kind)
@@ -336,10 +372,10 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
         details = dict(ctx.host_details(instance))
         ssh = {**(ssh or {}), **details.pop("ssh", {})} or None
         fields.update(details)
-    cost_hr = instance.cost_hr if instance.cost_hr is not None else request.cost_hr
+    cost_hr = instance.cost_hr if instance.cost_hr is not None else request.price
     abs_tol, rel_tol = Policy(ctx.registry.policy_document()).cost_tolerance
-    if cost_hr > request.cost_hr * (1 + rel_tol) + abs_tol:
-        warning = (f"the provider bills ${cost_hr:.3f}/hr, above the accepted ${request.cost_hr:.3f}/hr "
+    if cost_hr > request.price * (1 + rel_tol) + abs_tol:
+        warning = (f"the provider bills ${cost_hr:.3f}/hr, above the accepted ${request.price:.3f}/hr "
                    f"(tolerance {rel_tol:.0%} + ${abs_tol:.2f}); the deployment records the billed price")
         ctx.say(f"WARNING: {warning}")
         journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider, "target_id": instance.id,

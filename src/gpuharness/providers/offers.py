@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuharness.lifecycle import LIVE
 from gpuharness.policy import Action, Policy
-from gpuharness.providers.base import Offer, OfferSource, ProviderError
+from gpuharness.providers.base import Offer, OfferSource, Provider, ProviderError
 
 
 def live_burn(deployments: Iterable[dict[str, Any]]) -> tuple[float, int]:
@@ -47,3 +47,13 @@ def gather(sources: Iterable[tuple[str, str, OfferSource]], gpu: str, policy: Po
             found.append(replace(offer, refused=policy_verdict(offer, kind, policy, burn_hr, live_count)))
     found.sort(key=lambda o: (o.cost_hr, o.provider, o.gpu_count))
     return found, failures
+
+
+def cheapest_offer(provider: Provider, gpu: str, gpu_count: int) -> Offer | None:
+    """The cheapest offer of gpu at this provider per GPU, scaled to gpu_count (one read); None if none."""
+    source = provider if isinstance(provider, OfferSource) else None
+    found = [o for o in source.offers(gpu) if o.gpu_count in (gpu_count, 1)] if source else []
+    if not found:
+        return None
+    best = min(found, key=lambda o: o.cost_hr / max(o.gpu_count, 1))
+    return replace(best, cost_hr=round(best.cost_hr / max(best.gpu_count, 1) * gpu_count, 4), gpu_count=gpu_count)
