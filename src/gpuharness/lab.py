@@ -19,7 +19,7 @@ from gpuharness.providers.base import Instance, Provider
 from gpuharness.providers.factory import PhaseOptions, build_provider
 from gpuharness.registry import Registry
 from gpuharness.sim import Simulator
-from gpuharness.sim.host import HostSpec, SimHost, full_gpu_name, with_fault
+from gpuharness.sim.host import HostSpec, SimHost, full_gpu_name, runtime_for_image, with_fault
 
 WORKFLOW = "h3-text-to-image"
 MODEL = "minimax-h3-mini"
@@ -99,7 +99,7 @@ class Lab:
 
     def _make_host(self, instance: Any) -> SimHost:
         spec = replace(HostSpec(), gpu=full_gpu_name(str(instance.gpu)), gpu_count=int(instance.gpu_count or 1),
-                       runtime="comfyui")
+                       runtime=runtime_for_image(getattr(instance, "image", None)))
         deployment = str(instance.name or "").removeprefix("gh-")
         if deployment in self.host_faults:
             spec = with_fault(spec, self.host_faults[deployment])

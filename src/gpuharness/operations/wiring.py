@@ -9,6 +9,7 @@ from typing import Any
 from gpuharness.errors import UserError
 from gpuharness.operations.comfy_job import ComfyJobExecutor
 from gpuharness.operations.context import Context
+from gpuharness.operations.openai_job import OpenAIJobExecutor
 from gpuharness.operations.run import JobExecutor
 from gpuharness.operations.serverless_job import ServerlessJobExecutor
 from gpuharness.providers.base import Provider
@@ -37,17 +38,20 @@ def remote_factory(registry: Registry) -> Any:
 
 
 def executor_factory(registry: Registry, env: Mapping[str, str] | None = None) -> Any:
-    """The job runtime of a deployment: ComfyUI over HTTP, or the RunPod Serverless endpoint."""
+    """The job runtime of a deployment: ComfyUI or an OpenAI-compatible server over HTTP (outputs kept on the
+    host, over the deployment's SSH route), or the RunPod Serverless endpoint."""
     def executor_for(deployment: dict[str, Any]) -> JobExecutor:
         runtime = deployment.get("runtime")
         if runtime == "comfyui":
             return ComfyJobExecutor(deployment)
+        if runtime == "openai":
+            return OpenAIJobExecutor(deployment, remote_factory(registry))
         if runtime == "serverless":
             entry = registry.provider(str(deployment["provider"]))
             return ServerlessJobExecutor(build_serverless(entry, str(deployment.get("instance_id") or "") or None,
                                                           env=env))
         raise UserError(f"running jobs on a {runtime!r} runtime is not supported yet", place=deployment["id"],
-                        hint="supported: comfyui, serverless")
+                        hint="supported: comfyui, openai, serverless")
 
     return executor_for
 

@@ -22,17 +22,31 @@ def health(client: httpx.Client, **_: Any) -> Outcome:
     return Outcome(True, "GET /health answered 200", duration_s=time.monotonic() - started)
 
 
-def _error_text(response: httpx.Response) -> str:
+def error_text(response: httpx.Response, limit: int = 300) -> str:
+    """The message of an error answer, in each server's shape: vLLM <= 0.10 / SGLang
+    `{"object":"error","message":...}`, newer vLLM `{"error":{"message":...}}`, TGI `{"error":"...",
+    "error_type":...}`; a body that is not JSON (a proxy's page, a traceback) as its first `limit` chars."""
     try:
         body = response.json()
     except ValueError:
-        return response.text[:300]
+        return response.text[:limit]
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict):
             return str(error.get("message", error))
         return str(body.get("message") or error)
-    return str(body)[:300]
+    return str(body)[:limit]
+
+
+def choice_text(body: Any) -> str:
+    """The first choice's text: `text` of a completion, `message.content` of a chat completion."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return ""
+    first = choices[0]
+    message = first.get("message")
+    text = message.get("content") if isinstance(message, dict) else first.get("text")
+    return text if isinstance(text, str) else ""
 
 
 def generate(client: httpx.Client, workflow: dict[str, Any], *, model: str | None, deadline_s: float,
@@ -47,7 +61,7 @@ def generate(client: httpx.Client, workflow: dict[str, Any], *, model: str | Non
     except httpx.HTTPError as exc:
         return transport_failure(exc, "GET /v1/models", started=started, clock=clock)
     if listing.status_code != 200:
-        return failed("unhealthy", f"GET /v1/models answered {listing.status_code}: {_error_text(listing)}",
+        return failed("unhealthy", f"GET /v1/models answered {listing.status_code}: {error_text(listing)}",
                       started=started, clock=clock)
     served = [item.get("id") for item in listing.json().get("data", [])]
     if model not in served:
@@ -62,11 +76,10 @@ def generate(client: httpx.Client, workflow: dict[str, Any], *, model: str | Non
     except httpx.HTTPError as exc:
         return transport_failure(exc, "POST /v1/completions", started=started, clock=clock)
     if response.status_code != 200:
-        text = _error_text(response)
+        text = error_text(response)
         return classified(text, "completion_failed", f"POST /v1/completions answered {response.status_code}: {text}",
                           started=started, clock=clock)
-    choices = response.json().get("choices") or []
-    text = (choices[0].get("text") or "") if choices else ""
+    text = choice_text(response.json())
     if not text.strip():
         return failed("empty_output", "POST /v1/completions returned no text", started=started, clock=clock)
     return Outcome(True, f"completion of {len(text)} chars: {text.strip()[:60]!r}",

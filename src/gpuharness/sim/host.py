@@ -537,15 +537,20 @@ def _pump_tcpip(chan: paramiko.Channel, destination: tuple[str, int]) -> None:
     upstream.close()
 
 
+def runtime_for_image(image: str | None) -> Literal["comfyui", "openai"]:
+    """The runtime a simulated host serves: OpenAI-compatible (vLLM) when the image says vllm or openai."""
+    name = str(image or "").lower()
+    return "openai" if ("vllm" in name or "openai" in name) else "comfyui"
+
+
 def host_factory(counter: Counter | None = None, base: HostSpec | None = None,
                  ) -> Callable[[Any], SimHost]:
     """A Simulator.host_factory: one SimHost per running instance, with the GPU it was ordered with."""
 
     def make(instance: Any) -> SimHost:
-        image = str(getattr(instance, "image", "") or "").lower()
-        runtime: Literal["comfyui", "openai"] = "openai" if ("vllm" in image or "openai" in image) else "comfyui"
         spec = replace(base or HostSpec(), gpu=full_gpu_name(str(instance.gpu)),
-                       gpu_count=int(getattr(instance, "gpu_count", 1) or 1), runtime=runtime)
+                       gpu_count=int(getattr(instance, "gpu_count", 1) or 1),
+                       runtime=runtime_for_image(getattr(instance, "image", None)))
         return SimHost(spec, counter=counter, name=f"host-{instance.id}").start()
 
     return make

@@ -159,7 +159,8 @@ class RuntimeServer:
         return (200, path.read_bytes()) if path.is_file() else (404, b"")
 
     # --- OpenAI-compatible
-    def completion(self, body: Any) -> tuple[int, Any]:
+    def completion(self, body: Any, *, chat: bool = False) -> tuple[int, Any]:
+        """POST /v1/completions, or /v1/chat/completions with chat (vLLM's shapes)."""
         if self.faults.oom:
             return 500, {"object": "error", "message": "CUDA out of memory. Tried to allocate 2.00 GiB.",
                          "type": "InternalServerError", "param": None, "code": 500}
@@ -168,10 +169,14 @@ class RuntimeServer:
             return 404, {"object": "error", "message": f"The model `{model}` does not exist.",
                          "type": "NotFoundError", "param": None, "code": 404}
         text = "" if self.faults.empty_output else " world! This is a test."
-        return 200, {"id": f"cmpl-{uuid.uuid4().hex[:16]}", "object": "text_completion", "created": int(time.time()),
-                     "model": model, "choices": [{"index": 0, "text": text, "logprobs": None,
-                                                  "finish_reason": "length", "stop_reason": None,
-                                                  "prompt_logprobs": None}],
+        choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length",
+                                  "stop_reason": None, "prompt_logprobs": None}
+        if chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text.strip(), "tool_calls": []},
+                      "logprobs": None, "finish_reason": "length", "stop_reason": None}
+        return 200, {"id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:16]}",
+                     "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
+                     "model": model, "choices": [choice],
                      "usage": {"prompt_tokens": 1, "total_tokens": 9, "completion_tokens": 8,
                                "prompt_tokens_details": None}}
 
@@ -293,5 +298,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, runtime.models())
         elif path == "/v1/completions" and method == "POST":
             self._send(*runtime.completion(body))
+        elif path == "/v1/chat/completions" and method == "POST":
+            self._send(*runtime.completion(body, chat=True))
         else:
             self._send(404, {"error": {"message": "Not Found", "type": "NotFoundError", "param": None, "code": 404}})

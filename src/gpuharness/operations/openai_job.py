@@ -1,0 +1,179 @@
+"""Jobs on an OpenAI-compatible server (vLLM, SGLang, TGI): POST /v1/completions, or /v1/chat/completions when
+the workflow says `"api": "chat"`; the completion is kept as a file on the host for retrieve.
+
+Where the output lives. A completion comes back in the HTTP answer, so the run process holds it in memory and
+could call it synced at once (as serverless outputs are). It is written to the host instead, as
+`<workspace>/outputs/<job>/completion.json` (request, text, finish_reason, usage), over the run phase's one SSH
+connection, and recorded on the ledger like a ComfyUI output: `remote_path`, `sha256`, `size`, `synced_at`
+null. The reasons:
+
+- `run` has no destination for outputs, and the registry directory is state, not a place for outputs; `gpuharness
+  retrieve --to DIR` stays the one command that puts outputs where the user wants them, sha256-verified, and
+  records `synced_at` (as new ledger lines), for every SSH-reachable runtime alike.
+- "artifacts are synced off the instance before destroy" keeps its meaning: destroy refuses until retrieve ran
+  (or `--discard-artifacts`), exactly as for ComfyUI; nothing is marked synced that no one has put anywhere.
+- The sha256 is computed here from the bytes sent, and checked against the host's copy in the same exec, so
+  retrieve verifies the file it pulls against what the server answered.
+
+A completion that arrived but could not be stored on the host fails the job with that said plainly (its text is
+then lost: the ledger never claims an artifact that does not exist).
+
+The request runs on a worker thread, so `run`'s loop keeps polling: the per_job_usd ceiling and the deadline are
+enforced while the server generates. `cancel` abandons the request and closes its connection (vLLM and SGLang
+abort a request whose client went away); best effort, the ledger says cancelled."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, final
+
+import httpx
+
+from gpuharness.operations.install import workspace
+from gpuharness.operations.run import JobProgress
+from gpuharness.remote import Remote, RemoteError
+from gpuharness.runtimes.openai import choice_text, error_text
+
+APIS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+ARTIFACT = "completion.json"
+HEREDOC = "GH_COMPLETION_EOF"
+
+
+def request_for(workflow: dict[str, Any], inputs: dict[str, Any], model: str | None) -> tuple[str, dict[str, Any]]:
+    """The path and body of the job's request: the job's inputs as request fields, the deployment's model unless
+    the inputs name one; for chat, a bare `prompt` becomes one user message."""
+    api = str(workflow.get("api") or "completions")
+    if api not in APIS:
+        raise ValueError(f"workflow {workflow.get('id')}: api {api!r} is not one of {', '.join(APIS)}")
+    body: dict[str, Any] = {"model": model or workflow.get("model"), **inputs}
+    if api == "chat" and "messages" not in body and "prompt" in body:
+        body["messages"] = [{"role": "user", "content": body.pop("prompt")}]
+    return APIS[api], body
+
+
+def answer_error(response: httpx.Response) -> str | None:
+    """The server's error, or None for a completion. Errors come as a non-200 status, or (some proxies and old
+    servers) as a 200 with `{"object":"error"}` or an `error` member."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    is_error = response.status_code != 200 or not isinstance(body, dict) or body.get("object") == "error" \
+        or "error" in body
+    if not is_error:
+        return None
+    return f"HTTP {response.status_code}: {error_text(response, limit=4000)}"
+
+
+@final
+@dataclass(slots=True)
+class _Call:
+    """One request in flight on its worker thread."""
+
+    path: str
+    body: dict[str, Any]
+    done: threading.Event = field(default_factory=threading.Event)
+    answer: dict[str, Any] | None = None
+    error: str | None = None
+
+
+@final
+class OpenAIJobExecutor:
+    """One HTTP client to one OpenAI-compatible server, and (opened when the first output is stored) one SSH
+    connection to its host, for the run phase."""
+
+    __slots__ = ("calls", "client", "connect", "deployment", "endpoint", "outputs_dir", "remote", "timeout")
+
+    def __init__(self, deployment: dict[str, Any], connect: Callable[[dict[str, Any]], Remote], *,
+                 timeout_s: float = 3600.0) -> None:
+        endpoint = deployment.get("endpoint")
+        if not endpoint:
+            raise ValueError(f"deployment {deployment['id']} has no runtime endpoint")
+        if not deployment.get("ssh"):
+            raise ValueError(f"deployment {deployment['id']} has no SSH route to keep its outputs on")
+        self.deployment = deployment
+        self.connect = connect
+        self.remote: Remote | None = None
+        self.endpoint = str(endpoint)
+        # the run loop enforces the job's deadline; this only bounds a request nobody waits for any more
+        self.timeout = httpx.Timeout(timeout_s, connect=10.0)
+        self.client = httpx.Client(base_url=self.endpoint, timeout=self.timeout)
+        self.outputs_dir = f"{workspace(deployment)}/outputs"
+        self.calls: dict[str, _Call] = {}
+
+    def submit(self, workflow: dict[str, Any], inputs: dict[str, Any], job_id: str) -> str:
+        path, body = request_for(workflow, inputs, self.deployment.get("model"))
+        call = _Call(path, body)
+        self.calls[job_id] = call
+        threading.Thread(target=self._request, args=(self.client, call), name=f"gpuharness-{job_id}",
+                         daemon=True).start()
+        return job_id
+
+    @staticmethod
+    def _request(client: httpx.Client, call: _Call) -> None:
+        try:
+            response = client.post(call.path, json=call.body)
+        except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: the client was closed by a cancel
+            call.error = f"POST {call.path} got no answer: {type(exc).__name__}: {exc}"
+        else:
+            call.error = answer_error(response)
+            if call.error is None:
+                call.answer = response.json()
+            else:
+                call.error = f"POST {call.path} answered {call.error}"
+        finally:
+            call.done.set()
+
+    def poll(self, handle: str) -> JobProgress:
+        call = self.calls[handle]
+        if not call.done.is_set():
+            return JobProgress("running", marker=f"waiting for {call.path}")
+        if call.error is not None or call.answer is None:
+            return JobProgress("failed", log=call.error or "the server answered nothing")
+        try:
+            output = self._store(handle, call.path, call.body, call.answer)
+        except (RemoteError, RuntimeError) as exc:
+            return JobProgress("failed", log=f"the completion arrived but could not be stored on the host "
+                                             f"{self.deployment['id']}: {exc}")
+        return JobProgress("completed", outputs=(output,))
+
+    def _store(self, job_id: str, path: str, body: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+        """Write the completion record on the host (one exec: written aside, renamed, hashed back)."""
+        first = (answer.get("choices") or [{}])[0]
+        record = {"job": job_id, "deployment": self.deployment["id"], "api": path, "request": body,
+                  "id": answer.get("id"), "model": answer.get("model"), "created": answer.get("created"),
+                  "text": choice_text(answer), "finish_reason": first.get("finish_reason") if isinstance(first, dict)
+                  else None, "usage": answer.get("usage")}
+        data = json.dumps(record, indent=2, sort_keys=True) + "\n"  # ASCII only: safe in a quoted here-document
+        sha = hashlib.sha256(data.encode()).hexdigest()
+        target = f"{self.outputs_dir}/{job_id}/{ARTIFACT}"
+        q = shlex.quote
+        script = (f"set -eu\nmkdir -p {q(f'{self.outputs_dir}/{job_id}')}\n"
+                  f"cat > {q(target + '.part')} <<'{HEREDOC}'\n{data}{HEREDOC}\n"
+                  f"mv {q(target + '.part')} {q(target)}\nsha256sum {q(target)}\n")
+        if self.remote is None:
+            self.remote = self.connect(self.deployment)
+        result = self.remote.exec(script, deadline_s=60.0)
+        written = result.stdout.split(" ", 1)[0].strip() if result.stdout else ""
+        if result.exit_status != 0 or written != sha:
+            raise RuntimeError(f"writing {target} failed (exit {result.exit_status}, sha256 {written or 'none'} "
+                               f"!= {sha[:12]}): {result.stderr.strip()[-300:]}")
+        return {"name": ARTIFACT, "remote_path": target, "sha256": sha, "size": len(data.encode())}
+
+    def cancel(self, handle: str) -> None:
+        call = self.calls.get(handle)
+        if call is not None and not call.done.is_set():
+            # drop the connection (the server sees its client go away); later jobs get a fresh client
+            dropped, self.client = self.client, httpx.Client(base_url=self.endpoint, timeout=self.timeout)
+            dropped.close()
+
+    def close(self) -> None:
+        self.client.close()
+        if self.remote is not None:
+            self.remote.close()
+            self.remote = None
