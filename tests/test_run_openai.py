@@ -108,6 +108,14 @@ def test_openai_chat_workflow_posts_chat_completions_with_the_prompt_as_a_user_m
     assert "POST /v1/chat/completions" in lab.host_of(DEP).runtime.requests
 
 
+def test_gpuharness_run_cli_runs_a_job_on_an_openai_deployment(lab):
+    ready_llm(lab)
+    done = lab.cli("run", DEP, "--inputs", '{"prompt": "Hi", "max_tokens": 8}', "--poll", "0.05")
+    assert done.returncode == 0, done.stderr
+    last = records(lab)[-1]
+    assert last["status"] == "completed" and last["artifacts"][0]["name"] == "completion.json"
+
+
 def test_openai_cuda_oom_from_the_server_fails_the_job_once_and_is_never_retried(lab):
     ready_llm(lab)
     runtime = lab.host_of(DEP).runtime
