@@ -35,14 +35,15 @@ class RuntimeFaults:
     polls_before_done: int = 1
 
 
-def png_bytes(width: int = 8, height: int = 8) -> bytes:
-    """A small valid PNG (grey square)."""
+def png_bytes(width: int = 8, height: int = 8, comment: str = "") -> bytes:
+    """A small valid PNG (grey square); a comment (the prompt, say) makes each output's bytes its own."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
     raw = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+            + (chunk(b"tEXt", b"Comment\x00" + comment.encode("latin-1", "replace")) if comment else b"")
             + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
@@ -138,7 +139,8 @@ class RuntimeServer:
             filename = f"ComfyUI_{job['number']:05d}_{index}_.png"
             if self.output_root is not None:
                 self.output_root.mkdir(parents=True, exist_ok=True)
-                (self.output_root / filename).write_bytes(b"" if self.faults.empty_output else png_bytes())
+                image = png_bytes(comment=f"{prompt_id} {filename}")
+                (self.output_root / filename).write_bytes(b"" if self.faults.empty_output else image)
             outputs[node_id] = {"images": [{"filename": filename, "subfolder": "", "type": "output"}]}
             entry["meta"][node_id] = {"node_id": node_id, "display_node": node_id, "parent_node": None,
                                       "real_node_id": node_id}
