@@ -136,6 +136,21 @@ def test_openai_cuda_oom_from_the_server_fails_the_job_once_and_is_never_retried
     assert lab.registry.deployment(DEP)["status"] == "destroyed"
 
 
+def test_openai_job_over_the_per_job_ceiling_is_cancelled_while_the_server_still_generates(lab):
+    ready_llm(lab)
+    with lab.registry.update("policy.json") as doc:
+        doc["per_job_usd"] = 0.05
+    runtime = lab.host_of(DEP).runtime
+    runtime.faults = RuntimeFaults(never_finishes=True)  # the completion request hangs
+    before = runtime.requests.count("POST /v1/completions")
+    result = run_job(lab.ctx, DEP, inputs={"prompt": "Hello"}, poll_s=3600)  # one more poll would cost $0.40
+    assert result.status == "cancelled" and result.attempts == 1
+    last = records(lab)[-1]
+    assert last["cause"] == "per-job-ceiling" and "per_job_usd" in last["error"] and last["artifacts"] == []
+    assert runtime.requests.count("POST /v1/completions") - before == 1
+    assert lab.registry.deployment(DEP)["status"] == "ready"
+
+
 @pytest.mark.parametrize(("status", "body", "cause", "words"), [
     (500, {"object": "error", "message": "CUDA out of memory. Tried to allocate 2.00 GiB.",
            "type": "InternalServerError", "param": None, "code": 500}, "cuda_oom", "CUDA out of memory"),

@@ -182,6 +182,15 @@ class RuntimeServer:
                      "usage": {"prompt_tokens": 1, "total_tokens": 9, "completion_tokens": 8,
                                "prompt_tokens_details": None}}
 
+    def hold(self) -> bool:
+        """never_finishes on an OpenAI-compatible runtime: the request hangs while the runtime runs (False once
+        it stopped: the connection is then dropped unanswered)."""
+        while self.faults.never_finishes:
+            if self._server is None:
+                return False
+            time.sleep(0.02)
+        return True
+
     def models(self) -> dict[str, Any]:
         name = "some-other/model" if self.faults.wrong_model else self.model
         return {"object": "list", "data": [{"id": name, "object": "model", "created": 1724100000,
@@ -298,9 +307,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"", "text/plain")
         elif path == "/v1/models":
             self._send(200, runtime.models())
-        elif path == "/v1/completions" and method == "POST":
-            self._send(*runtime.completion(body))
-        elif path == "/v1/chat/completions" and method == "POST":
-            self._send(*runtime.completion(body, chat=True))
+        elif path in ("/v1/completions", "/v1/chat/completions") and method == "POST":
+            if runtime.hold():
+                self._send(*runtime.completion(body, chat=path == "/v1/chat/completions"))
         else:
             self._send(404, {"error": {"message": "Not Found", "type": "NotFoundError", "param": None, "code": 404}})
