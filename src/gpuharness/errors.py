@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import final
 
 EXIT_USAGE = 2
-MAX_WHAT = 240
+MAX_WHAT = 800  # long enough for a composed cause + remedy; a quoted huge value is still elided
 
 
 @final
