@@ -9,13 +9,14 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import vcr
-import vcr.matchers
 import yaml
-from vcr.errors import CannotOverwriteExistingCassetteException
+
+if TYPE_CHECKING:  # vcrpy (~0.3 s to import) is loaded on first use: the audit suite rarely needs it
+    import vcr
+    from vcr.errors import CannotOverwriteExistingCassetteException
 
 from gpuharness.clock import now_ts
 from gpuharness.errors import UserError
@@ -182,6 +183,8 @@ def gh_body(r1: Any, r2: Any) -> None:
     """Match bodies; JSON is compared parsed, with secret fields masked (recorded REDACTED, offline blank)."""
     b1, b2 = _json_body(r1), _json_body(r2)
     if b1 is _NOT_JSON or b2 is _NOT_JSON:
+        import vcr.matchers
+
         vcr.matchers.body(r1, r2)
         return
     if _masked(b1) != _masked(b2):
@@ -193,6 +196,8 @@ def recorder(mode: Mode, *, secrets: Iterable[str] = ()) -> vcr.VCR:
     record_mode = mode.vcr_record_mode
     if record_mode is None:
         raise ValueError("live mode uses no cassette")
+    import vcr
+
     scrubber = Scrubber(secrets)
     machine = vcr.VCR(
         record_mode=record_mode,
@@ -261,6 +266,8 @@ def use(path: Path, mode: Mode, *, secrets: Iterable[str] = (), recorded_against
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
     machine = recorder(mode, secrets=secrets)
+    from vcr.errors import CannotOverwriteExistingCassetteException
+
     try:
         with machine.use_cassette(str(path), allow_playback_repeats=repeats,
                                   drop_unused_requests=mode is Mode.RECORD) as cassette:

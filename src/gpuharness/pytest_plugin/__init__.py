@@ -6,7 +6,9 @@ Check families (health, audit, plan) add their own fixtures in their submodules,
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,6 +49,32 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in FAMILIES:
         if not config.pluginmanager.has_plugin(name):
             config.pluginmanager.import_plugin(name)
+
+
+#: hypothesis' pytest plugin, and the report fields through which its tests (here or on xdist workers) pass it data.
+HYPOTHESIS_PLUGIN = "hypothesispytest"
+HYPOTHESIS_REPORT_KEYS = ("_hypothesis_stats", "_hypothesis_failing_examples")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Spare hypothesis' terminal summary when no hypothesis test ran: it imports hypothesis (~0.5 s) only to find
+    it has nothing to say. Nothing is lost: it reports only observations (which need hypothesis imported),
+    statistics or failing examples carried on reports, and none of those exists here."""
+    manager = session.config.pluginmanager
+    plugin = manager.get_plugin(HYPOTHESIS_PLUGIN)
+    if plugin is None or "hypothesis" in sys.modules or _hypothesis_option(session.config):
+        return
+    reporter = manager.get_plugin("terminalreporter")
+    stats: dict[str, list[Any]] = getattr(reporter, "stats", {}) if reporter is not None else {}
+    if any(key in getattr(report, "__dict__", {}) for reports in stats.values() for report in reports
+           for key in HYPOTHESIS_REPORT_KEYS):
+        return
+    manager.unregister(plugin)
+
+
+def _hypothesis_option(config: pytest.Config) -> bool:
+    """Whether any --hypothesis-* option was given (hypothesis' summary then has its say)."""
+    return any(value for name, value in vars(config.option).items() if name.startswith("hypothesis"))
 
 
 def _check_deployment_ids(config: pytest.Config) -> None:

@@ -24,7 +24,6 @@ from gpuharness.probe import ProbeResult, ProbeTargets
 from gpuharness.pytest_plugin import cassette_dir, registry_root
 from gpuharness.registry import Registry
 from gpuharness.remote import RemoteError
-from gpuharness.ssh import open_remote, resolve
 
 #: Every health check, by test name without `test_`. All must pass for `ready`.
 REQUIRED_CHECKS: Final = (
@@ -122,6 +121,8 @@ def _credential_envs(registry: Registry) -> list[str | None]:
 
 def live_probe(config: pytest.Config, registry: Registry, deployment: dict[str, Any]) -> dict[str, Any]:
     """Connect once by the recorded route, run the probe in one exec, record the route's last probe."""
+    from gpuharness.ssh import open_remote, resolve  # paramiko (~0.2 s): only a live probe needs it
+
     policy = Policy(registry.policy_document())
     timeouts = policy.get("health_timeouts") or {}
     connections = registry.items("connections.json")
