@@ -1,10 +1,12 @@
 """One streaming pass over jobs.jsonl: schema, job consistency and secrets per line, job state per id.
 
-Work is split by job, not by bytes: worker k of N owns the jobs whose id hashes (crc32) to k, so every line of
-a job is checked in order by one process and no job table is ever merged. Each worker reads the whole range
-but parses only its own lines (the id is sliced from the raw line when the line starts with `{"id":"`), scans
-every N-th block for secrets, writes its jobs' final states to a part file, and returns small deltas: spend
-aggregates, open jobs, unsynced artifacts, per-deployment facts and findings.
+Work is split by job, not by bytes: worker k of N owns the jobs whose id hashes (`owner`) to k, so every line
+of a job is checked in order by one process and no job table is ever merged. Each worker reads the whole range
+but parses only its own lines: per block, numpy finds the line starts and hashes the ids of the lines shaped
+`{"id":"<id without quote or backslash>"` (a few id lengths per block), so the lines of other workers cost no
+Python step; any other line is parsed by every worker and kept by its id's owner. Each worker scans every N-th
+block for secrets, writes its jobs' final states to a part file, and returns small deltas: spend aggregates,
+open jobs, unsynced artifacts, per-deployment facts and findings.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ import gc
 import hashlib
 import multiprocessing
 import os
-import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, final
 
+import numpy as np
 import orjson
 
 from gpuharness import schema
@@ -30,6 +32,13 @@ BLOCK = 4 << 20
 #: Below this size a ledger is scanned in-process; above it, in one process per CPU.
 PARALLEL_MIN_BYTES = 16 << 20
 ID_PREFIX = b'{"id":"'
+_PREFIX_CODES = tuple(ID_PREFIX)
+#: FNV-1a (32 bit) over the id's UTF-8 bytes, then a multiplicative mix whose high bits pick the owner.
+_FNV_OFFSET = 2166136261
+_FNV_PRIME = 16777619
+_MIX = 0x9E3779B1
+#: Id lengths tried per block by the vectorised line selection (a ledger's ids mostly share one or two).
+_ID_LENGTHS_PER_BLOCK = 4
 
 #: (status, cost_usd, UTC day, provider, gpu, deployment_id) of a job's current line.
 JobState = tuple[str, float, str, str, str, str]
@@ -118,8 +127,62 @@ def utc_day(stamp: str) -> str:
 
 
 def owner(job_id: str, parts: int) -> int:
-    """The worker that owns a job."""
-    return zlib.crc32(job_id.encode("utf-8")) % parts if parts > 1 else 0
+    """The worker that owns a job: a hash of its id's UTF-8 bytes (the same one `select_lines` vectorises)."""
+    if parts <= 1:
+        return 0
+    h = _FNV_OFFSET
+    for byte in job_id.encode("utf-8"):
+        h = ((h ^ byte) * _FNV_PRIME) & 0xFFFFFFFF
+    return (((h * _MIX) & 0xFFFFFFFF) >> 16) % parts
+
+
+def select_lines(head: bytes, cut: int, part: int, parts: int) -> tuple[list[int], list[int], list[int], list[bool]]:
+    """The lines of head[:cut] (complete lines) that worker `part` must look at, in order: (index in head, start, end,
+    decided). A decided line is one of its jobs by the raw id (`{"id":"` then an id with no quote or backslash,
+    so its bytes are the id's UTF-8); an undecided line (any other shape) goes to every worker, which parses it
+    and keeps it only if it owns the parsed id."""
+    data = np.frombuffer(head, dtype=np.uint8, count=cut)
+    ends = np.flatnonzero(data == 10)
+    count = len(ends)
+    if count == 0:
+        return [], [], [], []
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    last = len(data) - 1
+    prefixed = np.ones(count, dtype=bool)
+    for offset, code in enumerate(_PREFIX_CODES):
+        prefixed &= data[np.minimum(starts + offset, last)] == code
+    decided = np.zeros(count, dtype=bool)
+    mine = np.zeros(count, dtype=bool)
+    pending = prefixed.copy()
+    for _ in range(_ID_LENGTHS_PER_BLOCK):
+        candidates = np.flatnonzero(pending)
+        if len(candidates) == 0:
+            break
+        first = int(starts[candidates[0]])
+        quote = head.find(b'"', first + 7, int(ends[candidates[0]]))
+        length = quote - first - 7
+        if length <= 0:  # an empty or unterminated id: that line stays undecided
+            pending[candidates[0]] = False
+            continue
+        begin = starts[candidates] + 7
+        fits = begin + length < ends[candidates]
+        columns = data[np.minimum(begin[:, None] + np.arange(length), last)]
+        shaped = (fits & (data[np.minimum(begin + length, last)] == 34)
+                  & ~((columns == 34) | (columns == 92)).any(axis=1))
+        h = np.full(len(candidates), _FNV_OFFSET, dtype=np.uint32)
+        for column in range(length):
+            h ^= columns[:, column]
+            h *= np.uint32(_FNV_PRIME)
+        owners = ((h * np.uint32(_MIX)) >> np.uint32(16)) % parts
+        chosen = candidates[shaped]
+        decided[chosen] = True
+        mine[chosen] = owners[shaped] == part
+        pending[chosen] = False
+        pending[candidates[0]] = False
+    wanted = np.flatnonzero(mine | ~decided)
+    return (wanted.tolist(), starts[wanted].tolist(), ends[wanted].tolist(), decided[wanted].tolist())
 
 
 class _Worker:
@@ -146,56 +209,82 @@ class _Worker:
         if seen < self.ctx.max_examples:
             self.result.findings.append((rule, lineno, message))
 
-    def lines(self, raws: list[bytes], lineno: int) -> int:
-        """Check the lines this worker owns; `lineno` is the number of the line before the first."""
+    def block(self, head: bytes, cut: int, lineno: int) -> int:
+        """Check the lines of head[:cut] (complete lines) this worker owns; `lineno` is the number of the line
+        before the first. Returns the number of the last line."""
+        if self.parts == 1:
+            raws = head.split(b"\n")
+            raws.pop()  # head[cut:]: empty, or the start of a line the next block reads
+            return self.lines(raws, lineno)
+        indexes, starts, ends, decided = select_lines(head, cut, self.part, self.parts)
+        self.checked(head, indexes, starts, ends, decided, lineno)
+        return lineno + head.count(b"\n", 0, cut)
+
+    def checked(self, head: bytes, indexes: list[int], starts: list[int], ends: list[int], decided: list[bool],
+                before: int) -> None:
+        """Check the selected lines of a block (see select_lines); line i of head is number before + i + 1."""
         loads = orjson.loads
         decode_error = orjson.JSONDecodeError
         is_valid = self.is_valid
         job = self.job
         parts = self.parts
         part = self.part
-        crc32 = zlib.crc32
-        id_end = 16
-        for raw in raws:
-            lineno += 1
-            decided = True
-            report = True
-            if parts > 1:
-                decided = False
-                if raw.startswith(ID_PREFIX):
-                    # ids in one ledger mostly share a length: try the last one before searching for the quote
-                    ident = raw[7:id_end]
-                    if not (len(raw) > id_end and raw[id_end] == 34 and 34 not in ident):
-                        end = raw.find(b'"', 7)
-                        ident = raw[7:end] if end > 7 else b""
-                    if ident and ident[-1] != 92:  # no escapes: the raw bytes are the id's UTF-8
-                        id_end = 7 + len(ident)
-                        if crc32(ident) % parts != part:
-                            continue
-                        decided = True
-                report = decided or lineno % parts == part
+        for index, start, end, known in zip(indexes, starts, ends, decided, strict=True):
+            lineno = before + index + 1
+            report = known or lineno % parts == part
+            raw = head[start:end]
             try:
                 record = loads(raw)
             except decode_error as exc:
                 if report:
-                    self.note("ledger:torn", lineno, f"not valid JSON ({exc}); a torn or merged write in the "
-                              "middle of the ledger. Move the fragment out (keep a copy) and re-append the job's line")
+                    self.not_json(lineno, exc)
                 continue
             if type(record) is not dict:
                 if report:
-                    self.note("ledger:torn", lineno, "a ledger line must be a JSON object; move it out of jobs.jsonl")
+                    self.not_json(lineno, None)
                 continue
             if not is_valid(record):
                 if report:
-                    errors, _ = schema.check("job", record)
-                    detail = "; ".join(f"{e.json_path}: {e.message}" for e in errors[:3]) or "schema mismatch"
-                    self.note("ledger:schema", lineno, f"job {record.get('id')!r} does not match the job schema: "
-                              f"{detail}. Append a correction line with the right fields (never edit the line)")
+                    self.not_valid(lineno, record)
                 continue
-            if not decided and owner(record["id"], parts) != part:
+            if not known and owner(record["id"], parts) != part:
+                continue
+            job(lineno, record)
+
+    def lines(self, raws: list[bytes], lineno: int) -> int:
+        """Check every line (a single partition); `lineno` is the number of the line before the first."""
+        loads = orjson.loads
+        decode_error = orjson.JSONDecodeError
+        is_valid = self.is_valid
+        job = self.job
+        for raw in raws:
+            lineno += 1
+            try:
+                record = loads(raw)
+            except decode_error as exc:
+                self.not_json(lineno, exc)
+                continue
+            if type(record) is not dict:
+                self.not_json(lineno, None)
+                continue
+            if not is_valid(record):
+                self.not_valid(lineno, record)
                 continue
             job(lineno, record)
         return lineno
+
+    def not_json(self, lineno: int, exc: Exception | None) -> None:
+        if exc is None:
+            self.note("ledger:torn", lineno, "a ledger line must be a JSON object; move it out of jobs.jsonl")
+        else:
+            self.note("ledger:torn", lineno, f"not valid JSON ({exc}); a torn or merged write in the middle of the "
+                      "ledger. Move the fragment out (keep a copy) and re-append the job's line")
+
+    def not_valid(self, lineno: int, record: dict[str, Any]) -> None:
+        errors, _ = schema.check("job", record)
+        detail = "; ".join(f"{e.json_path}: {e.message}" for e in errors[:3]) or "schema mismatch"
+        self.note("ledger:schema", lineno, f"job {record.get('id')!r} does not match the job schema: {detail}. "
+                  "Append a correction line with the right fields (never edit the line)")
 
     def job(self, lineno: int, record: dict[str, Any]) -> None:
         result = self.result
@@ -297,8 +386,9 @@ class _Worker:
         if canonical > result.last_ts.get(deployment, ""):
             result.last_ts[deployment] = canonical
 
-    def block_secrets(self, data: bytes, first_lineno: int) -> None:
-        for hit in find_secrets(data):
+    def block_secrets(self, data: bytes, first_lineno: int, end: int | None = None) -> None:
+        """Secrets in data[:end] (complete lines), whose first line is number first_lineno."""
+        for hit in find_secrets(data, end):
             lineno = first_lineno + line_of(data, hit.offset) - 1
             self.note("secrets:ledger", lineno, f"{hit.kind} {hit.shown}; revoke it at the provider, then move "
                       "the secret out of the ledger (keep only the variable's name)")
@@ -364,27 +454,34 @@ def scan_part(ctx: PassContext, start: int, end: int, part: int = 0, parts: int 
     try:
         worker = _Worker(ctx, part, parts, prior)
         lineno = 0
-        remaining = end - start
         carry = b""
         block_index = 0
         with open(ctx.path, "rb") as handle:
+            # Each block starts at a line start: the partial line at a block's end is read again with the next
+            # block (seek back), so no block is ever copied to join or cut it.
+            position = start
             handle.seek(start)
-            while remaining > 0:
-                block = handle.read(min(BLOCK, remaining))
-                if not block:
+            while position < end:
+                data = handle.read(min(BLOCK, end - position))
+                if not data:
                     break
-                remaining -= len(block)
-                data = carry + block if carry else block
                 cut = data.rfind(b"\n") + 1
-                head, carry = data[:cut], data[cut:]
+                while cut == 0 and position + len(data) < end:  # one line longer than a block
+                    more = handle.read(min(BLOCK, end - position - len(data)))
+                    if not more:
+                        break
+                    data += more
+                    cut = data.rfind(b"\n") + 1
+                if cut == 0:  # the bytes after the last newline: a torn last line
+                    carry = data
+                    break
                 if block_index % parts == part:
-                    worker.block_secrets(head, lineno + 1)
+                    worker.block_secrets(data, lineno + 1, cut)
                 block_index += 1
-                lines = head.split(b"\n")
-                lines.pop()
-                del head, data
-                lineno = worker.lines(lines, lineno)
-                del lines
+                lineno = worker.block(data, cut, lineno)
+                del data
+                position += cut
+                handle.seek(position)
         if carry and part == 0:
             worker.block_secrets(carry, lineno + 1)
             worker.result.torn = (lineno + 1, len(carry))

@@ -46,18 +46,19 @@ def redact(value: bytes) -> str:
     return f"{text[:4]}… ({len(text)} chars)"
 
 
-def candidate_lines(data: bytes) -> list[tuple[int, int]]:
-    """(start, end) byte spans of the lines of data that hold a needle, in order."""
+def candidate_lines(data: bytes, limit: int | None = None) -> list[tuple[int, int]]:
+    """(start, end) byte spans of the lines of data[:limit] that hold a needle, in order."""
     spans: set[tuple[int, int]] = set()
+    stop = len(data) if limit is None else limit
 
     def collect(haystack: bytes, needle: bytes) -> None:
-        position = haystack.find(needle)
+        position = haystack.find(needle, 0, stop)
         while position >= 0:
             start = haystack.rfind(b"\n", 0, position) + 1
-            end = haystack.find(b"\n", position)
-            end = len(haystack) if end < 0 else end
+            end = haystack.find(b"\n", position, stop)
+            end = stop if end < 0 else end
             spans.add((start, end))
-            position = haystack.find(needle, end)
+            position = haystack.find(needle, end, stop)
 
     for needle in RAW_NEEDLES:
         collect(data, needle)
@@ -67,9 +68,9 @@ def candidate_lines(data: bytes) -> list[tuple[int, int]]:
     return sorted(spans)
 
 
-def find_secrets(data: bytes) -> Iterator[SecretHit]:
-    """Every secret in data, line by line."""
-    for start, end in candidate_lines(data):
+def find_secrets(data: bytes, limit: int | None = None) -> Iterator[SecretHit]:
+    """Every secret in data[:limit] (all of data by default), line by line."""
+    for start, end in candidate_lines(data, limit):
         segment = data[start:end]
         for kind, pattern in PATTERNS:
             for match in pattern.finditer(segment):
