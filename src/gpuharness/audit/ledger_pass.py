@@ -136,16 +136,17 @@ def owner(job_id: str, parts: int) -> int:
     return (((h * _MIX) & 0xFFFFFFFF) >> 16) % parts
 
 
-def select_lines(head: bytes, cut: int, part: int, parts: int) -> tuple[list[int], list[int], list[int], list[bool]]:
-    """The lines of head[:cut] (complete lines) that worker `part` must look at, in order: (index in head, start, end,
-    decided). A decided line is one of its jobs by the raw id (`{"id":"` then an id with no quote or backslash,
-    so its bytes are the id's UTF-8); an undecided line (any other shape) goes to every worker, which parses it
-    and keeps it only if it owns the parsed id."""
+def select_lines(head: bytes, cut: int, part: int, parts: int
+                 ) -> tuple[int, list[int], list[int], list[int], list[bool]]:
+    """The lines of head[:cut] (complete lines): how many, and those worker `part` must look at, in order (index in
+    head, start, end, decided). A decided line is one of its jobs by the raw id (`{"id":"` then an id with no quote
+    or backslash, so its bytes are the id's UTF-8); an undecided line (any other shape) goes to every worker, which
+    parses it and keeps it only if it owns the parsed id."""
     data = np.frombuffer(head, dtype=np.uint8, count=cut)
     ends = np.flatnonzero(data == 10)
     count = len(ends)
     if count == 0:
-        return [], [], [], []
+        return 0, [], [], [], []
     starts = np.empty_like(ends)
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
@@ -182,7 +183,7 @@ def select_lines(head: bytes, cut: int, part: int, parts: int) -> tuple[list[int
         pending[chosen] = False
         pending[candidates[0]] = False
     wanted = np.flatnonzero(mine | ~decided)
-    return (wanted.tolist(), starts[wanted].tolist(), ends[wanted].tolist(), decided[wanted].tolist())
+    return count, wanted.tolist(), starts[wanted].tolist(), ends[wanted].tolist(), decided[wanted].tolist()
 
 
 class _Worker:
@@ -216,9 +217,9 @@ class _Worker:
             raws = head.split(b"\n")
             raws.pop()  # head[cut:]: empty, or the start of a line the next block reads
             return self.lines(raws, lineno)
-        indexes, starts, ends, decided = select_lines(head, cut, self.part, self.parts)
+        count, indexes, starts, ends, decided = select_lines(head, cut, self.part, self.parts)
         self.checked(head, indexes, starts, ends, decided, lineno)
-        return lineno + head.count(b"\n", 0, cut)
+        return lineno + count
 
     def checked(self, head: bytes, indexes: list[int], starts: list[int], ends: list[int], decided: list[bool],
                 before: int) -> None:
