@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, final
 
-import numpy as np
 import orjson
 
 from gpuharness import schema
@@ -142,6 +141,8 @@ def select_lines(head: bytes, cut: int, part: int, parts: int
     head, start, end, decided). A decided line is one of its jobs by the raw id (`{"id":"` then an id with no quote
     or backslash, so its bytes are the id's UTF-8); an undecided line (any other shape) goes to every worker, which
     parses it and keeps it only if it owns the parsed id."""
+    import numpy as np  # only the parallel pass needs it (scan_full imports it before forking the workers)
+
     data = np.frombuffer(head, dtype=np.uint8, count=cut)
     ends = np.flatnonzero(data == 10)
     count = len(ends)
@@ -546,6 +547,8 @@ def scan_full(ctx: PassContext, end: int, out_dir: Path, stem: str) -> tuple[lis
         result = scan_part(ctx, 0, end, 0, 1, None, out_dir / f"{stem}-0.jsonl")
         hash_range(path, 0, complete, digest)
         return [result], digest
+    import numpy  # noqa: F401  (once, before the fork, for select_lines in every worker)
+
     tasks = [(ctx, 0, end, k, parts, str(out_dir / f"{stem}-{k}.jsonl")) for k in range(parts)]
     context = multiprocessing.get_context("fork")
     with context.Pool(parts) as pool:
