@@ -128,13 +128,13 @@ class ChartRenderer:
         return daily_spend_png(day_provider, ceiling, title=title)
 
     def close(self) -> None:
-        """Stop the helper if it is still there."""
+        """Stop the helper if it is still there. Its chart is either delivered or no longer wanted (a session
+        that rendered no report, e.g. --collect-only), so it is not waited for: it holds nothing to save."""
         if self._connection is not None:
             self._connection.close()
             self._connection = None
         if self._process is not None:
-            self._process.join(timeout=2)
             if self._process.is_alive():
                 self._process.terminate()
-                self._process.join(timeout=2)
+            self._process.join(timeout=2)
             self._process = None
