@@ -10,7 +10,7 @@ import pytest
 
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit import ledger_pass, run_audit
-from gpuharness.audit.secrets import find_secrets, redact
+from gpuharness.audit.secrets import PATTERNS, find_secrets, redact
 from gpuharness.clock import parse_ts
 
 DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu"
@@ -153,3 +153,26 @@ def test_secret_finder_ignores_placeholders_and_variable_names():
             b"api_key=${VAST_API_KEY}\n"
             b'{"sha256": "' + b"a" * 64 + b'"}\n')
     assert list(find_secrets(text)) == []
+
+
+
+def test_secret_prefilter_drops_no_line_that_a_pattern_matches():
+    # reference: every pattern run over every line. The needle prefilter (needles looked for after deleting the
+    # bytes no needle holds) must find the same secrets: mixed case, between other text, at the edges of lines and
+    # of data[:limit], and not fooled by letters the deletion brings together
+    pieces = [b"rpa_" + b"Q" * 24, b"-----BEGIN " + b"EC PRIVATE KEY-----", b"BeArEr " + b"t0k" * 6,
+              b'"API_KEY": "' + b"k" * 20 + b'"', b"Client-Secret=" + b"s" * 18, b'"PassWd":"' + b"p" * 9 + b'"',
+              b"access_token: " + b"z" * 17, b"Password=" + b"w" * 8, b"a.p.i_key=" + b"x" * 20, b"to ken pa ss"]
+    filler = [b"", b" ", b'{"seed": 12, "steps": 30}', b"xyz", b"a-p-i", b"t0-ken", b"\t"]
+    data = b"\n".join(left + piece + right for piece in pieces for left in filler[:4] for right in filler[2:])
+    data += b"\n" + pieces[0]  # and a last line without its newline
+    expected: list[tuple[str, int]] = []
+    offset = 0
+    for line in data.split(b"\n"):
+        expected.extend((kind, offset + m.start("value")) for kind, pattern in PATTERNS
+                        for m in pattern.finditer(line))
+        offset += len(line) + 1
+    assert len(expected) >= 8 * 4 * 5
+    assert [(h.kind, h.offset) for h in find_secrets(data)] == expected
+    cut = data.rfind(b"\n") + 1
+    assert [(h.kind, h.offset) for h in find_secrets(data, cut)] == [e for e in expected if e[1] < cut]
