@@ -560,3 +560,29 @@ def test_deployment_option_audits_only_that_deployment_and_writes_no_checkpoint(
     says(result, ["*audit checkpoint not written: only part of the audit ran*"])
     result = audit(pytester, reg, "--deployment", "dep_rp_4090_04")
     assert failed(result) == ["test_live_paid_deployment_has_a_shutdown_rule[dep_rp_4090_04]"]
+
+
+def test_ready_without_test_generation_evidence_fails(pytester, reg):
+    edit_deployment(reg, "dep_rp_4090_04", health=None)
+    result = audit(pytester, reg)
+    assert failed(result) == ["test_ready_only_after_a_passed_test_generation[dep_rp_4090_04]"]
+    says(result, ["*deployment dep_rp_4090_04: was ready without health evidence of a passed test generation*"
+                  "pytest checks/health --gpu-mode live --deployment dep_rp_4090_04*"])
+
+
+def test_ready_before_its_evidence_fails(pytester, reg):
+    edit_deployment(reg, "dep_vast_5090_03", health={"test_generation": "passed", "at": "2026-12-01T00:00:00.000Z"})
+    result = audit(pytester, reg)
+    assert failed(result) == ["test_ready_only_after_a_passed_test_generation[dep_vast_5090_03]"]
+    says(result, ["*health evidence taken at 2026-12-01T00:00:00.000Z, after ready_at*ready came before its proof*"])
+
+
+def test_ready_straight_from_stopped_fails(pytester, reg):
+    """Leaving stopped goes through health again: stopped -> ready skips the proof."""
+    line = _journal_next(reg)
+    append(reg / "transitions.jsonl", {"ts": "2026-11-30T18:01:00.000Z", "deployment": "dep_mc_a100_01",
+                                       "provider": "massed", "target_id": None, "from": "stopped", "to": "ready"})
+    result = audit(pytester, reg)
+    assert failed(result) == ["test_ready_only_after_a_passed_test_generation[dep_mc_a100_01]"]
+    says(result, [f"*transitions.jsonl:{line}: deployment dep_mc_a100_01 entered ready from stopped, "
+                  "not from health-checking*"])

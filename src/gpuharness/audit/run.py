@@ -28,6 +28,7 @@ from gpuharness.audit.ledger_pass import (
     scan_full,
     scan_part,
 )
+from gpuharness.audit.readiness import readiness_problems
 from gpuharness.audit.secrets import scan_tree
 from gpuharness.clock import format_ts, parse_ts
 from gpuharness.errors import UserError
@@ -80,6 +81,8 @@ class AuditRun:
     pending_dir: Path | None = None
     deployment_ids: list[str] = field(default_factory=list)
     policy_sha256: str = ""
+    #: each deployment's journal transitions into ready: (line number, from state)
+    ready_entries: dict[str, list[tuple[int, str | None]]] = field(default_factory=lambda: defaultdict(list))
 
     def __repr__(self) -> str:
         return f"AuditRun({str(self.root)!r}, {sum(self.counts.values())} problem(s))"
@@ -190,6 +193,8 @@ def _journal(run: AuditRun) -> dict[str, float]:
                         f"transition of deployment {deployment} ({entry.get('from')} → {entry['to']}), which is not "
                         "in deployments.json: history was deleted; restore the deployment (status destroyed, "
                         "with destroyed_at)")
+            if entry["to"] == "ready":
+                run.ready_entries[deployment].append((lineno, entry.get("from")))
             moment = _ts(entry.get("ts"))
             if moment is not None and moment > last.get(deployment, 0.0):
                 last[deployment] = moment
@@ -447,6 +452,13 @@ def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None
                     "(`gpuharness destroy " + dep + "`) or run the queued work")
 
 
+def _readiness(run: AuditRun) -> None:
+    for d in run.deployments():
+        dep = str(d.get("id"))
+        for where, message in readiness_problems(d, run.ready_entries.get(dep, [])):
+            run.add(f"ready:evidence:{dep}", where, message)
+
+
 def _unknown_deployments(run: AuditRun) -> None:
     known = {d.get("id") for d in run.deployments()}
     missing = sorted(run.state.ledger_deployments - known)
@@ -485,5 +497,6 @@ def run_audit(root: Path, now: datetime, *, use_checkpoint: bool = True,
     _spend(run)
     _unknown_deployments(run)
     _history_and_shutdown(run, journal_last)
+    _readiness(run)
     _secrets(run, secret_roots or {})
     return run
