@@ -583,6 +583,27 @@ def test_ready_straight_from_stopped_fails(pytester, reg):
     append(reg / "transitions.jsonl", {"ts": "2026-11-30T18:01:00.000Z", "deployment": "dep_mc_a100_01",
                                        "provider": "massed", "target_id": None, "from": "stopped", "to": "ready"})
     result = audit(pytester, reg)
-    assert failed(result) == ["test_ready_only_after_a_passed_test_generation[dep_mc_a100_01]"]
+    # the journal check also sees it: stopped -> ready is not in the table, and the status is still stopped
+    assert failed(result) == ["test_ready_only_after_a_passed_test_generation[dep_mc_a100_01]",
+                              "test_status_matches_its_journal[dep_mc_a100_01]"]
     says(result, [f"*transitions.jsonl:{line}: deployment dep_mc_a100_01 entered ready from stopped, "
                   "not from health-checking*"])
+
+
+def test_status_changed_without_a_journal_entry_fails(pytester, reg):
+    edit_deployment(reg, "dep_vast_5090_03", status="stopped")
+    result = audit(pytester, reg)
+    assert failed(result) == ["test_status_matches_its_journal[dep_vast_5090_03]"]
+    says(result, ["*deployment dep_vast_5090_03: status is stopped in deployments.json but its journal ends at "
+                  "running*"])
+
+
+def test_journal_that_skips_a_lifecycle_step_fails(pytester, reg):
+    line = _journal_next(reg)
+    append(reg / "transitions.jsonl", {"ts": "2026-11-30T18:01:00.000Z", "deployment": "dep_vast_5090_03",
+                                       "provider": "vast", "target_id": None, "from": "running", "to": "destroyed"})
+    edit_deployment(reg, "dep_vast_5090_03", status="destroyed", destroyed_at="2026-11-30T18:01:00.000Z")
+    result = audit(pytester, reg)
+    assert "test_status_matches_its_journal[dep_vast_5090_03]" in failed(result)
+    says(result, [f"*transitions.jsonl:{line}: deployment dep_vast_5090_03: running → destroyed is not an allowed "
+                  "transition*"])

@@ -18,6 +18,7 @@ import orjson
 from gpuharness import schema
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit.findings import Finding
+from gpuharness.audit.journal_rules import journal_problems
 from gpuharness.audit.ledger_pass import (
     PartResult,
     PassContext,
@@ -81,8 +82,8 @@ class AuditRun:
     pending_dir: Path | None = None
     deployment_ids: list[str] = field(default_factory=list)
     policy_sha256: str = ""
-    #: each deployment's journal transitions into ready: (line number, from state)
-    ready_entries: dict[str, list[tuple[int, str | None]]] = field(default_factory=lambda: defaultdict(list))
+    #: each deployment's journal entries: (line number, from, to)
+    journal_entries: dict[str, list[tuple[int, str | None, str]]] = field(default_factory=lambda: defaultdict(list))
 
     def __repr__(self) -> str:
         return f"AuditRun({str(self.root)!r}, {sum(self.counts.values())} problem(s))"
@@ -193,8 +194,7 @@ def _journal(run: AuditRun) -> dict[str, float]:
                         f"transition of deployment {deployment} ({entry.get('from')} → {entry['to']}), which is not "
                         "in deployments.json: history was deleted; restore the deployment (status destroyed, "
                         "with destroyed_at)")
-            if entry["to"] == "ready":
-                run.ready_entries[deployment].append((lineno, entry.get("from")))
+            run.journal_entries[deployment].append((lineno, entry.get("from"), entry["to"]))
             moment = _ts(entry.get("ts"))
             if moment is not None and moment > last.get(deployment, 0.0):
                 last[deployment] = moment
@@ -452,11 +452,18 @@ def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None
                     "(`gpuharness destroy " + dep + "`) or run the queued work")
 
 
-def _readiness(run: AuditRun) -> None:
+def _readiness_and_journal(run: AuditRun) -> None:
     for d in run.deployments():
         dep = str(d.get("id"))
-        for where, message in readiness_problems(d, run.ready_entries.get(dep, [])):
+        entries = run.journal_entries.get(dep, [])
+        into_ready = [(lineno, source) for lineno, source, target in entries if target == "ready" and source != "ready"]
+        for where, message in readiness_problems(d, into_ready):
             run.add(f"ready:evidence:{dep}", where, message)
+        if not entries:
+            run.not_applicable[f"journal:consistent:{dep}"] = "no journal entries (a hand-kept history)"
+            continue
+        for where, message in journal_problems(d, entries):
+            run.add(f"journal:consistent:{dep}", where, message)
 
 
 def _unknown_deployments(run: AuditRun) -> None:
@@ -497,6 +504,6 @@ def run_audit(root: Path, now: datetime, *, use_checkpoint: bool = True,
     _spend(run)
     _unknown_deployments(run)
     _history_and_shutdown(run, journal_last)
-    _readiness(run)
+    _readiness_and_journal(run)
     _secrets(run, secret_roots or {})
     return run

@@ -1,0 +1,35 @@
+"""The journal tells each deployment's story: transitions chain, follow the lifecycle table, and end at its status."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpuharness.lifecycle import allowed
+
+#: (line number, from, to) of one deployment's journal entries, in file order
+Entry = tuple[int, str | None, str]
+
+
+def journal_problems(deployment: Mapping[str, Any], entries: Sequence[Entry]) -> list[tuple[str, str]]:
+    """(where, message) for each place where the journal and the deployment disagree.
+
+    An entry whose from equals its to is an observation (a progress marker, a billing note), not a transition.
+    """
+    dep = str(deployment.get("id"))
+    problems: list[tuple[str, str]] = []
+    previous: str | None = None
+    for lineno, source, target in entries:
+        where = f"transitions.jsonl:{lineno}"
+        if previous is not None and source != previous:
+            problems.append((where, f"deployment {dep} goes {source} → {target}, but its previous entry left it "
+                             f"{previous}: a transition was not journaled (or was edited); append the missing one"))
+        if source is not None and source != target and not allowed(source, target):
+            problems.append((where, f"deployment {dep}: {source} → {target} is not an allowed transition "
+                             "(see gpuharness.lifecycle.ALLOWED); it skipped a step of the lifecycle"))
+        previous = target
+    status = deployment.get("status")
+    if previous is not None and previous != status:
+        problems.append((f"deployment {dep}", f"status is {status} in deployments.json but its journal ends at "
+                         f"{previous}: the change was not journaled; journal it (or restore the status)"))
+    return problems
