@@ -27,6 +27,7 @@ DOCUMENTS: dict[str, tuple[str, str | None]] = {
 }
 LEDGER = "jobs.jsonl"
 JOURNAL = "transitions.jsonl"
+OBSERVATIONS = "observations.jsonl"
 
 DEFAULT_POLICY: dict[str, Any] = {
     "schema_version": 1,

@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 SCHEMA_NAMES = ("providers", "machines", "deployments", "models", "workflows", "connections",
-                "policy", "job", "transition", "plan")
+                "policy", "job", "transition", "plan", "observation")
 
 
 @final

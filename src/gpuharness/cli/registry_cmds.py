@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
+from gpuharness import schema
 from gpuharness.cli import emit
 from gpuharness.economics import keep_alive
 from gpuharness.errors import UserError
 from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import read_journal
 from gpuharness.policy import Policy
-from gpuharness.registry import DOCUMENTS, JOURNAL, LEDGER, Registry
+from gpuharness.registry import DOCUMENTS, LEDGER, OBSERVATIONS, Registry
 from gpuharness.spend import GROUPINGS, job_costs, spend_by, today_and_month
 from gpuharness.statefile import parse_json_text
 
@@ -76,6 +78,29 @@ def existing_ledger(registry: Registry) -> Ledger:
     return Ledger(registry.ledger_path)
 
 
+def _checked_lines(path: Path, schema_name: str) -> int:
+    """Schema-check every complete line of a JSON Lines file; the first bad one is a one-line error."""
+    count = 0
+    with open(path, "rb") as handle:
+        for lineno, raw in enumerate(handle, 1):
+            if not raw.endswith(b"\n"):
+                break  # a torn last line is not history yet
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise UserError(f"invalid JSON: {exc.msg}", path=path, place=f"{lineno}:{exc.colno}",
+                                hint="fix or move that line; nothing was changed") from None
+            except UnicodeDecodeError:
+                raise UserError("not UTF-8", path=path, place=f"{lineno}:1",
+                                hint="fix or move that line; nothing was changed") from None
+            errors, _ = schema.check(schema_name, record)
+            if errors:
+                raise UserError(errors[0].message, path=path, place=f"{lineno}:{errors[0].json_path}",
+                                hint="fix or move that line; nothing was changed")
+            count += 1
+    return count
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     registry = existing_registry(args)
     report: dict[str, Any] = {"registry": str(registry.root), "files": {}}
@@ -90,8 +115,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if torn is not None:
         registry.warnings.append(f"{ledger.path}:{torn.lineno}:1: a torn last line at byte {torn.offset} (a "
                                  "writer died mid-write); it is not history and the next append quarantines it")
-    if registry.journal_path.exists():
-        report["files"][JOURNAL] = {"lines": sum(1 for _ in read_journal(registry.journal_path))}
+    for path, schema_name in ((registry.journal_path, "transition"), (registry.path(OBSERVATIONS), "observation")):
+        if path.exists():
+            report["files"][path.name] = {"lines": _checked_lines(path, schema_name)}
     report["warnings"] = list(registry.warnings)
     text = [f"ok {name}: " + ", ".join(f"{v} {k}" for k, v in info.items() if v is not None)
             if any(v is not None for v in info.values()) else f"ok {name}"

@@ -11,6 +11,7 @@ from typing import Any, final
 
 import orjson
 
+from gpuharness import schema
 from gpuharness.clock import format_ts, parse_ts
 from gpuharness.economics import keep_alive
 from gpuharness.errors import UserError
@@ -24,9 +25,8 @@ from gpuharness.operations.provision import HOLDING
 from gpuharness.operations.retrieve import retrieve, unsynced
 from gpuharness.operations.run import mark_interrupted
 from gpuharness.policy import Policy
+from gpuharness.registry import OBSERVATIONS
 from gpuharness.remote import RemoteError
-
-OBSERVATIONS = "observations.jsonl"
 
 
 @final
@@ -102,6 +102,9 @@ def assess(ctx: Context, *, startup_minutes: float = 12.0) -> list[ReapDecision]
         last, marker = activity(ctx, deployment)
         observation = {"deployment": dep_id, "observed_at": format_ts(now), "status": deployment["status"],
                        "running_jobs": running.get(dep_id, []), "last_activity": last, "marker": marker}
+        errors, _ = schema.check("observation", observation)
+        if errors:  # a bug, not bad input: reap builds the record itself
+            raise ValueError(f"bad observation {errors[0].json_path}: {errors[0].message}")
         append_record(path, observation)
         mine = [o for o in history if o.get("deployment") == dep_id] + [observation]
         decision = ReapDecision(dep_id, "keep")
