@@ -63,6 +63,20 @@ def transport_failure(exc: httpx.HTTPError, what: str, *, started: float, clock:
                   "exposed?)", started=started, clock=clock)
 
 
+def get_health(client: httpx.Client, path: str, *, hint: str = "") -> httpx.Response | Outcome:
+    """GET a runtime's health route: its 200 answer, or the classified failure."""
+    started = time.monotonic()
+    label = "GET /" + path.lstrip("/")
+    try:
+        response = client.get(path)
+    except httpx.HTTPError as exc:
+        return transport_failure(exc, label, started=started)
+    if response.status_code != 200:
+        return failed("unhealthy", f"{label} answered {response.status_code}: {response.text[:200]}"
+                      + (f" ({hint})" if hint else ""), started=started)
+    return response
+
+
 def check_expected(outputs: list[Artifact], expected: list[dict[str, Any]], *, started: float,
                    clock: Clock = time.monotonic) -> Outcome:
     """Non-empty outputs of the expected types and sizes."""

@@ -10,7 +10,17 @@ from typing import Any
 
 import httpx
 
-from gpuharness.runtimes import Artifact, Clock, Outcome, Sleep, check_expected, classified, failed, transport_failure
+from gpuharness.runtimes import (
+    Artifact,
+    Clock,
+    Outcome,
+    Sleep,
+    check_expected,
+    classified,
+    failed,
+    get_health,
+    transport_failure,
+)
 
 #: First poll interval; it doubles up to POLL_MAX_S (short generations finish fast, long ones poll calmly).
 POLL_S = 0.25
@@ -19,13 +29,9 @@ POLL_MAX_S = 2.0
 
 def health(client: httpx.Client, **_: Any) -> Outcome:
     started = time.monotonic()
-    try:
-        response = client.get("/system_stats")
-    except httpx.HTTPError as exc:
-        return transport_failure(exc, "GET /system_stats", started=started)
-    if response.status_code != 200:
-        return failed("unhealthy", f"GET /system_stats answered {response.status_code}: {response.text[:200]}",
-                      started=started)
+    response = get_health(client, "/system_stats")
+    if isinstance(response, Outcome):
+        return response
     devices = [d.get("name") for d in response.json().get("devices", [])]
     return Outcome(True, f"ComfyUI answers; devices {devices}", duration_s=time.monotonic() - started)
 

@@ -7,18 +7,14 @@ from typing import Any
 
 import httpx
 
-from gpuharness.runtimes import Artifact, Clock, Outcome, classified, failed, transport_failure
+from gpuharness.runtimes import Artifact, Clock, Outcome, classified, failed, get_health, transport_failure
 
 
 def health(client: httpx.Client, **_: Any) -> Outcome:
     started = time.monotonic()
-    try:
-        response = client.get("/health")
-    except httpx.HTTPError as exc:
-        return transport_failure(exc, "GET /health", started=started)
-    if response.status_code != 200:
-        return failed("unhealthy", f"GET /health answered {response.status_code}: {response.text[:200]} "
-                      "(engine starting, dead or out of memory: read the server log)", started=started)
+    answer = get_health(client, "/health", hint="engine starting, dead or out of memory: read the server log")
+    if isinstance(answer, Outcome):
+        return answer
     return Outcome(True, "GET /health answered 200", duration_s=time.monotonic() - started)
 
 

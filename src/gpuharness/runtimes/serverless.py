@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from gpuharness.runtimes import Artifact, Clock, Outcome, Sleep, classified, failed, transport_failure
+from gpuharness.runtimes import Artifact, Clock, Outcome, Sleep, classified, failed, get_health, transport_failure
 
 POLL_S = 2.0
 TERMINAL_FAILURES = ("FAILED", "CANCELLED", "TIMED_OUT")
@@ -16,13 +16,9 @@ TERMINAL_FAILURES = ("FAILED", "CANCELLED", "TIMED_OUT")
 
 def health(client: httpx.Client, **_: Any) -> Outcome:
     started = time.monotonic()
-    try:
-        response = client.get("health")
-    except httpx.HTTPError as exc:
-        return transport_failure(exc, "GET /health", started=started)
-    if response.status_code != 200:
-        return failed("unhealthy", f"GET /health answered {response.status_code}: {response.text[:200]}",
-                      started=started)
+    response = get_health(client, "health")
+    if isinstance(response, Outcome):
+        return response
     workers = response.json().get("workers") or {}
     usable = int(workers.get("idle", 0)) + int(workers.get("ready", 0)) + int(workers.get("running", 0))
     if usable == 0:
