@@ -13,7 +13,6 @@ from gpuharness.cli import emit
 from gpuharness.errors import UserError
 from gpuharness.ledger import Ledger
 from gpuharness.plan import LaunchRequest, load_plan, make_plan, save_plan, step_label
-from gpuharness.plan_replay import rehearse_with_mirror
 from gpuharness.providers.base import ProviderError
 from gpuharness.providers.offers import cheapest_offer
 from gpuharness.registry import Registry
@@ -170,6 +169,8 @@ def cmd_plan_make(args: argparse.Namespace) -> int:
     relative = os.path.relpath(cassette_path.resolve(), output.resolve().parent)
     plan = make_plan(registry.deployments(), found, launches=[request] if request else [],
                      terminate=args.terminate, cassette=relative)
+    from gpuharness.plan_replay import rehearse_with_mirror  # vcrpy: only when a plan is made
+
     rehearse_with_mirror(plan, registry.providers(), found, cassette_path)
     save_plan(output, plan)
     lines = [f"plan {output} ({len(plan['steps'])} step(s), fingerprint {plan['fingerprint'][:19]}…)"]
