@@ -607,3 +607,18 @@ def test_journal_that_skips_a_lifecycle_step_fails(pytester, reg):
     assert "test_status_matches_its_journal[dep_vast_5090_03]" in failed(result)
     says(result, [f"*transitions.jsonl:{line}: deployment dep_vast_5090_03: running → destroyed is not an allowed "
                   "transition*"])
+
+
+def test_live_deployment_past_its_deadline_fails(pytester, reg):
+    edit_deployment(reg, "dep_rp_4090_04", shutdown_rule={"idle_minutes": 20, "deadline": "2026-11-30T12:00:00Z"})
+    result = audit(pytester, reg)
+    assert failed(result) == ["test_live_paid_deployment_is_within_its_stop_condition[dep_rp_4090_04]"]
+    says(result, ["*deployment dep_rp_4090_04: still live 6.2 h past its deadline 2026-11-30T12:00:00Z at "
+                  "$0.69/hr*destroy it*"])
+
+
+def test_live_deployment_past_its_max_hours_fails(pytester, reg):
+    edit_deployment(reg, "dep_vast_5090_03", shutdown_rule={"idle_minutes": 20, "max_hours": 24})
+    result = audit(pytester, reg)
+    assert failed(result) == ["test_live_paid_deployment_is_within_its_stop_condition[dep_vast_5090_03]"]
+    says(result, ["*deployment dep_vast_5090_03: live for * h > its max_hours 24 at $*/hr*raise max_hours*"])

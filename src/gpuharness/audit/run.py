@@ -426,7 +426,9 @@ def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None
             reason = f"status {d.get('status')}, ${rate(d):g}/hr: not a live paid deployment"
             run.not_applicable[f"shutdown:rule:{dep}"] = reason
             run.not_applicable[f"shutdown:idle:{dep}"] = reason
+            run.not_applicable[f"shutdown:expired:{dep}"] = reason
             continue
+        _stop_condition(run, d)
         if not need_rule:
             run.not_applicable[f"shutdown:rule:{dep}"] = "policy.json does not set require_shutdown_rule"
         elif not d.get("shutdown_rule"):
@@ -464,6 +466,28 @@ def _readiness_and_journal(run: AuditRun) -> None:
             continue
         for where, message in journal_problems(d, entries):
             run.add(f"journal:consistent:{dep}", where, message)
+
+
+def _stop_condition(run: AuditRun, d: dict[str, Any]) -> None:
+    """A live paid deployment past its own deadline or max_hours is money spent past its declared stop."""
+    dep = str(d.get("id"))
+    rule = d.get("shutdown_rule") or {}
+    now = run.now.timestamp()
+    deadline = _ts(rule.get("deadline"))
+    if deadline is not None and now > deadline:
+        over = (now - deadline) / 3600
+        run.add(f"shutdown:expired:{dep}", f"deployment {dep}",
+                f"still live {over:.1f} h past its deadline {rule.get('deadline')} at ${rate(d):g}/hr "
+                f"(≈ ${over * rate(d):.2f} spent past it); destroy it (`gpuharness reap --apply`) or move the deadline")
+    created = _ts(d.get("created_at"))
+    max_hours = rule.get("max_hours")
+    if created is not None and max_hours is not None and (now - created) / 3600 > float(max_hours):
+        over = (now - created) / 3600 - float(max_hours)
+        run.add(f"shutdown:expired:{dep}", f"deployment {dep}",
+                f"live for {(now - created) / 3600:.1f} h > its max_hours {float(max_hours):g} at ${rate(d):g}/hr "
+                f"(≈ ${over * rate(d):.2f} spent past it); destroy it (`gpuharness reap --apply`) or raise max_hours")
+    if deadline is None and max_hours is None:
+        run.not_applicable[f"shutdown:expired:{dep}"] = "its shutdown rule sets no deadline or max_hours"
 
 
 def _unknown_deployments(run: AuditRun) -> None:
