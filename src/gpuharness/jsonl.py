@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +77,24 @@ def append_record(path: Path, record: dict[str, Any],
     finally:
         os.close(fd)  # closing the descriptor releases the flock
     return warnings
+
+
+def read_records(path: Path, *, what: str = "line") -> Iterator[dict[str, Any]]:
+    """Stream the complete lines of a JSON Lines file as objects. A missing file is empty; a torn last line (a
+    writer died mid-write) is not yet a record; a broken line is a one-line error naming it."""
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        for lineno, raw in enumerate(handle, start=1):
+            if not raw.endswith(b"\n"):
+                continue
+            try:
+                record = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise UserError(f"invalid JSON: {exc.msg}", path=path, place=f"{lineno}:{exc.colno}",
+                                hint=f"a broken {what} in the middle of the file") from None
+            if not isinstance(record, dict):
+                raise UserError(f"a {what} must be a JSON object", path=path, place=f"{lineno}:1")
+            yield record

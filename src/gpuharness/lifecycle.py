@@ -6,12 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from gpuharness import schema
 from gpuharness.clock import now_ts
 from gpuharness.errors import UserError
-from gpuharness.jsonl import append_record
+from gpuharness.jsonl import append_record, read_records
 from gpuharness.registry import Registry
 
 STATES = ("provisioning", "installing", "configuring", "health-checking", "ready", "running",
@@ -51,23 +49,8 @@ def journal(registry: Registry, entry: dict[str, Any]) -> None:
 
 
 def read_journal(path: Path) -> Iterator[dict[str, Any]]:
-    """Stream the journal; a torn final line is skipped."""
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        return
-    with handle:
-        for lineno, raw in enumerate(handle, start=1):
-            if not raw.endswith(b"\n"):
-                continue
-            try:
-                entry = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise UserError(f"invalid JSON: {exc.msg}", path=path, place=f"{lineno}:{exc.colno}",
-                                hint="a broken line in the middle of the journal") from None
-            if not isinstance(entry, dict):
-                raise UserError("a journal line must be a JSON object", path=path, place=f"{lineno}:1")
-            yield entry
+    """Stream the journal; a torn final line is skipped, a broken one is a one-line error."""
+    return read_records(path, what="journal line")
 
 
 def transition(registry: Registry, deployment_id: str, target: str, *, route: str | None = None,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from gpuharness import schema
 from gpuharness.cli import emit
 from gpuharness.economics import keep_alive
 from gpuharness.errors import UserError
+from gpuharness.jsonl import read_records
 from gpuharness.ledger import Ledger
 from gpuharness.policy import Policy
 from gpuharness.registry import DOCUMENTS, LEDGER, OBSERVATIONS, Registry
@@ -81,23 +81,12 @@ def existing_ledger(registry: Registry) -> Ledger:
 def _checked_lines(path: Path, schema_name: str) -> int:
     """Schema-check every complete line of a JSON Lines file; the first bad one is a one-line error."""
     count = 0
-    with open(path, "rb") as handle:
-        for lineno, raw in enumerate(handle, 1):
-            if not raw.endswith(b"\n"):
-                break  # a torn last line is not history yet
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"invalid JSON: {exc.msg}", path=path, place=f"{lineno}:{exc.colno}",
-                                hint="fix or move that line; nothing was changed") from None
-            except UnicodeDecodeError:
-                raise UserError("not UTF-8", path=path, place=f"{lineno}:1",
-                                hint="fix or move that line; nothing was changed") from None
-            errors, _ = schema.check(schema_name, record)
-            if errors:
-                raise UserError(errors[0].message, path=path, place=f"{lineno}:{errors[0].json_path}",
-                                hint="fix or move that line; nothing was changed")
-            count += 1
+    for lineno, record in enumerate(read_records(path), start=1):
+        errors, _ = schema.check(schema_name, record)
+        if errors:
+            raise UserError(errors[0].message, path=path, place=f"{lineno}:{errors[0].json_path}",
+                            hint="fix or move that line; nothing was changed")
+        count += 1
     return count
 
 

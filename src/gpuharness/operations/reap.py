@@ -9,13 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
-import orjson
-
 from gpuharness import schema
 from gpuharness.clock import format_ts, parse_ts
 from gpuharness.economics import keep_alive
 from gpuharness.errors import UserError
-from gpuharness.jsonl import append_record
+from gpuharness.jsonl import append_record, read_records
 from gpuharness.ledger import Ledger
 from gpuharness.lifecycle import read_journal
 from gpuharness.operations.context import Context
@@ -49,26 +47,32 @@ def observations_path(ctx: Context) -> Path:
 
 
 def read_observations(path: Path) -> list[dict[str, Any]]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    return [orjson.loads(line) for line in raw.splitlines(keepends=True) if line.endswith(b"\n") and line.strip()]
+    return list(read_records(path, what="observation"))
+
+
+def activities(ctx: Context, deployments: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """(last activity time, progress marker) of each deployment: its latest ledger line or journal entry.
+    One pass over the ledger and one over the journal, whatever the number of deployments."""
+    stamps: dict[str, list[Any]] = {d["id"]: [d.get("created_at"), d.get("ready_at")] for d in deployments}
+    lines = dict.fromkeys(stamps, 0)
+    for record in Ledger(ctx.registry.ledger_path).records():
+        dep_id = record.get("deployment_id")
+        if dep_id in stamps:
+            lines[dep_id] += 1
+            stamps[dep_id] += [record.get("ts"), record.get("started_at"), record.get("completed_at")]
+    for entry in read_journal(ctx.registry.journal_path):
+        if entry.get("deployment") in stamps:
+            stamps[entry["deployment"]].append(entry.get("ts"))
+    result = {}
+    for dep_id, seen in stamps.items():
+        last = format_ts(max((parse_ts(s) for s in seen if s), default=ctx.clock()))
+        result[dep_id] = (last, f"ledger:{lines[dep_id]}@{last}")
+    return result
 
 
 def activity(ctx: Context, deployment: dict[str, Any]) -> tuple[str, str]:
-    """(last activity time, progress marker): the latest ledger line or journal entry of the deployment."""
-    stamps = [deployment.get("created_at"), deployment.get("ready_at")]
-    lines = 0
-    for record in Ledger(ctx.registry.ledger_path).records():
-        if record.get("deployment_id") == deployment["id"]:
-            lines += 1
-            stamps += [record.get("ts"), record.get("started_at"), record.get("completed_at")]
-    for entry in read_journal(ctx.registry.journal_path):
-        if entry.get("deployment") == deployment["id"]:
-            stamps.append(entry.get("ts"))
-    last = max((parse_ts(s) for s in stamps if s), default=ctx.clock())
-    return format_ts(last), f"ledger:{lines}@{format_ts(last)}"
+    """(last activity time, progress marker) of one deployment (see activities)."""
+    return activities(ctx, [deployment])[deployment["id"]]
 
 
 def idle_proof(history: list[dict[str, Any]], marker: str, window_min: float) -> tuple[bool, str]:
@@ -95,11 +99,11 @@ def assess(ctx: Context, *, startup_minutes: float = 12.0) -> list[ReapDecision]
     path = observations_path(ctx)
     history = read_observations(path)
     decisions: list[ReapDecision] = []
-    for deployment in registry.deployments():
-        if deployment["status"] not in HOLDING:
-            continue
+    holding = [d for d in registry.deployments() if d["status"] in HOLDING]
+    seen = activities(ctx, holding)
+    for deployment in holding:
         dep_id = deployment["id"]
-        last, marker = activity(ctx, deployment)
+        last, marker = seen[dep_id]
         observation = {"deployment": dep_id, "observed_at": format_ts(now), "status": deployment["status"],
                        "running_jobs": running.get(dep_id, []), "last_activity": last, "marker": marker}
         errors, _ = schema.check("observation", observation)
