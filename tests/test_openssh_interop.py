@@ -56,17 +56,24 @@ def login_user() -> tuple[int, int, str] | None:
     return None
 
 
+def unavailable(reason: str) -> None:
+    """Skip where OpenSSH cannot run; but where CI installed it ($GPUHARNESS_REQUIRE_SSHD=1), that is a failure."""
+    if os.environ.get("GPUHARNESS_REQUIRE_SSHD") == "1":
+        pytest.fail(f"GPUHARNESS_REQUIRE_SSHD=1 but {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture
 def sshd():
     binary = find_sshd()
     if binary is None:
-        pytest.skip("no OpenSSH sshd binary (install openssh-server, or set GPUHARNESS_SSHD to an unpacked sshd)")
+        unavailable("no OpenSSH sshd binary (install openssh-server, or set GPUHARNESS_SSHD to an unpacked sshd)")
     drop = login_user()
     if os.geteuid() == 0 and drop is None:
         try:
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # the privilege-separation dir sshd needs as root
         except OSError as exc:
-            pytest.skip(f"sshd runs as root here and /run/sshd cannot be created: {exc}")
+            unavailable(f"sshd runs as root here and /run/sshd cannot be created: {exc}")
     directory = Path(tempfile.mkdtemp(prefix="gh-sshd-"))  # not under pytest's 0700 tree: sshd may drop privileges
     host_key = paramiko.ECDSAKey.generate()
     host_key_path = directory / "host_ecdsa"
@@ -103,7 +110,7 @@ def sshd():
                            preexec_fn=preexec)
     if check.returncode != 0:
         shutil.rmtree(directory, ignore_errors=True)
-        pytest.skip(f"sshd cannot run here: {check.stderr.strip()[:300]}")
+        unavailable(f"sshd cannot run here: {check.stderr.strip()[:300]}")
     proc = subprocess.Popen([binary, "-D", "-e", "-f", str(config)], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
     for _ in range(100):
@@ -112,7 +119,7 @@ def sshd():
             break
         except OSError:
             if proc.poll() is not None:
-                pytest.skip(f"sshd exited: {proc.stderr.read()[:300] if proc.stderr else ''}")
+                unavailable(f"sshd exited: {proc.stderr.read()[:300] if proc.stderr else ''}")
             time.sleep(0.05)
     known = directory / "known_hosts"
     known.write_text(f"[127.0.0.1]:{port} {host_key.get_name()} {host_key.get_base64()}\n")
