@@ -117,3 +117,13 @@ def test_journal_reader_skips_a_torn_tail_and_names_a_broken_middle_line(registr
     with pytest.raises(UserError) as caught:
         list(read_journal(registry.journal_path))
     assert caught.value.place == "2:14"  # line:column
+
+
+def test_live_burn_counts_what_bills_and_leaves_out_stopped_and_destroyed():
+    from gpuharness.lifecycle import live_burn
+
+    deployments = [{"status": "running", "cost_hr": 0.7}, {"status": "provisioning", "cost_hr": 2.0},
+                   {"status": "stopped", "cost_hr": 3.0}, {"status": "destroyed", "cost_hr": 9.0},
+                   {"status": "error", "cost_hr": 0.3}]
+    burn, count = live_burn(deployments)
+    assert count == 3 and abs(burn - 3.0) < 1e-9

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,8 @@ from gpuharness.registry import Registry
 STATES = ("provisioning", "installing", "configuring", "health-checking", "ready", "running",
           "retrieving", "destroying", "destroyed", "error", "stopped")
 LIVE = frozenset(STATES) - {"destroyed"}
+#: live states that bill cost_hr: a stopped instance keeps its disk but not its GPU rate
+BILLING = LIVE - {"stopped"}
 
 #: The only table of allowed transitions. `error` is reachable from every state but destroyed.
 ALLOWED: dict[str, frozenset[str]] = {
@@ -30,6 +32,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     "error": frozenset({"installing", "configuring", "health-checking", "destroying"}),
     "destroyed": frozenset(),
 }
+
+
+def live_burn(deployments: Iterable[dict[str, Any]]) -> tuple[float, int]:
+    """Hourly burn and count of the deployments that bill (BILLING): what max_cost_hr and
+    max_concurrent_deployments are measured against, by provision, offers and the audit alike."""
+    billing = [d for d in deployments if d.get("status") in BILLING]
+    return sum(float(d.get("cost_hr") or 0.0) for d in billing), len(billing)
 
 
 def allowed(current: str, target: str) -> bool:

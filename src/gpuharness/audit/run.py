@@ -33,13 +33,11 @@ from gpuharness.audit.readiness import readiness_problems
 from gpuharness.audit.secrets import scan_tree
 from gpuharness.clock import format_ts, parse_ts
 from gpuharness.errors import UserError
-from gpuharness.lifecycle import LIVE
+from gpuharness.lifecycle import BILLING
 from gpuharness.policy import Policy
 from gpuharness.registry import DOCUMENTS, JOURNAL, LEDGER
 from gpuharness.statefile import read_json
 
-#: Deployments that bill by the hour: every live state except `stopped`.
-BILLING = frozenset(LIVE - {"stopped"})
 #: Whole-file documents and their identity keys, for the uniqueness rule.
 IDENTITY: dict[str, tuple[str, ...]] = {
     "providers.json": ("name",), "machines.json": ("provider", "instance_id"), "deployments.json": ("id",),

@@ -5,8 +5,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from gpuharness.audit.run import BILLING, AuditRun, rate
+from gpuharness.audit.run import AuditRun, rate
 from gpuharness.clock import format_ts
+from gpuharness.lifecycle import BILLING
 
 CEILINGS = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr", "max_concurrent_deployments",
             "max_idle_minutes")

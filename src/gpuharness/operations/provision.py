@@ -8,7 +8,7 @@ from typing import Any, final
 
 from gpuharness.errors import UserError
 from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import journal, transition
+from gpuharness.lifecycle import journal, live_burn, transition
 from gpuharness.operations.context import Context
 from gpuharness.operations.launch import launch_reconciled
 from gpuharness.policy import Action, Policy
@@ -17,8 +17,6 @@ from gpuharness.providers.offers import cheapest_offer
 from gpuharness.spend import today_and_month
 
 #: deployment states that still hold (or may hold) a paid resource
-HOLDING = frozenset({"provisioning", "installing", "configuring", "health-checking", "ready", "running",
-                     "retrieving", "destroying", "stopped", "error"})
 #: states in which a deployment may be reused for the same request
 REUSABLE = frozenset({"provisioning", "installing", "configuring", "health-checking", "ready", "running"})
 SERVERLESS = "runpod-serverless"
@@ -172,7 +170,7 @@ def check_policy(ctx: Context, request: ProvisionRequest, kind: str) -> None:
     """Refuse before any provider call when a ceiling would be exceeded."""
     registry = ctx.registry
     policy = Policy(registry.policy_document())
-    live = [d for d in registry.deployments() if d.get("status") in HOLDING]
+    burn_hr, live_count = live_burn(registry.deployments())
     spent_day, spent_month = today_and_month(Ledger(registry.ledger_path).records(), ctx.now())
     allowed = policy.get("allowed_providers")
     name = request.provider
@@ -181,7 +179,7 @@ def check_policy(ctx: Context, request: ProvisionRequest, kind: str) -> None:
     decision = policy.evaluate(Action(
         kind="launch", provider=name, cost_hr=request.price,
         has_shutdown_rule=request.shutdown_rule() is not None, idle_minutes=request.idle_minutes,
-        live_burn_hr=sum(float(d.get("cost_hr") or 0.0) for d in live), live_deployments=len(live),
+        live_burn_hr=burn_hr, live_deployments=live_count,
         spent_today_usd=spent_day, spent_month_usd=spent_month))
     if not decision.allowed:
         raise UserError(f"refused before any provider call: {decision.reason}", path=registry.path("policy.json"),

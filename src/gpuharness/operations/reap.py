@@ -15,11 +15,10 @@ from gpuharness.economics import keep_alive
 from gpuharness.errors import UserError
 from gpuharness.jsonl import append_record, read_records
 from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import read_journal
+from gpuharness.lifecycle import LIVE, read_journal
 from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy, refusal
 from gpuharness.operations.install import workspace
-from gpuharness.operations.provision import HOLDING
 from gpuharness.operations.retrieve import retrieve, unsynced
 from gpuharness.operations.run import mark_interrupted
 from gpuharness.policy import Policy
@@ -99,7 +98,7 @@ def assess(ctx: Context, *, startup_minutes: float = 12.0) -> list[ReapDecision]
     path = observations_path(ctx)
     history = read_observations(path)
     decisions: list[ReapDecision] = []
-    holding = [d for d in registry.deployments() if d["status"] in HOLDING]
+    holding = [d for d in registry.deployments() if d["status"] in LIVE]
     seen = activities(ctx, holding)
     for deployment in holding:
         dep_id = deployment["id"]

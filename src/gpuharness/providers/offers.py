@@ -4,17 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
 
-from gpuharness.lifecycle import LIVE
 from gpuharness.policy import Action, Policy
 from gpuharness.providers.base import Offer, OfferSource, Provider, ProviderError
-
-
-def live_burn(deployments: Iterable[dict[str, Any]]) -> tuple[float, int]:
-    """Hourly burn and count of the live deployments."""
-    live = [d for d in deployments if d.get("status") in LIVE]
-    return sum(float(d.get("cost_hr") or 0.0) for d in live), len(live)
 
 
 def policy_verdict(offer: Offer, kind: str, policy: Policy, burn_hr: float, live_count: int) -> str | None:
