@@ -93,3 +93,80 @@ def test_schema_files_are_packaged_as_json() -> None:
     assert names == sorted(f"{n}.schema.json" for n in schema.SCHEMA_NAMES)
     for name in names:
         json.loads(resources.files("gpuharness.schemas").joinpath(name).read_text("utf-8"))
+
+
+# --- the compiled validator decides "valid" for check(): it must never pass what jsonschema would report ----------
+
+_EDGE_STRINGS = ["2026-11-01T09:05:28.695Z", "2026-11-01 09:05:28Z", "2026-11-01T09:05:28+0100", "2026-02-30T00:00:00Z",
+                 "2026-12-31T23:59:60Z", "0000-01-01T00:00:00Z", "2026-11-01t09:05:28z", "", "x", "-1", "running",
+                 "https://example.com/a", "not a uri", "a" * 70, "0" * 64]
+
+
+def _documents() -> list[tuple[str, object]]:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu"
+    docs: list[tuple[str, object]] = []
+    for name in ("providers", "machines", "deployments", "models", "workflows", "connections", "policy"):
+        docs.append((name, json.loads((root / f"{name}.json").read_text())))
+    with open(root / "jobs.jsonl") as handle:
+        docs += [("job", json.loads(next(handle))) for _ in range(3)]
+    with open(root / "transitions.jsonl") as handle:
+        docs.append(("transition", json.loads(next(handle))))
+    return docs
+
+
+def _paths(node: object, prefix: tuple[object, ...]) -> list[tuple[object, ...]]:
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _paths(value, (*prefix, index))
+    return found
+
+
+def _mutate(document: object, draw) -> object:  # type: ignore[no-untyped-def]
+    from hypothesis import strategies as st
+
+    values = (st.none() | st.booleans() | st.integers(-3, 10**20) | st.floats(allow_nan=False, allow_infinity=False)
+              | st.sampled_from(_EDGE_STRINGS) | st.text(max_size=6) | st.just({}) | st.just([]))
+    doc = json.loads(json.dumps(document))
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(doc, ())
+        if len(paths) < 2:
+            break
+        path = draw(st.sampled_from(paths[1:]))
+        parent = doc
+        for step in path[:-1]:
+            parent = parent[step]  # type: ignore[index]
+        operation = draw(st.sampled_from(["replace", "delete", "add"]))
+        if operation == "replace":
+            parent[path[-1]] = draw(values)  # type: ignore[index]
+        elif operation == "delete":
+            del parent[path[-1]]  # type: ignore[arg-type]
+        elif isinstance(parent, dict):
+            parent[draw(st.sampled_from(["extra", "status", "ts", "id", "cost_hr"]))] = draw(values)
+    return doc
+
+
+def test_the_compiled_validator_never_passes_what_jsonschema_reports() -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    documents = _documents()
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        name, document = data.draw(st.sampled_from(documents))
+        mutant = _mutate(document, data.draw)
+        if schema.strict_validator(name).is_valid(mutant):
+            reported = [e.message for e in schema.validator(name).iter_errors(mutant)]
+            assert reported == [], f"{name}: jsonschema reports {reported} on a document jsonschema-rs passes"
+
+    check()
+    for name, document in documents:  # and the fixtures themselves pass both
+        assert schema.strict_validator(name).is_valid(document), name
+        assert schema.check(name, document) == ([], [])
