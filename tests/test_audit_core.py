@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from gpuharness.audit import checkpoint as cp
-from gpuharness.audit import ledger_pass, run_audit
+from gpuharness.audit import ledger_pass, native, run_audit
 from gpuharness.audit.secrets import PATTERNS, find_secrets, redact
 from gpuharness.clock import parse_ts
 
@@ -76,6 +76,30 @@ def test_partitioned_pass_finds_exactly_what_a_single_pass_finds(reg, monkeypatc
     assert single.count("ledger:schema") == 1
     assert single.count("job:only-corrections-after-terminal") == 5
     assert single.count("spend:per-job") == 1
+
+
+@pytest.mark.parametrize("procs", [1, 3])
+def test_the_compiled_scanner_finds_exactly_what_the_python_pass_finds(reg, monkeypatch, procs):
+    if native.linescan() is None:
+        pytest.skip("the compiled scanner is not built here (tests/test_linescan.py says why)")
+    break_ledger(reg)
+    extra = [orjson.loads(r) for r in lines(reg)[:60] if r.startswith(b"{") and r.endswith(b"}\n")]
+    with open(reg / "jobs.jsonl", "ab") as handle:  # lines the scanner leaves to Python, and ones it proves
+        for record in extra[:20]:
+            handle.write(orjson.dumps(dict(record, ts=record["ts"].replace("Z", "+00:00"))) + b"\n")
+            handle.write(b'{"id":"' + record["id"].encode() + b'","id":"J-dup",' + orjson.dumps(record)[1:] + b"\n")
+            handle.write(orjson.dumps(dict(record, status="failed", error="", correction=True, reason="x")) + b"\n")
+            handle.write(orjson.dumps(dict(record, inputs={"note": "tab\there"}, artifacts=[
+                {"name": "a.png", "synced_at": None}, {"name": "b.png", "discarded": True}])) + b"\n")
+    monkeypatch.setattr(ledger_pass, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setenv("GPUHARNESS_AUDIT_PROCS", str(procs))
+    monkeypatch.setenv(native.ENV_VAR, "0")
+    python = run_audit(reg, NOW, use_checkpoint=False)
+    monkeypatch.setenv(native.ENV_VAR, "1")
+    compiled = run_audit(reg, NOW, use_checkpoint=False)
+    assert summary(compiled) == summary(python)
+    assert job_states(compiled) == job_states(python)
+    assert python.count("job:only-corrections-after-terminal") >= 5 and python.count("ledger:torn") == 1
 
 
 def test_incremental_audit_reaches_the_state_of_a_full_audit(reg):

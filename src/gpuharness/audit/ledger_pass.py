@@ -23,6 +23,7 @@ from typing import Any, final
 import orjson
 
 from gpuharness import schema
+from gpuharness.audit.native import linescan
 from gpuharness.audit.secrets import find_secrets, line_of
 from gpuharness.clock import format_ts
 from gpuharness.ledger import TERMINAL, sequence_problem
@@ -187,10 +188,47 @@ def select_lines(head: bytes, cut: int, part: int, parts: int
     return count, wanted.tolist(), starts[wanted].tolist(), ends[wanted].tolist(), decided[wanted].tolist()
 
 
+def fields_of(record: dict[str, Any], strings: dict[str, str]) -> tuple[Any, ...]:
+    """The fields of a schema-valid line that the job rules read, as the compiled scanner extracts them (see
+    `_Worker.apply`); `strings` keeps one str per distinct status, deployment, provider and GPU."""
+    get = record.get
+    status: str = record["status"]
+    deployment: str = record["deployment_id"]
+    started = get("started_at")
+    completed = get("completed_at")
+    elapsed: float | None = None
+    if completed and started:
+        try:
+            elapsed = (_parse(completed) - _parse(started)).total_seconds()
+        except (ValueError, TypeError):
+            elapsed = _epoch(canonical_ts(completed)) - _epoch(canonical_ts(started))
+    artifacts = get("artifacts")
+    latest = ""
+    unsynced = None
+    for artifact in artifacts or ():
+        if artifact.get("discarded") is True:
+            continue
+        synced = artifact.get("synced_at")
+        if not synced:
+            unsynced = str(artifact.get("name"))
+            continue
+        synced = canonical_ts(synced)
+        if synced > latest:
+            latest = synced
+    provider = get("provider")
+    gpu = get("gpu")
+    return (0, record["id"], strings.setdefault(status, status), strings.setdefault(deployment, deployment),
+            record["ts"], started, completed, elapsed, get("duration_s"), get("cost_usd"), bool(get("error")),
+            bool(get("correction")), bool(get("reason")),
+            provider if provider is None else strings.setdefault(provider, provider),
+            gpu if gpu is None else strings.setdefault(gpu, gpu), bool(artifacts), latest or None, unsynced)
+
+
 class _Worker:
     """The per-line rules for the jobs of one partition (the hot loop of the audit: keep it lean)."""
 
-    __slots__ = ("ctx", "days", "is_valid", "jobs", "part", "parts", "prior", "result", "strings", "unsynced_now")
+    __slots__ = ("ctx", "days", "is_valid", "jobs", "native", "part", "parts", "prior", "result", "strings",
+                 "unsynced_now")
 
     def __init__(self, ctx: PassContext, part: int, parts: int, prior: Prior | None) -> None:
         self.ctx = ctx
@@ -203,6 +241,7 @@ class _Worker:
         self.days: dict[str, str] = {}
         self.strings: dict[str, str] = {}
         self.is_valid = schema.fast_validator("job").is_valid
+        self.native = linescan()
 
     def note(self, rule: str, lineno: int, message: str) -> None:
         counts = self.result.counts
@@ -214,6 +253,10 @@ class _Worker:
     def block(self, head: bytes, cut: int, lineno: int) -> int:
         """Check the lines of head[:cut] (complete lines) this worker owns; `lineno` is the number of the line
         before the first. Returns the number of the last line."""
+        if self.native is not None:
+            count, entries = self.native.scan_block(head, cut, self.part, self.parts, self.strings)
+            self.scanned(entries, lineno)
+            return lineno + count
         if self.parts == 1:
             raws = head.split(b"\n")
             raws.pop()  # head[cut:]: empty, or the start of a line the next block reads
@@ -253,6 +296,39 @@ class _Worker:
                 continue
             job(lineno, record)
 
+    def scanned(self, entries: list[Any], before: int) -> None:
+        """The lines of a block as the compiled scanner left them (see _linescan.c): the fields of each proven line
+        this worker owns, and the raw bytes of each line for the Python checks to decide."""
+        apply = self.apply
+        for entry in entries:
+            if len(entry) == 3:
+                self.undecided(before + entry[0] + 1, entry[1], entry[2])
+            else:
+                apply(before + entry[0] + 1, entry)
+
+    def undecided(self, lineno: int, raw: bytes, decided: bool) -> None:
+        """A line the scanner did not prove. If its raw id `decided` its owner, this worker is that owner: it keeps
+        the line and reports it if broken. Otherwise every worker parses it; its id's owner keeps it, and the worker
+        of its line number reports it if it is broken."""
+        parts = self.parts
+        report = decided or lineno % parts == self.part
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if report:
+                self.not_json(lineno, exc)
+            return
+        if type(record) is not dict:
+            if report:
+                self.not_json(lineno, None)
+            return
+        if not self.is_valid(record):
+            if report:
+                self.not_valid(lineno, record)
+            return
+        if decided or owner(record["id"], parts) == self.part:
+            self.job(lineno, record)
+
     def lines(self, raws: list[bytes], lineno: int) -> int:
         """Check every line (a single partition); `lineno` is the number of the line before the first."""
         loads = orjson.loads
@@ -289,22 +365,26 @@ class _Worker:
                   "Append a correction line with the right fields (never edit the line)")
 
     def job(self, lineno: int, record: dict[str, Any]) -> None:
+        """Check one schema-valid line (see `apply`)."""
+        self.apply(lineno, fields_of(record, self.strings))
+
+    def apply(self, lineno: int, entry: tuple[Any, ...]) -> None:
+        """The job rules for one line and its job's new state; `entry` holds the line's fields in the order of the
+        compiled scanner's tuples: (index, id, status, deployment_id, ts, started_at, completed_at, seconds from
+        start to completion, duration_s, cost_usd, has an error, is a correction, has a reason, provider, gpu, has
+        artifacts, latest synced_at, name of the last unsynced artifact)."""
+        (_, job_id, status, deployment, ts, started, completed, elapsed, duration, cost, has_error, correction,
+         has_reason, provider, gpu, _, synced, unsynced) = entry
         result = self.result
         jobs = self.jobs
-        get = record.get
-        strings = self.strings
-        job_id: str = record["id"]
-        status: str = record["status"]
-        status = strings.setdefault(status, status)
-        deployment: str = record["deployment_id"]
-        deployment = strings.setdefault(deployment, deployment)
         previous = jobs.get(job_id)
         if previous is None and self.prior is not None:
             previous = self.prior.jobs.get(job_id)
-        correction = get("correction")
         if previous is not None:
             if correction or previous[0] in TERMINAL or previous[5] != deployment:
-                problem = sequence_problem({"status": previous[0], "deployment_id": previous[5]}, record)
+                problem = sequence_problem({"status": previous[0], "deployment_id": previous[5]},
+                                           {"id": job_id, "deployment_id": deployment, "correction": correction,
+                                            "reason": has_reason})
                 if problem:
                     self.note("job:only-corrections-after-terminal", lineno,
                               f"{problem}. Append a correction line instead")
@@ -312,14 +392,7 @@ class _Worker:
             self.note("job:only-corrections-after-terminal", lineno,
                       f"job {job_id}: a correction needs an earlier line of the same job")
 
-        started = get("started_at")
-        completed = get("completed_at")
-        duration = get("duration_s")
-        if completed and started:
-            try:
-                elapsed = (_parse(completed) - _parse(started)).total_seconds()
-            except (ValueError, TypeError):
-                elapsed = _epoch(canonical_ts(completed)) - _epoch(canonical_ts(started))
+        if elapsed is not None:
             if elapsed < 0:
                 self.note("job:completed-after-started", lineno,
                           f"job {job_id}: completed_at {completed} is {-elapsed:.1f} s before started_at {started}; "
@@ -332,7 +405,6 @@ class _Worker:
             missing = " and ".join(n for n, v in (("started_at", started), ("completed_at", completed)) if not v)
             self.note("job:completed-after-started", lineno,
                       f"job {job_id} is completed but has no {missing}; append a correction with both times")
-        cost = get("cost_usd")
         if duration is not None and cost is not None:
             ctx = self.ctx
             rate = ctx.cost_hr.get(deployment)
@@ -343,39 +415,21 @@ class _Worker:
                               f"job {job_id}: cost_usd {cost:.6f} but duration_s {duration:g} × cost_hr "
                               f"{rate:g} / 3600 = {expected:.6f} (tolerance ${ctx.abs_tol:g} + "
                               f"{ctx.rel_tol:.0%}); fix the rate in deployments.json or append a correction")
-        if status == "failed" and not get("error"):
+        if status == "failed" and not has_error:
             self.note("job:failed-has-error", lineno,
                       f"job {job_id} failed without an error; append a correction with the error text")
 
-        ts: str = record["ts"]
         stamp = completed or started or ts
         key = stamp[:10] if stamp[-1] == "Z" else stamp
         day = self.days.get(key)
         if day is None:
             day = utc_day(stamp)
             self.days[key] = day
-        provider = get("provider") or "?"
-        gpu = get("gpu") or "?"
-        jobs[job_id] = (status, cost or 0.0, day, strings.setdefault(provider, provider),
-                        strings.setdefault(gpu, gpu), deployment)
-        artifacts = get("artifacts")
-        unsynced = None
-        if artifacts:
-            latest = ""
-            for artifact in artifacts:
-                if artifact.get("discarded") is True:
-                    continue
-                synced = artifact.get("synced_at")
-                if not synced:
-                    unsynced = (deployment, str(artifact.get("name")))
-                    continue
-                synced = canonical_ts(synced)
-                if synced > latest:
-                    latest = synced
-            if latest and latest > result.synced_max.get(deployment, ("", ""))[0]:
-                result.synced_max[deployment] = (latest, job_id)
+        jobs[job_id] = (status, cost or 0.0, day, provider or "?", gpu or "?", deployment)
+        if synced is not None and synced > result.synced_max.get(deployment, ("", ""))[0]:
+            result.synced_max[deployment] = (synced, job_id)
         if unsynced is not None:
-            self.unsynced_now[job_id] = unsynced
+            self.unsynced_now[job_id] = (deployment, unsynced)
         elif job_id in self.unsynced_now:
             del self.unsynced_now[job_id]
         dep_lines = result.dep_lines

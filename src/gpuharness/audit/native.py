@@ -1,0 +1,31 @@
+"""The audit's compiled line scanner (`_linescan`, built from _linescan.c when a C compiler was found at install).
+
+Without it the audit runs its pure-Python pass, with the same findings; `GPUHARNESS_AUDIT_NATIVE=0` forces that.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Protocol
+
+ENV_VAR = "GPUHARNESS_AUDIT_NATIVE"
+
+
+class LineScanner(Protocol):
+    """What _linescan.c provides (see its docstrings)."""
+
+    def scan_block(self, data: bytes, cut: int, part: int, parts: int, strings: dict[str, str], /
+                   ) -> tuple[int, list[Any]]: ...
+
+    def candidate_lines(self, data: bytes, limit: int, needles: tuple[bytes, ...], /) -> list[tuple[int, int]]: ...
+
+
+def linescan() -> LineScanner | None:
+    """The compiled scanner, or None when it is not built or is switched off."""
+    if os.environ.get(ENV_VAR, "1") == "0":
+        return None
+    try:
+        from gpuharness.audit import _linescan
+    except ImportError:
+        return None
+    return _linescan
