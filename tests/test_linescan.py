@@ -195,14 +195,14 @@ def test_python_candidates_remain_a_superset(monkeypatch: pytest.MonkeyPatch) ->
 @st.composite
 def timestamps(draw: st.DrawFn) -> str:
     """Canonical-looking timestamps, invalid ones included (month 13, April 31, 29 February, hour 24, second 60)."""
-    year = draw(st.sampled_from([0, 1, 1900, 2000, 2024, 2026, 2100, 9999]))
+    year = draw(st.sampled_from([0, 1, 1900, 2000, 2024, 2026, 2100, 9999]))  # far apart: float rounding shows
     month, day = draw(st.integers(0, 13)), draw(st.integers(0, 32))
     hour, minute, second = draw(st.integers(0, 25)), draw(st.integers(0, 60)), draw(st.integers(0, 61))
     text = f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{draw(st.integers(0, 999)):03d}Z"
     return draw(st.sampled_from([text, text.lower(), text.replace("T", " "), text[:19] + "Z", text[:-1] + "+00:00"]))
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(st.sampled_from(DEMO_RECORDS), st.sampled_from(["ts", "started_at", "completed_at", "synced_at"]), timestamps())
 def test_a_timestamp_is_proven_only_when_it_is_a_real_instant(record: dict[str, Any], field: str, stamp: str) -> None:
     if field == "synced_at":
