@@ -101,6 +101,8 @@ def mutated_lines(draw: st.DrawFn) -> bytes:
         else:
             record[name] = draw(st.sampled_from(EDGE_VALUES) | st.floats(allow_nan=False, allow_infinity=False)
                                 | st.integers(-(2**70), 2**70) | st.text(max_size=4))
+    if draw(st.booleans()):  # another key order: the id not first, so no worker can tell its owner from the bytes
+        record = dict(draw(st.permutations(list(record.items()))))
     style = draw(st.sampled_from(["orjson", "ascii", "spaced"]))
     if style == "orjson" and all(not isinstance(v, int) or abs(v) < 2**63 for v in record.values()):
         line = orjson.dumps(record)
@@ -147,6 +149,8 @@ def test_each_proven_line_goes_to_its_owner_only_and_doubtful_ones_as_the_python
     lines = list(DEMO_LINES[:300])
     lines[10] = lines[10][:25]  # broken, but its raw id decides its owner
     lines[11] = b'{"deployment_id":"d","id":"J-late-id","status":"queued","ts":"x"}'  # no raw id: every worker
+    record = orjson.loads(lines[12])  # proven, with the id last: its parsed id decides its owner
+    lines[12] = orjson.dumps({**{k: v for k, v in record.items() if k != "id"}, "id": record["id"]})
     data = b"\n".join(lines) + b"\n"
     proven: dict[int, int] = {}
     for part in range(parts):
@@ -210,3 +214,59 @@ def test_a_timestamp_is_proven_only_when_it_is_a_real_instant(record: dict[str, 
     else:
         changed = dict(record, **{field: stamp})
     check_line(orjson.dumps(changed))
+
+
+@st.composite
+def ledgers(draw: st.DrawFn) -> bytes:
+    """A slice of the demo ledger with some lines mutated, some repeated later (sequences), some appended."""
+    start = draw(st.integers(0, len(DEMO_LINES) - 40))
+    rows = list(DEMO_LINES[start:start + 30])
+    for _ in range(draw(st.integers(0, 6))):
+        at = draw(st.integers(0, len(rows) - 1))
+        rows[at] = draw(mutated_lines())
+    for _ in range(draw(st.integers(0, 4))):
+        record = dict(orjson.loads(draw(st.sampled_from(DEMO_LINES[start:start + 30]))))
+        record.update(draw(st.fixed_dictionaries({}, optional={
+            "status": st.sampled_from(["running", "completed", "failed"]), "correction": st.booleans(),
+            "reason": st.sampled_from(["", "fix"]), "deployment_id": st.sampled_from(["dep_rp_4090_01", "dep_x"]),
+            "error": st.sampled_from([None, "", "OOM"])})))
+        rows.append(orjson.dumps(record))
+    return b"\n".join(rows) + b"\n"
+
+
+def test_whole_audits_agree_with_and_without_the_scanner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scanner()
+    from gpuharness.audit import ledger_pass, run_audit
+    from gpuharness.clock import parse_ts
+
+    demo = DEMO_LEDGER.parent
+    monkeypatch.setattr(ledger_pass, "PARALLEL_MIN_BYTES", 0)
+    now = parse_ts("2026-11-30T18:10:00Z")
+    counter = iter(range(10**6))
+
+    def outcome(registry: Path) -> Any:
+        run = run_audit(registry, now, use_checkpoint=False)
+        state = run.state
+        states = {}
+        for name in state.job_files:
+            for row in Path(name).read_bytes().splitlines():
+                entry = orjson.loads(row)
+                states[entry[0]] = entry[1:]
+        return (dict(run.counts), sorted(f.line() for fs in run.findings.values() for f in fs), state.line_count,
+                {g: state.rounded(g) for g in ("day", "provider", "deployment")}, state.open_jobs, state.unsynced,
+                state.synced_max, state.dep_lines, state.last_ts, states)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(ledgers(), st.sampled_from(["1", "2", "3"]))
+    def check(ledger: bytes, procs: str) -> None:
+        registry = tmp_path / f"r{next(counter)}"
+        shutil.copytree(demo, registry, ignore=shutil.ignore_patterns("audit", "*.lock", "jobs.jsonl"))
+        (registry / "jobs.jsonl").write_bytes(ledger)
+        monkeypatch.setenv("GPUHARNESS_AUDIT_PROCS", procs)
+        monkeypatch.setenv(native.ENV_VAR, "0")
+        python = outcome(registry)
+        monkeypatch.setenv(native.ENV_VAR, "1")
+        assert outcome(registry) == python
+        shutil.rmtree(registry)
+
+    check()
