@@ -180,11 +180,14 @@ def test_secret_finder_ignores_placeholders_and_variable_names():
 
 
 
-def test_secret_prefilter_drops_no_line_that_a_pattern_matches():
+@pytest.mark.parametrize("compiled", ["1", "0"])
+def test_secret_prefilter_drops_no_line_that_a_pattern_matches(monkeypatch, compiled):
+    monkeypatch.setenv(native.ENV_VAR, compiled)
     # reference: every pattern run over every line. The needle prefilter (needles looked for after deleting the
     # bytes no needle holds) must find the same secrets: mixed case, between other text, at the edges of lines and
     # of data[:limit], and not fooled by letters the deletion brings together
     pieces = [b"rpa_" + b"Q" * 24, b"-----BEGIN " + b"EC PRIVATE KEY-----", b"BeArEr " + b"t0k" * 6,
+              b"-----BEGIN " + b"OPENSSH ENCRYPTED LONG NAME PRIVATE KEY-----", b"x-instance_api_key: " + b"i" * 16,
               b'"API_KEY": "' + b"k" * 20 + b'"', b"Client-Secret=" + b"s" * 18, b'"PassWd":"' + b"p" * 9 + b'"',
               b"access_token: " + b"z" * 17, b"Password=" + b"w" * 8, b"a.p.i_key=" + b"x" * 20, b"to ken pa ss"]
     filler = [b"", b" ", b'{"seed": 12, "steps": 30}', b"xyz", b"a-p-i", b"t0-ken", b"\t"]
