@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -171,7 +172,7 @@ static int parse_number(cursor *c, int *kind, long long *ival, double *dval) {
         PyErr_Clear();
         return DOUBT;
     }
-    if (!Py_IS_FINITE(value)) return DOUBT;
+    if (!isfinite(value)) return DOUBT;
     *dval = value;
     return 0;
 }
