@@ -26,7 +26,7 @@ class BuildWithChecks(build_py):
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
 
 
-LINESCAN = Extension("gpuharness.audit._linescan", ["src/gpuharness/audit/_linescan.c"], optional=True,
+LINESCAN = Extension("gpuharness._linescan", ["src/gpuharness/_linescan.c"], optional=True,
                      extra_compile_args=["-O2"])
 
 setup(cmdclass={"build_py": BuildWithChecks}, ext_modules=[LINESCAN])

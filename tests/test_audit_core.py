@@ -8,8 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from gpuharness import native
 from gpuharness.audit import checkpoint as cp
-from gpuharness.audit import ledger_pass, native, run_audit
+from gpuharness.audit import ledger_pass, run_audit
 from gpuharness.audit.secrets import PATTERNS, find_secrets, redact
 from gpuharness.clock import parse_ts
 

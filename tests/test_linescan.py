@@ -1,4 +1,4 @@
-"""The compiled line scanner (src/gpuharness/audit/_linescan.c) against the Python pass it stands in for.
+"""The compiled line scanner (src/gpuharness/_linescan.c) against the Python pass it stands in for.
 
 What it proves must be exactly what orjson and the job schema say, with the same values; what it cannot prove it
 hands back. Generated and mutated ledger lines check the first; the equivalence of whole audits with and without it
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuharness import schema
-from gpuharness.audit import native, secrets
+from gpuharness import native, schema
+from gpuharness.audit import secrets
 from gpuharness.audit.ledger_pass import fields_of, owner
 
 DEMO_LEDGER = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu" / "jobs.jsonl"

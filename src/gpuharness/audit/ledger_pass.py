@@ -23,10 +23,10 @@ from typing import Any, final
 import orjson
 
 from gpuharness import schema
-from gpuharness.audit.native import linescan
 from gpuharness.audit.secrets import find_secrets, line_of
 from gpuharness.clock import format_ts
 from gpuharness.ledger import TERMINAL, sequence_problem
+from gpuharness.native import linescan
 
 BLOCK = 4 << 20
 #: Below this size a ledger is scanned in-process; above it, in one process per CPU.

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import final
 
-from gpuharness.audit.native import linescan
+from gpuharness.native import linescan
 
 #: (kind, pattern); group "value" is the secret itself.
 PATTERNS: tuple[tuple[str, re.Pattern[bytes]], ...] = (

@@ -25,7 +25,7 @@ def linescan() -> LineScanner | None:
     if os.environ.get(ENV_VAR, "1") == "0":
         return None
     try:
-        from gpuharness.audit import _linescan
+        from gpuharness import _linescan
     except ImportError:
         return None
     return _linescan
