@@ -270,3 +270,53 @@ def test_whole_audits_agree_with_and_without_the_scanner(tmp_path: Path, monkeyp
         shutil.rmtree(registry)
 
     check()
+
+
+def _current(path: Path, job_id: str | None, monkeypatch: pytest.MonkeyPatch, compiled: str) -> Any:
+    from gpuharness.errors import UserError
+    from gpuharness.ledger import Ledger
+
+    monkeypatch.setenv(native.ENV_VAR, compiled)
+    try:
+        result = Ledger(path).current(job_id)
+    except UserError as exc:
+        return ("error", str(exc), exc.place, exc.hint)
+    return sorted(result.items()) if isinstance(result, dict) and job_id is None else result
+
+
+def test_current_lines_agree_with_and_without_the_scanner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scanner()
+    path = tmp_path / "jobs.jsonl"
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(ledgers(), st.sampled_from([b"", b"\n", b'{"id":"J-tail"', b'{"id":"J-tail","status":"queued"}']))
+    def check(ledger: bytes, tail: bytes) -> None:
+        path.write_bytes(ledger + tail)
+        ids: list[str | None] = [None, "J-tail", "J-none"]
+        for raw in ledger.splitlines()[:40:7]:
+            try:
+                ids.append(str(orjson.loads(raw).get("id")))
+            except (orjson.JSONDecodeError, AttributeError):
+                continue
+        for job_id in ids:
+            expected = _current(path, job_id, monkeypatch, "0")
+            assert _current(path, job_id, monkeypatch, "1") == expected, job_id
+
+    check()
+
+
+def test_current_lines_of_a_ledger_longer_than_a_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scanner()
+    from gpuharness import ledger as ledger_module
+
+    monkeypatch.setattr(ledger_module, "BLOCK", 1000)  # lines straddle blocks; one line is longer than a block
+    rows = list(DEMO_LINES[:300])
+    rows[100] = orjson.dumps(dict(DEMO_RECORDS[99], inputs={"prompt": "x" * 3000}))
+    rows[200] = orjson.dumps(dict(DEMO_RECORDS[199], ts="2026-11-01T00:00:00+00:00"))  # left to Python
+    path = tmp_path / "jobs.jsonl"
+    path.write_bytes(b"\n".join(rows) + b"\n")
+    for job_id in (None, DEMO_RECORDS[99]["id"], DEMO_RECORDS[199]["id"], DEMO_RECORDS[299]["id"]):
+        assert _current(path, job_id, monkeypatch, "1") == _current(path, job_id, monkeypatch, "0")
+    path.write_bytes(b"\n".join(rows[:150] + [b"not json"] + rows[150:]) + b"\n")
+    broken = _current(path, None, monkeypatch, "1")
+    assert broken == _current(path, None, monkeypatch, "0") and broken[0] == "error" and broken[2] == "151:1"

@@ -728,6 +728,63 @@ fail:
     return NULL;
 }
 
+/* ---- the current line of each job ------------------------------------------------------------------------------ */
+
+static PyObject *last_lines(PyObject *self, PyObject *args) {
+    Py_buffer buffer;
+    Py_ssize_t cut, base;
+    PyObject *last, *wanted;
+    if (!PyArg_ParseTuple(args, "y*nnO!O", &buffer, &cut, &base, &PyDict_Type, &last, &wanted)) return NULL;
+    if (cut < 0 || cut > buffer.len || (wanted != Py_None && !PyBytes_Check(wanted))) {
+        PyBuffer_Release(&buffer);
+        PyErr_SetString(PyExc_ValueError, "bad cut, or wanted is neither bytes nor None");
+        return NULL;
+    }
+    PyObject *doubts = PyList_New(0);
+    if (doubts == NULL) {
+        PyBuffer_Release(&buffer);
+        return NULL;
+    }
+    const unsigned char *data = buffer.buf;
+    const unsigned char *stop = data + cut;
+    const unsigned char *line = data;
+    Py_ssize_t index = 0;
+    line_fields f;
+    while (line < stop) {
+        const unsigned char *nl = memchr(line, '\n', (size_t)(stop - line));
+        const unsigned char *end = nl ? nl : stop;
+        Py_ssize_t start_at = base + (line - data), end_at = base + (end - data);
+        if (parse_line(line, end, &f) == 0) {
+            span id = f.text[F_ID];
+            if (wanted == Py_None
+                || (id.n == PyBytes_GET_SIZE(wanted) && memcmp(id.s, PyBytes_AS_STRING(wanted), (size_t)id.n) == 0)) {
+                PyObject *key = PyUnicode_FromStringAndSize((const char *)id.s, id.n);
+                PyObject *value = key ? Py_BuildValue("(nn)", start_at, end_at) : NULL;
+                int stored = value ? PyDict_SetItem(last, key, value) : -1;
+                Py_XDECREF(key);
+                Py_XDECREF(value);
+                if (stored < 0) goto fail;
+            }
+        } else {
+            PyObject *entry = Py_BuildValue("(nnn)", index, start_at, end_at);
+            if (entry == NULL || PyList_Append(doubts, entry) < 0) {
+                Py_XDECREF(entry);
+                goto fail;
+            }
+            Py_DECREF(entry);
+        }
+        index++;
+        if (nl == NULL) break;
+        line = nl + 1;
+    }
+    PyBuffer_Release(&buffer);
+    return doubts;
+fail:
+    PyBuffer_Release(&buffer);
+    Py_DECREF(doubts);
+    return NULL;
+}
+
 /* ---- secret keywords ---------------------------------------------------------------------------------------- */
 
 static PyObject *candidate_lines(PyObject *self, PyObject *args) {
@@ -797,6 +854,10 @@ static PyMethodDef METHODS[] = {
     {"candidate_lines", candidate_lines, METH_VARARGS,
      "candidate_lines(data, limit, needles) -> [(start, end)]: the lines of data[:limit] holding a needle "
      "(lowercase bytes), case-insensitively."},
+    {"last_lines", last_lines, METH_VARARGS,
+     "last_lines(data, cut, base, last, wanted) -> [(index, start, end)]: for each proven line of data[:cut] (of "
+     "job `wanted`, bytes, or of any job when None), last[id] = (base + start, base + end) of the line without its "
+     "newline; returns the lines the Python reader must decide."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_linescan", NULL, -1, METHODS};

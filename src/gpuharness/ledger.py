@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import math
+import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from gpuharness import schema
 from gpuharness.clock import now_ts
 from gpuharness.errors import UserError
 from gpuharness.jsonl import append_record
+from gpuharness.native import LineScanner, linescan
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
 ORDER = {"queued": 0, "running": 1}
@@ -112,18 +115,8 @@ class Ledger:
             handle.seek(start_offset)
             offset = start_offset
             lineno = start_lineno
-            loads = orjson.loads
             for raw in handle:
-                try:
-                    record = loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    problem = "blank line" if not raw.strip() else f"invalid JSON: {exc.msg}"
-                    yield Entry(lineno, offset, raw, None, problem, exc.colno)
-                else:
-                    if isinstance(record, dict):
-                        yield Entry(lineno, offset, raw, record)
-                    else:
-                        yield Entry(lineno, offset, raw, None, "a ledger line must be a JSON object")
+                yield _entry(lineno, offset, raw)
                 offset += len(raw)
                 lineno += 1
 
@@ -146,15 +139,18 @@ class Ledger:
             return None
         return last
 
+    def broken(self, entry: Entry) -> UserError:
+        """The error for a line that does not parse in the middle of the ledger."""
+        return UserError(entry.problem or "unreadable line", path=self.path, place=f"{entry.lineno}:{entry.column}",
+                         hint="a broken line in the middle of the ledger; nothing was changed")
+
     def records(self) -> Iterator[dict[str, Any]]:
         """Every parsed record; a torn or broken line raises a UserError naming its line."""
         for entry in self.scan():
             if entry.record is None:
                 if entry.torn:
                     continue  # a torn final line is not history yet
-                raise UserError(entry.problem or "unreadable line", path=self.path,
-                                place=f"{entry.lineno}:{entry.column}",
-                                hint="a broken line in the middle of the ledger; nothing was changed")
+                raise self.broken(entry)
             yield entry.record
 
     def checked_records(self) -> Iterator[dict[str, Any]]:
@@ -163,9 +159,7 @@ class Ledger:
             if entry.record is None:
                 if entry.torn:
                     continue
-                raise UserError(entry.problem or "unreadable line", path=self.path,
-                                place=f"{entry.lineno}:{entry.column}",
-                                hint="a broken line in the middle of the ledger; nothing was changed")
+                raise self.broken(entry)
             if not schema.is_valid_fast("job", entry.record):
                 try:
                     errors, _ = schema.check("job", entry.record)
@@ -179,7 +173,24 @@ class Ledger:
             yield entry.record
 
     def current(self, job_id: str | None = None) -> Any:
-        """The current (last) line of one job, or of every job as a dict when job_id is None."""
+        """The current (last) line of one job, or of every job as a dict when job_id is None.
+
+        Every line is read and a broken one raises, as with records(); with the compiled scanner only the current
+        lines are parsed in Python. At a million lines: one job 1.0 s (2.7 s parsing every line), every job 3.2 s
+        (3.5 s; 5.8 s before the collector was paused)."""
+        collecting = gc.isenabled()
+        gc.disable()  # a table of parsed records makes no cycles; generational scans of it would dominate
+        try:
+            native = linescan()
+            if native is not None:
+                return self._current_compiled(native, job_id)
+            return self._current_parsed(job_id)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _current_parsed(self, job_id: str | None) -> Any:
+        """current(), parsing every line in Python."""
         if job_id is not None:
             last: dict[str, Any] | None = None
             for record in self.records():
@@ -194,3 +205,78 @@ class Ledger:
                                 hint="repair that line by hand; nothing was changed")
             state[key] = record
         return state
+
+    def _current_compiled(self, native: LineScanner, job_id: str | None) -> Any:
+        """current(), with the scanner proving lines and locating each job's last one (see _linescan.last_lines)."""
+        wanted = None if job_id is None else job_id.encode("utf-8", "surrogatepass")
+        #: job id -> (offset, end) of its last proven line, or (offset, record) of a line parsed here
+        found: dict[str, Any] = {}
+        try:
+            handle = open(self.path, "rb")
+        except FileNotFoundError:
+            return None if job_id is not None else {}
+        except OSError as exc:
+            raise UserError(f"cannot read the ledger: {exc.strerror}", path=self.path) from None
+        with handle:
+            position = 0
+            lineno = 0
+            data = handle.read(BLOCK)
+            while data:
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    more = handle.read(BLOCK)
+                    if more:  # a line longer than a block
+                        data += more
+                        continue
+                    self._tail(_entry(lineno + 1, position, data), job_id, found)  # no newline: torn or last
+                    break
+                for index, start, end in native.last_lines(data, cut, position, found, wanted):
+                    entry = _entry(lineno + index + 1, start, data[start - position:end - position + 1])
+                    self._keep(entry, job_id, found)
+                lineno += data.count(b"\n", 0, cut)
+                position += cut
+                data = data[cut:] + handle.read(BLOCK)
+            records: dict[str, dict[str, Any]] = {}
+            if found:
+                with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+                    loads = orjson.loads
+                    for key, (offset, last) in found.items():
+                        records[key] = loads(view[offset:last]) if isinstance(last, int) else last
+        if job_id is not None:
+            return records.get(job_id)
+        return records
+
+    def _keep(self, entry: Entry, job_id: str | None, found: dict[str, Any]) -> None:
+        """A line the scanner left to Python: raise if it is broken, else keep it if it is its job's latest."""
+        if entry.record is None:
+            raise self.broken(entry)
+        key = entry.record.get("id")
+        if job_id is None and not isinstance(key, str):
+            raise UserError("a ledger line without a string \"id\"", path=self.path, place=f"{entry.lineno}:1",
+                            hint="repair that line by hand; nothing was changed")
+        if job_id is not None and key != job_id:
+            return
+        previous = found.get(key)  # type: ignore[arg-type]
+        if previous is None or previous[0] < entry.offset:
+            found[key] = (entry.offset, entry.record)  # type: ignore[index]
+
+    def _tail(self, entry: Entry, job_id: str | None, found: dict[str, Any]) -> None:
+        """The bytes after the last newline: a last line that parses counts, a torn one is not history yet."""
+        if entry.record is not None:
+            self._keep(entry, job_id, found)
+
+
+#: Bytes read at a time by the compiled lookups.
+BLOCK = 4 << 20
+
+
+def _entry(lineno: int, offset: int, raw: bytes) -> Entry:
+    """One physical line, parsed."""
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        problem = "blank line" if not raw.strip() else f"invalid JSON: {exc.msg}"
+        return Entry(lineno, offset, raw, None, problem, exc.colno)
+    if isinstance(record, dict):
+        return Entry(lineno, offset, raw, record)
+    return Entry(lineno, offset, raw, None, "a ledger line must be a JSON object")

@@ -1,6 +1,7 @@
-"""The audit's compiled line scanner (`_linescan`, built from _linescan.c when a C compiler was found at install).
+"""The compiled ledger-line scanner (`_linescan`, built from _linescan.c when a C compiler was found at install).
 
-Without it the audit runs its pure-Python pass, with the same findings; `GPUHARNESS_AUDIT_NATIVE=0` forces that.
+The audit's ledger pass and the ledger's current-line lookups use it. Without it they parse every line in Python,
+with the same results; `GPUHARNESS_AUDIT_NATIVE=0` forces that.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ class LineScanner(Protocol):
                    ) -> tuple[int, list[Any]]: ...
 
     def candidate_lines(self, data: bytes, limit: int, needles: tuple[bytes, ...], /) -> list[tuple[int, int]]: ...
+
+    def last_lines(self, data: bytes, cut: int, base: int, last: dict[str, Any], wanted: bytes | None, /
+                   ) -> list[tuple[int, int, int]]: ...
 
 
 def linescan() -> LineScanner | None:
