@@ -204,3 +204,18 @@ def test_secret_prefilter_drops_no_line_that_a_pattern_matches(monkeypatch, comp
     assert [(h.kind, h.offset) for h in find_secrets(data)] == expected
     cut = data.rfind(b"\n") + 1
     assert [(h.kind, h.offset) for h in find_secrets(data, cut)] == [e for e in expected if e[1] < cut]
+
+
+@pytest.mark.parametrize("compiled", ["1", "0"])
+def test_a_leap_second_is_a_time_not_a_crash(reg, monkeypatch, compiled):
+    # date-time allows second 60 (RFC 3339) and datetime does not: the pass must read it, not die on it
+    monkeypatch.setenv(native.ENV_VAR, compiled)
+    done = next(r for r in map(orjson.loads, lines(reg)) if r["status"] == "completed" and r.get("artifacts"))
+    leap = dict(done, id="J-leap", started_at="2026-06-30T23:59:50.000Z", completed_at="2026-06-30T23:59:60.000Z",
+                duration_s=11.0, cost_usd=round(11.0 * 0.59 / 3600, 6), ts="2026-06-30T23:59:60+00:00",
+                artifacts=[{"name": "a.png", "synced_at": "2026-06-30T23:59:60Z"}])
+    with open(reg / "jobs.jsonl", "ab") as handle:
+        handle.write(orjson.dumps(leap) + b"\n")
+    run = run_audit(reg, NOW, use_checkpoint=False)
+    assert run.count("job:duration-agrees") == 0 and run.count("job:completed-after-started") == 0
+    assert run.state.line_count == len(lines(reg))

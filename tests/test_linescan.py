@@ -317,6 +317,6 @@ def test_current_lines_of_a_ledger_longer_than_a_block(tmp_path: Path, monkeypat
     path.write_bytes(b"\n".join(rows) + b"\n")
     for job_id in (None, DEMO_RECORDS[99]["id"], DEMO_RECORDS[199]["id"], DEMO_RECORDS[299]["id"]):
         assert _current(path, job_id, monkeypatch, "1") == _current(path, job_id, monkeypatch, "0")
-    path.write_bytes(b"\n".join(rows[:150] + [b"not json"] + rows[150:]) + b"\n")
+    path.write_bytes(b"\n".join([*rows[:150], b"not json", *rows[150:]]) + b"\n")
     broken = _current(path, None, monkeypatch, "1")
     assert broken == _current(path, None, monkeypatch, "0") and broken[0] == "error" and broken[2] == "151:1"

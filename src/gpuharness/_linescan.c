@@ -661,31 +661,49 @@ static PyObject *fields_tuple(Py_ssize_t index, line_fields *f, PyObject *string
     return tuple;
 }
 
+/* ---- blocks of lines ---------------------------------------------------------------------------------------- */
+
+/* The list a block function returns, once its arguments are checked; NULL (buffer released, error set) if not. */
+static PyObject *start_block(Py_buffer *buffer, Py_ssize_t cut, int valid, const char *problem) {
+    if (!valid || cut < 0 || cut > buffer->len) {
+        PyBuffer_Release(buffer);
+        PyErr_SetString(PyExc_ValueError, problem);
+        return NULL;
+    }
+    PyObject *list = PyList_New(0);
+    if (list == NULL) PyBuffer_Release(buffer);
+    return list;
+}
+
+/* The lines of data[:cut], one at a time: next_line gives [*start, *end) without the newline. */
+typedef struct {
+    const unsigned char *line;
+    const unsigned char *stop;
+} lines;
+
+static inline int next_line(lines *it, const unsigned char **start, const unsigned char **end) {
+    if (it->line == NULL || it->line >= it->stop) return 0;
+    const unsigned char *nl = memchr(it->line, '\n', (size_t)(it->stop - it->line));
+    *start = it->line;
+    *end = nl ? nl : it->stop;
+    it->line = nl ? nl + 1 : NULL;
+    return 1;
+}
+
 static PyObject *scan_block(PyObject *self, PyObject *args) {
     Py_buffer buffer;
     Py_ssize_t cut, part, parts;
     PyObject *strings;
     if (!PyArg_ParseTuple(args, "y*nnnO!", &buffer, &cut, &part, &parts, &PyDict_Type, &strings)) return NULL;
-    if (cut < 0 || cut > buffer.len || parts < 1 || part < 0 || part >= parts) {
-        PyBuffer_Release(&buffer);
-        PyErr_SetString(PyExc_ValueError, "bad cut or partition");
-        return NULL;
-    }
-    PyObject *entries = PyList_New(0);
-    if (entries == NULL) {
-        PyBuffer_Release(&buffer);
-        return NULL;
-    }
-    const unsigned char *data = buffer.buf;
-    const unsigned char *stop = data + cut;
-    const unsigned char *line = data;
+    PyObject *entries = start_block(&buffer, cut, parts >= 1 && part >= 0 && part < parts, "bad cut or partition");
+    if (entries == NULL) return NULL;
+    lines it = {buffer.buf, (const unsigned char *)buffer.buf + cut};
+    const unsigned char *line, *end;
     Py_ssize_t index = 0;
     line_fields f;
     string_cache cache;
     memset(&cache, 0, sizeof(cache));
-    while (line < stop) {
-        const unsigned char *nl = memchr(line, '\n', (size_t)(stop - line));
-        const unsigned char *end = nl ? nl : stop;
+    for (; next_line(&it, &line, &end); index++) {
         PyObject *entry = NULL;
         /* A line that starts {"id":"<id without quote or backslash>" is its id's owner's, decided before any
          * parsing: the other workers skip it, and its owner reports it if it is broken. */
@@ -714,10 +732,7 @@ static PyObject *scan_block(PyObject *self, PyObject *args) {
             Py_DECREF(entry);
             if (appended < 0) goto fail;
         }
-    next:
-        index++;
-        if (nl == NULL) break;
-        line = nl + 1;
+    next:;
     }
     PyBuffer_Release(&buffer);
     PyObject *result = Py_BuildValue("(nN)", index, entries);
@@ -735,24 +750,15 @@ static PyObject *last_lines(PyObject *self, PyObject *args) {
     Py_ssize_t cut, base;
     PyObject *last, *wanted;
     if (!PyArg_ParseTuple(args, "y*nnO!O", &buffer, &cut, &base, &PyDict_Type, &last, &wanted)) return NULL;
-    if (cut < 0 || cut > buffer.len || (wanted != Py_None && !PyBytes_Check(wanted))) {
-        PyBuffer_Release(&buffer);
-        PyErr_SetString(PyExc_ValueError, "bad cut, or wanted is neither bytes nor None");
-        return NULL;
-    }
-    PyObject *doubts = PyList_New(0);
-    if (doubts == NULL) {
-        PyBuffer_Release(&buffer);
-        return NULL;
-    }
+    PyObject *doubts = start_block(&buffer, cut, wanted == Py_None || PyBytes_Check(wanted),
+                                   "bad cut, or wanted is neither bytes nor None");
+    if (doubts == NULL) return NULL;
     const unsigned char *data = buffer.buf;
-    const unsigned char *stop = data + cut;
-    const unsigned char *line = data;
+    lines it = {data, data + cut};
+    const unsigned char *line, *end;
     Py_ssize_t index = 0;
     line_fields f;
-    while (line < stop) {
-        const unsigned char *nl = memchr(line, '\n', (size_t)(stop - line));
-        const unsigned char *end = nl ? nl : stop;
+    for (; next_line(&it, &line, &end); index++) {
         Py_ssize_t start_at = base + (line - data), end_at = base + (end - data);
         if (parse_line(line, end, &f) == 0) {
             span id = f.text[F_ID];
@@ -773,9 +779,6 @@ static PyObject *last_lines(PyObject *self, PyObject *args) {
             }
             Py_DECREF(entry);
         }
-        index++;
-        if (nl == NULL) break;
-        line = nl + 1;
     }
     PyBuffer_Release(&buffer);
     return doubts;

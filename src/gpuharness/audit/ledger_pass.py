@@ -16,7 +16,7 @@ import hashlib
 import multiprocessing
 import os
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, final
 
@@ -99,18 +99,28 @@ class PartResult:
 _parse = datetime.fromisoformat
 
 
+def _moment(text: str) -> datetime:
+    """An RFC 3339 date-time (the schema's date-time) as an aware datetime. A leap second (second 60, which the
+    schema allows and datetime does not) is read as the start of the next second."""
+    normal = text.upper().replace(" ", "T")
+    try:
+        moment = datetime.fromisoformat(normal)
+    except ValueError:
+        if normal[17:19] != "60":
+            raise
+        moment = datetime.fromisoformat(normal[:17] + "59" + normal[19:]) + timedelta(seconds=1)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def _epoch(text: str) -> float:
-    moment = datetime.fromisoformat(text)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+    return _moment(text).timestamp()
 
 
 def canonical_ts(text: str) -> str:
     """A timestamp as YYYY-MM-DDTHH:MM:SS.mmmZ (UTC), so that string order is time order."""
     if len(text) == 24 and text[-1] == "Z" and text[10] == "T":
         return text
-    return format_ts(datetime.fromisoformat(text.upper().replace(" ", "T")))
+    return format_ts(_moment(text))
 
 
 def utc_day(stamp: str) -> str:
