@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 from jsonschema import Draft202012Validator
 
 from gpuharness.clock import format_ts, now_ts, parse_ts, utcnow
@@ -33,3 +34,10 @@ def test_parse_round_trips_and_accepts_z_and_offsets() -> None:
 def test_now_is_aware_and_its_text_passes_the_schema_date_time_check() -> None:
     assert utcnow().tzinfo is not None
     assert Draft202012Validator.FORMAT_CHECKER.conforms(now_ts(), "date-time")
+
+
+def test_a_leap_second_parses_as_the_next_second() -> None:
+    assert format_ts(parse_ts("2016-12-31T23:59:60Z")) == "2017-01-01T00:00:00.000Z"
+    assert format_ts(parse_ts("2016-12-31t23:59:60.250z")) == "2017-01-01T00:00:00.250Z"
+    with pytest.raises(ValueError):
+        parse_ts("2016-12-31T23:59:61Z")

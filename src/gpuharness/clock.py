@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 Clock = Callable[[], datetime]
 
@@ -22,8 +22,15 @@ def format_ts(moment: datetime) -> str:
 
 
 def parse_ts(text: str) -> datetime:
-    """Parse an RFC 3339 timestamp; naive values are taken as UTC."""
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    """Parse an RFC 3339 timestamp; naive values are taken as UTC. A leap second (second 60, which RFC 3339 and
+    the schemas' date-time allow and datetime does not) is read as the start of the next second."""
+    normal = text.upper().replace("Z", "+00:00")
+    try:
+        moment = datetime.fromisoformat(normal)
+    except ValueError:
+        if normal[17:19] != "60":
+            raise
+        moment = datetime.fromisoformat(normal[:17] + "59" + normal[19:]) + timedelta(seconds=1)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment

@@ -16,7 +16,7 @@ import hashlib
 import multiprocessing
 import os
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, final
 
@@ -24,7 +24,7 @@ import orjson
 
 from gpuharness import schema
 from gpuharness.audit.secrets import find_secrets, line_of
-from gpuharness.clock import format_ts
+from gpuharness.clock import format_ts, parse_ts
 from gpuharness.ledger import TERMINAL, sequence_problem
 from gpuharness.native import linescan
 
@@ -99,28 +99,15 @@ class PartResult:
 _parse = datetime.fromisoformat
 
 
-def _moment(text: str) -> datetime:
-    """An RFC 3339 date-time (the schema's date-time) as an aware datetime. A leap second (second 60, which the
-    schema allows and datetime does not) is read as the start of the next second."""
-    normal = text.upper().replace(" ", "T")
-    try:
-        moment = datetime.fromisoformat(normal)
-    except ValueError:
-        if normal[17:19] != "60":
-            raise
-        moment = datetime.fromisoformat(normal[:17] + "59" + normal[19:]) + timedelta(seconds=1)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
 def _epoch(text: str) -> float:
-    return _moment(text).timestamp()
+    return parse_ts(text).timestamp()
 
 
 def canonical_ts(text: str) -> str:
     """A timestamp as YYYY-MM-DDTHH:MM:SS.mmmZ (UTC), so that string order is time order."""
     if len(text) == 24 and text[-1] == "Z" and text[10] == "T":
         return text
-    return format_ts(_moment(text))
+    return format_ts(parse_ts(text))
 
 
 def utc_day(stamp: str) -> str:
