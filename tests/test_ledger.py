@@ -32,6 +32,19 @@ def test_a_job_moves_through_several_lines_and_the_last_is_current(ledger: Ledge
     assert ledger.current("J-nope") is None
 
 
+@pytest.mark.parametrize("compiled", ["1", "0"])
+def test_current_can_keep_only_the_jobs_of_one_status(ledger: Ledger, job_line, monkeypatch, compiled) -> None:
+    monkeypatch.setenv("GPUHARNESS_AUDIT_NATIVE", compiled)
+    for job_id, statuses in (("J-1", ["queued", "running"]), ("J-2", ["queued", "running", "completed"]),
+                             ("J-3", ["queued"])):
+        for status in statuses:
+            ledger.append(job_line(job_id, status), check_sequence=True)
+    assert list(ledger.current(status="running")) == ["J-1"]
+    assert list(ledger.current(status="queued")) == ["J-3"]
+    assert list(ledger.current()) == ["J-1", "J-2", "J-3"]
+    assert ledger.current("J-2", status="running")["status"] == "completed"  # a job id is looked up whatever
+
+
 def test_each_append_is_one_complete_line_and_never_rewrites(ledger: Ledger, job_line) -> None:
     ledger.append(job_line("J-1"))
     first = ledger.path.read_bytes()

@@ -272,13 +272,14 @@ def test_whole_audits_agree_with_and_without_the_scanner(tmp_path: Path, monkeyp
     check()
 
 
-def _current(path: Path, job_id: str | None, monkeypatch: pytest.MonkeyPatch, compiled: str) -> Any:
+def _current(path: Path, job_id: str | None, monkeypatch: pytest.MonkeyPatch, compiled: str,
+             status: str | None = None) -> Any:
     from gpuharness.errors import UserError
     from gpuharness.ledger import Ledger
 
     monkeypatch.setenv(native.ENV_VAR, compiled)
     try:
-        result = Ledger(path).current(job_id)
+        result = Ledger(path).current(job_id, status=status)
     except UserError as exc:
         return ("error", str(exc), exc.place, exc.hint)
     return sorted(result.items()) if isinstance(result, dict) and job_id is None else result
@@ -301,6 +302,9 @@ def test_current_lines_agree_with_and_without_the_scanner(tmp_path: Path, monkey
         for job_id in ids:
             expected = _current(path, job_id, monkeypatch, "0")
             assert _current(path, job_id, monkeypatch, "1") == expected, job_id
+        for status in ("running", "completed"):
+            expected = _current(path, None, monkeypatch, "0", status)
+            assert _current(path, None, monkeypatch, "1", status) == expected, status
 
     check()
 

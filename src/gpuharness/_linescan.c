@@ -765,7 +765,7 @@ static PyObject *last_lines(PyObject *self, PyObject *args) {
             if (wanted == Py_None
                 || (id.n == PyBytes_GET_SIZE(wanted) && memcmp(id.s, PyBytes_AS_STRING(wanted), (size_t)id.n) == 0)) {
                 PyObject *key = PyUnicode_FromStringAndSize((const char *)id.s, id.n);
-                PyObject *value = key ? Py_BuildValue("(nn)", start_at, end_at) : NULL;
+                PyObject *value = key ? Py_BuildValue("(nnO)", start_at, end_at, STATUS_OBJECTS[f.status]) : NULL;
                 int stored = value ? PyDict_SetItem(last, key, value) : -1;
                 Py_XDECREF(key);
                 Py_XDECREF(value);
@@ -859,8 +859,8 @@ static PyMethodDef METHODS[] = {
      "(lowercase bytes), case-insensitively."},
     {"last_lines", last_lines, METH_VARARGS,
      "last_lines(data, cut, base, last, wanted) -> [(index, start, end)]: for each proven line of data[:cut] (of "
-     "job `wanted`, bytes, or of any job when None), last[id] = (base + start, base + end) of the line without its "
-     "newline; returns the lines the Python reader must decide."},
+     "job `wanted`, bytes, or of any job when None), last[id] = (base + start, base + end, status) of the line "
+     "without its newline; returns the lines the Python reader must decide."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_linescan", NULL, -1, METHODS};

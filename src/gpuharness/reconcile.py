@@ -273,9 +273,7 @@ def stale_running_jobs(ledger: Ledger, deployments: Iterable[Mapping[str, Any]],
     by_id = {str(d["id"]): d for d in deployments}
     gone = {v.deployment_id for v in vanished}
     stale: list[StaleJob] = []
-    for job in ledger.current().values():
-        if job.get("status") != "running":
-            continue
+    for job in ledger.current(status="running").values():
         dep_id = str(job.get("deployment_id"))
         dep = by_id.get(dep_id)
         reason: str | None = None

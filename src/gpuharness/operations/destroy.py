@@ -32,8 +32,7 @@ def refusal(ctx: Context, deployment_id: str, confirm: str | None, discard_artif
     if deployment["status"] == "destroyed":
         return f"{deployment_id} is already destroyed (at {deployment.get('destroyed_at')})"
     ledger = Ledger(ctx.registry.ledger_path)
-    running = [r["id"] for r in ledger.current().values()
-               if r["deployment_id"] == deployment_id and r["status"] == "running"]
+    running = [r["id"] for r in ledger.current(status="running").values() if r["deployment_id"] == deployment_id]
     if running:
         return f"job(s) {', '.join(running)} still running on {deployment_id}"
     pending = unsynced(ledger, deployment_id)

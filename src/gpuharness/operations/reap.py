@@ -92,9 +92,8 @@ def assess(ctx: Context, *, startup_minutes: float = 12.0) -> list[ReapDecision]
     now = ctx.clock()
     policy = Policy(registry.policy_document())
     running: dict[str, list[str]] = {}
-    for record in Ledger(registry.ledger_path).current().values():
-        if record["status"] == "running":
-            running.setdefault(record["deployment_id"], []).append(record["id"])
+    for record in Ledger(registry.ledger_path).current(status="running").values():
+        running.setdefault(record["deployment_id"], []).append(record["id"])
     path = observations_path(ctx)
     history = read_observations(path)
     decisions: list[ReapDecision] = []

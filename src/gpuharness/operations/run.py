@@ -108,8 +108,8 @@ def mark_interrupted(ctx: Context, deployment_id: str | None = None) -> list[str
     ledger = Ledger(ctx.registry.ledger_path)
     marked: list[str] = []
     stale: dict[str, list[dict[str, Any]]] = {}
-    for record in ledger.current().values():
-        if record["status"] == "running" and (deployment_id is None or record["deployment_id"] == deployment_id):
+    for record in ledger.current(status="running").values():
+        if deployment_id is None or record["deployment_id"] == deployment_id:
             stale.setdefault(record["deployment_id"], []).append(record)
     for dep_id, records in stale.items():
         if not lock_is_free(ctx, dep_id):
