@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gpuharness import native
+from gpuharness import line_scanner
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit import ledger_pass, run_audit
 from gpuharness.audit.secrets import PATTERNS, find_secrets, redact
@@ -81,7 +81,7 @@ def test_partitioned_pass_finds_exactly_what_a_single_pass_finds(reg, monkeypatc
 
 @pytest.mark.parametrize("procs", [1, 3])
 def test_the_compiled_scanner_finds_exactly_what_the_python_pass_finds(reg, monkeypatch, procs):
-    if native.linescan() is None:
+    if line_scanner.compiled() is None:
         pytest.skip("the compiled scanner is not built here (tests/test_linescan.py says why)")
     break_ledger(reg)
     extra = [orjson.loads(r) for r in lines(reg)[:60] if r.startswith(b"{") and r.endswith(b"}\n")]
@@ -94,9 +94,9 @@ def test_the_compiled_scanner_finds_exactly_what_the_python_pass_finds(reg, monk
                 {"name": "a.png", "synced_at": None}, {"name": "b.png", "discarded": True}])) + b"\n")
     monkeypatch.setattr(ledger_pass, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setenv("GPUHARNESS_AUDIT_PROCS", str(procs))
-    monkeypatch.setenv(native.ENV_VAR, "0")
+    monkeypatch.setenv(line_scanner.ENV_VAR, "0")
     python = run_audit(reg, NOW, use_checkpoint=False)
-    monkeypatch.setenv(native.ENV_VAR, "1")
+    monkeypatch.setenv(line_scanner.ENV_VAR, "1")
     compiled = run_audit(reg, NOW, use_checkpoint=False)
     assert summary(compiled) == summary(python)
     assert job_states(compiled) == job_states(python)
@@ -183,7 +183,7 @@ def test_secret_finder_ignores_placeholders_and_variable_names():
 
 @pytest.mark.parametrize("compiled", ["1", "0"])
 def test_secret_prefilter_drops_no_line_that_a_pattern_matches(monkeypatch, compiled):
-    monkeypatch.setenv(native.ENV_VAR, compiled)
+    monkeypatch.setenv(line_scanner.ENV_VAR, compiled)
     # reference: every pattern run over every line. The needle prefilter (needles looked for after deleting the
     # bytes no needle holds) must find the same secrets: mixed case, between other text, at the edges of lines and
     # of data[:limit], and not fooled by letters the deletion brings together
@@ -209,7 +209,7 @@ def test_secret_prefilter_drops_no_line_that_a_pattern_matches(monkeypatch, comp
 @pytest.mark.parametrize("compiled", ["1", "0"])
 def test_a_leap_second_is_a_time_not_a_crash(reg, monkeypatch, compiled):
     # date-time allows second 60 (RFC 3339) and datetime does not: the pass must read it, not die on it
-    monkeypatch.setenv(native.ENV_VAR, compiled)
+    monkeypatch.setenv(line_scanner.ENV_VAR, compiled)
     done = next(r for r in map(orjson.loads, lines(reg)) if r["status"] == "completed" and r.get("artifacts"))
     leap = dict(done, id="J-leap", started_at="2026-06-30T23:59:50.000Z", completed_at="2026-06-30T23:59:60.000Z",
                 duration_s=11.0, cost_usd=round(11.0 * 0.59 / 3600, 6), ts="2026-06-30T23:59:60+00:00",

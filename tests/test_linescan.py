@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuharness import native, schema
+from gpuharness import line_scanner, schema
 from gpuharness.audit import secrets
 from gpuharness.audit.ledger_pass import fields_of, owner
 
@@ -29,7 +29,7 @@ DEMO_RECORDS = [orjson.loads(line) for line in DEMO_LINES]
 
 
 def scanner() -> Any:
-    scan = native.linescan()
+    scan = line_scanner.compiled()
     if scan is None:
         compiler = sysconfig.get_config_var("CC") or "cc"
         if shutil.which(compiler.split()[0]):
@@ -191,7 +191,7 @@ def test_secret_candidates_are_exactly_the_lines_holding_a_keyword(rows: list[by
 def test_python_candidates_remain_a_superset(monkeypatch: pytest.MonkeyPatch) -> None:
     data = b"\n".join([*DEMO_LINES[:50], b'{"note":"my api key"}', b'{"Bearer":1}', b"plain"]) + b"\n"
     compiled = secrets.candidate_lines(data)
-    monkeypatch.setenv(native.ENV_VAR, "0")
+    monkeypatch.setenv(line_scanner.ENV_VAR, "0")
     python = secrets.candidate_lines(data)
     assert compiled and set(compiled) <= set(python)
 
@@ -263,9 +263,9 @@ def test_whole_audits_agree_with_and_without_the_scanner(tmp_path: Path, monkeyp
         shutil.copytree(demo, registry, ignore=shutil.ignore_patterns("audit", "*.lock", "jobs.jsonl"))
         (registry / "jobs.jsonl").write_bytes(ledger)
         monkeypatch.setenv("GPUHARNESS_AUDIT_PROCS", procs)
-        monkeypatch.setenv(native.ENV_VAR, "0")
+        monkeypatch.setenv(line_scanner.ENV_VAR, "0")
         python = outcome(registry)
-        monkeypatch.setenv(native.ENV_VAR, "1")
+        monkeypatch.setenv(line_scanner.ENV_VAR, "1")
         assert outcome(registry) == python
         shutil.rmtree(registry)
 
@@ -277,7 +277,7 @@ def _current(path: Path, job_id: str | None, monkeypatch: pytest.MonkeyPatch, co
     from gpuharness.errors import UserError
     from gpuharness.ledger import Ledger
 
-    monkeypatch.setenv(native.ENV_VAR, compiled)
+    monkeypatch.setenv(line_scanner.ENV_VAR, compiled)
     try:
         result = Ledger(path).current(job_id, status=status)
     except UserError as exc:

@@ -17,7 +17,7 @@ from gpuharness import schema
 from gpuharness.clock import now_ts
 from gpuharness.errors import UserError
 from gpuharness.jsonl import append_record
-from gpuharness.native import LineScanner, linescan
+from gpuharness.line_scanner import LineScanner, compiled
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
 ORDER = {"queued": 0, "running": 1}
@@ -182,7 +182,7 @@ class Ledger:
         collecting = gc.isenabled()
         gc.disable()  # a table of parsed records makes no cycles; generational scans of it would dominate
         try:
-            native = linescan()
+            native = compiled()
             if native is not None:
                 return self._current_compiled(native, job_id, status)
             found = self._current_parsed(job_id)

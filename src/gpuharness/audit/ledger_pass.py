@@ -26,7 +26,7 @@ from gpuharness import schema
 from gpuharness.audit.secrets import find_secrets, line_of
 from gpuharness.clock import format_ts, parse_ts
 from gpuharness.ledger import TERMINAL, sequence_problem
-from gpuharness.native import linescan
+from gpuharness.line_scanner import compiled
 
 BLOCK = 4 << 20
 #: Below this size a ledger is scanned in-process; above it, in one process per CPU.
@@ -238,7 +238,7 @@ class _Worker:
         self.days: dict[str, str] = {}
         self.strings: dict[str, str] = {}
         self.is_valid = schema.fast_validator("job").is_valid
-        self.native = linescan()
+        self.native = compiled()
 
     def note(self, rule: str, lineno: int, message: str) -> None:
         counts = self.result.counts

@@ -24,7 +24,7 @@ class LineScanner(Protocol):
                    ) -> list[tuple[int, int, int]]: ...
 
 
-def linescan() -> LineScanner | None:
+def compiled() -> LineScanner | None:
     """The compiled scanner, or None when it is not built or is switched off."""
     if os.environ.get(ENV_VAR, "1") == "0":
         return None
