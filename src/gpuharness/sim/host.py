@@ -518,7 +518,8 @@ def _pump_tcpip(chan: paramiko.Channel, destination: tuple[str, int]) -> None:
     try:
         upstream = socket.create_connection(destination, timeout=5)
     except OSError:
-        chan.close()
+        with contextlib.suppress(OSError, EOFError):
+            chan.close()
         return
     upstream.settimeout(None)
 
@@ -533,7 +534,8 @@ def _pump_tcpip(chan: paramiko.Channel, destination: tuple[str, int]) -> None:
     with contextlib.suppress(OSError, EOFError):
         while data := upstream.recv(32768):
             chan.sendall(data)
-    chan.close()
+    with contextlib.suppress(OSError, EOFError):  # the client may have closed the whole transport first
+        chan.close()
     upstream.close()
 
 
