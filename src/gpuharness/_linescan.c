@@ -179,8 +179,12 @@ static int parse_number(cursor *c, int *kind, long long *ival, double *dval) {
 
 static int skip_value(cursor *c, int depth);
 
-static int skip_object(cursor *c, int depth) {
-    c->p++; /* '{' */
+/* A JSON object: `member` reads the value of each key (the cursor on the value); DOUBT if it or the syntax fails. */
+typedef int (*member_reader)(cursor *c, span key, void *context);
+
+static int each_member(cursor *c, member_reader member, void *context) {
+    if (c->p >= c->end || *c->p != '{') return DOUBT;
+    c->p++;
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') {
         c->p++;
@@ -194,14 +198,13 @@ static int skip_object(cursor *c, int depth) {
         if (c->p >= c->end || *c->p != ':') return DOUBT;
         c->p++;
         skip_ws(c);
-        if (skip_value(c, depth + 1) < 0) return DOUBT;
+        if (member(c, key, context) < 0) return DOUBT;
         skip_ws(c);
-        if (c->p >= c->end) return DOUBT;
-        if (*c->p == ',') {
+        if (c->p < c->end && *c->p == ',') {
             c->p++;
             continue;
         }
-        if (*c->p == '}') {
+        if (c->p < c->end && *c->p == '}') {
             c->p++;
             return 0;
         }
@@ -209,8 +212,12 @@ static int skip_object(cursor *c, int depth) {
     }
 }
 
-static int skip_array(cursor *c, int depth) {
-    c->p++; /* '[' */
+/* A JSON array: `element` reads each element; DOUBT if it or the syntax fails. */
+typedef int (*element_reader)(cursor *c, void *context);
+
+static int each_element(cursor *c, element_reader element, void *context) {
+    if (c->p >= c->end || *c->p != '[') return DOUBT;
+    c->p++;
     skip_ws(c);
     if (c->p < c->end && *c->p == ']') {
         c->p++;
@@ -218,20 +225,27 @@ static int skip_array(cursor *c, int depth) {
     }
     for (;;) {
         skip_ws(c);
-        if (skip_value(c, depth + 1) < 0) return DOUBT;
+        if (element(c, context) < 0) return DOUBT;
         skip_ws(c);
-        if (c->p >= c->end) return DOUBT;
-        if (*c->p == ',') {
+        if (c->p < c->end && *c->p == ',') {
             c->p++;
             continue;
         }
-        if (*c->p == ']') {
+        if (c->p < c->end && *c->p == ']') {
             c->p++;
             return 0;
         }
         return DOUBT;
     }
 }
+
+/* the reader of any value one level deeper than *(int *)depth */
+static int skip_member(cursor *c, span key, void *depth) {
+    (void)key;
+    return skip_value(c, *(int *)depth + 1);
+}
+
+static int skip_element(cursor *c, void *depth) { return skip_value(c, *(int *)depth + 1); }
 
 static int skip_value(cursor *c, int depth) {
     if (depth > MAX_DEPTH || c->p >= c->end) return DOUBT;
@@ -240,8 +254,8 @@ static int skip_value(cursor *c, int depth) {
     long long ival;
     switch (*c->p) {
         case '"': return parse_string(c, &s);
-        case '{': return skip_object(c, depth);
-        case '[': return skip_array(c, depth);
+        case '{': return each_member(c, skip_member, &depth);
+        case '[': return each_element(c, skip_element, &depth);
         case 't': return literal(c, "true", 4);
         case 'f': return literal(c, "false", 5);
         case 'n': return literal(c, "null", 4);
@@ -318,111 +332,65 @@ static inline int match_name(span key, const char **names, const Py_ssize_t *len
     return -1;
 }
 
-static int parse_artifact(cursor *c, line_fields *f) {
-    if (c->p >= c->end || *c->p != '{') return DOUBT;
-    c->p++;
-    int seen[A_COUNT] = {0};
-    span name = {NULL, 0}, synced = {NULL, 0};
-    int discarded = 0, synced_set = 0;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == '}') return DOUBT; /* no name */
-    for (;;) {
-        span key;
-        skip_ws(c);
-        if (parse_string(c, &key) < 0) return DOUBT;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') return DOUBT;
-        c->p++;
-        skip_ws(c);
-        int which = match_name(key, ARTIFACT_NAMES, ARTIFACT_LENGTHS, A_COUNT);
-        if (which >= 0) {
-            if (seen[which]) return DOUBT;
-            seen[which] = 1;
-        }
-        span s;
-        int kind;
-        long long ival;
-        switch (which) {
-            case A_NAME:
-                if (parse_string(c, &name) < 0 || name.n == 0) return DOUBT;
-                break;
-            case A_URI:
-            case A_REMOTE_PATH:
-            case A_SHA256:
-                if (parse_string(c, &s) < 0) return DOUBT;
-                break;
-            case A_SIZE:
-                if (parse_number(c, &kind, &ival, NULL) < 0 || kind != N_INT || ival < 0) return DOUBT;
-                break;
-            case A_SYNCED_AT:
-                if (c->p < c->end && *c->p == 'n') {
-                    if (literal(c, "null", 4) < 0) return DOUBT;
-                } else {
-                    long long ms;
-                    if (parse_string(c, &synced) < 0 || canonical_ts(synced, &ms) < 0) return DOUBT;
-                    synced_set = 1;
-                }
-                break;
-            case A_DISCARDED:
-                if (c->p < c->end && *c->p == 't') {
-                    if (literal(c, "true", 4) < 0) return DOUBT;
-                    discarded = 1;
-                } else if (literal(c, "false", 5) < 0) {
-                    return DOUBT;
-                }
-                break;
-            default:
-                if (skip_value(c, 3) < 0) return DOUBT;
-        }
-        skip_ws(c);
-        if (c->p >= c->end) return DOUBT;
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            break;
-        }
-        return DOUBT;
+/* What one artifact of a line says. */
+typedef struct {
+    int seen[A_COUNT];
+    span name, synced;
+    int discarded, synced_set;
+} artifact_fields;
+
+static int artifact_member(cursor *c, span key, void *context) {
+    artifact_fields *a = context;
+    int which = match_name(key, ARTIFACT_NAMES, ARTIFACT_LENGTHS, A_COUNT);
+    if (which >= 0) {
+        if (a->seen[which]) return DOUBT;
+        a->seen[which] = 1;
     }
-    if (!seen[A_NAME]) return DOUBT;
-    if (discarded) return 0;
-    if (!synced_set) {
-        f->unsynced_name = name;
+    span s;
+    int kind;
+    long long ival, ms;
+    switch (which) {
+        case A_NAME:
+            return parse_string(c, &a->name) < 0 || a->name.n == 0 ? DOUBT : 0;
+        case A_URI:
+        case A_REMOTE_PATH:
+        case A_SHA256:
+            return parse_string(c, &s);
+        case A_SIZE:
+            return parse_number(c, &kind, &ival, NULL) < 0 || kind != N_INT || ival < 0 ? DOUBT : 0;
+        case A_SYNCED_AT:
+            if (c->p < c->end && *c->p == 'n') return literal(c, "null", 4);
+            a->synced_set = 1;
+            return parse_string(c, &a->synced) < 0 || canonical_ts(a->synced, &ms) < 0 ? DOUBT : 0;
+        case A_DISCARDED:
+            if (c->p < c->end && *c->p == 't') {
+                a->discarded = 1;
+                return literal(c, "true", 4);
+            }
+            return literal(c, "false", 5);
+        default:
+            return skip_value(c, 3);
+    }
+}
+
+/* One artifact: folded into the line's latest synced_at and its last unsynced artifact, as the Python pass does. */
+static int parse_artifact(cursor *c, void *context) {
+    line_fields *f = context;
+    f->has_artifacts = 1;
+    artifact_fields a;
+    memset(&a, 0, sizeof(a));
+    if (each_member(c, artifact_member, &a) < 0 || !a.seen[A_NAME]) return DOUBT;
+    if (a.discarded) return 0;
+    if (!a.synced_set) {
+        f->unsynced_name = a.name;
         f->has_unsynced = 1;
-    } else if (!f->has_synced || memcmp(synced.s, f->synced_latest.s, 24) > 0) {
-        f->synced_latest = synced;
+    } else if (!f->has_synced || memcmp(a.synced.s, f->synced_latest.s, 24) > 0) {
+        f->synced_latest = a.synced;
         f->has_synced = 1;
     }
     return 0;
 }
 
-static int parse_artifacts(cursor *c, line_fields *f) {
-    if (c->p >= c->end || *c->p != '[') return DOUBT;
-    c->p++;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == ']') {
-        c->p++;
-        return 0;
-    }
-    f->has_artifacts = 1;
-    for (;;) {
-        skip_ws(c);
-        if (parse_artifact(c, f) < 0) return DOUBT;
-        skip_ws(c);
-        if (c->p >= c->end) return DOUBT;
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (*c->p == ']') {
-            c->p++;
-            return 0;
-        }
-        return DOUBT;
-    }
-}
 
 /* null, or a value read by `read` */
 static inline int maybe_null(cursor *c, line_fields *f, int which) {
@@ -491,10 +459,9 @@ static int parse_field(cursor *c, line_fields *f, int which) {
         case F_INPUTS:
             null = maybe_null(c, f, which);
             if (null) return null < 0 ? DOUBT : 0;
-            if (c->p >= c->end || *c->p != '{') return DOUBT;
-            return skip_object(c, 1);
+            return each_member(c, skip_member, &(int){1});
         case F_ARTIFACTS:
-            return parse_artifacts(c, f);
+            return each_element(c, parse_artifact, f);
         case F_CORRECTION:
             if (c->p < c->end && *c->p == 't') {
                 f->correction = 1;
@@ -506,41 +473,22 @@ static int parse_field(cursor *c, line_fields *f, int which) {
     }
 }
 
+static int line_member(cursor *c, span key, void *context) {
+    line_fields *f = context;
+    int which = match_name(key, FIELD_NAMES, FIELD_LENGTHS, F_COUNT);
+    if (which >= 0) {
+        if (f->present[which]) return DOUBT;
+        f->present[which] = 1;
+    }
+    return parse_field(c, f, which < 0 ? F_COUNT : which);
+}
+
 static int parse_line(const unsigned char *start, const unsigned char *end, line_fields *f) {
     cursor c = {start, end};
     memset(f, 0, sizeof(*f));
     f->status = -1;
     skip_ws(&c);
-    if (c.p >= c.end || *c.p != '{') return DOUBT;
-    c.p++;
-    skip_ws(&c);
-    if (c.p < c.end && *c.p == '}') return DOUBT; /* no id */
-    for (;;) {
-        span key;
-        skip_ws(&c);
-        if (parse_string(&c, &key) < 0) return DOUBT;
-        skip_ws(&c);
-        if (c.p >= c.end || *c.p != ':') return DOUBT;
-        c.p++;
-        skip_ws(&c);
-        int which = match_name(key, FIELD_NAMES, FIELD_LENGTHS, F_COUNT);
-        if (which >= 0) {
-            if (f->present[which]) return DOUBT;
-            f->present[which] = 1;
-        }
-        if (parse_field(&c, f, which < 0 ? F_COUNT : which) < 0) return DOUBT;
-        skip_ws(&c);
-        if (c.p >= c.end) return DOUBT;
-        if (*c.p == ',') {
-            c.p++;
-            continue;
-        }
-        if (*c.p == '}') {
-            c.p++;
-            break;
-        }
-        return DOUBT;
-    }
+    if (each_member(&c, line_member, f) < 0) return DOUBT;
     skip_ws(&c);
     if (c.p != c.end) return DOUBT;
     if (!f->present[F_ID] || !f->present[F_DEPLOYMENT] || !f->present[F_STATUS] || !f->present[F_TS]) return DOUBT;
