@@ -139,7 +139,7 @@ def select_lines(head: bytes, cut: int, part: int, parts: int
     head, start, end, decided). A decided line is one of its jobs by the raw id (`{"id":"` then an id with no quote
     or backslash, so its bytes are the id's UTF-8); an undecided line (any other shape) goes to every worker, which
     parses it and keeps it only if it owns the parsed id."""
-    import numpy as np  # only the parallel pass needs it (scan_full imports it before forking the workers)
+    import numpy as np  # only the parallel pass without the scanner needs it (scan_full imports it before the fork)
 
     data = np.frombuffer(head, dtype=np.uint8, count=cut)
     ends = np.flatnonzero(data == 10)
@@ -257,41 +257,15 @@ class _Worker:
         if self.parts == 1:
             raws = head.split(b"\n")
             raws.pop()  # head[cut:]: empty, or the start of a line the next block reads
-            return self.lines(raws, lineno)
+            decide = self.decide
+            for raw in raws:
+                lineno += 1
+                decide(lineno, raw, True)
+            return lineno
         count, indexes, starts, ends, decided = select_lines(head, cut, self.part, self.parts)
-        self.checked(head, indexes, starts, ends, decided, lineno)
-        return lineno + count
-
-    def checked(self, head: bytes, indexes: list[int], starts: list[int], ends: list[int], decided: list[bool],
-                before: int) -> None:
-        """Check the selected lines of a block (see select_lines); line i of head is number before + i + 1."""
-        loads = orjson.loads
-        decode_error = orjson.JSONDecodeError
-        is_valid = self.is_valid
-        job = self.job
-        parts = self.parts
-        part = self.part
         for index, start, end, known in zip(indexes, starts, ends, decided, strict=True):
-            lineno = before + index + 1
-            report = known or lineno % parts == part
-            raw = head[start:end]
-            try:
-                record = loads(raw)
-            except decode_error as exc:
-                if report:
-                    self.not_json(lineno, exc)
-                continue
-            if type(record) is not dict:
-                if report:
-                    self.not_json(lineno, None)
-                continue
-            if not is_valid(record):
-                if report:
-                    self.not_valid(lineno, record)
-                continue
-            if not known and owner(record["id"], parts) != part:
-                continue
-            job(lineno, record)
+            self.decide(lineno + index + 1, head[start:end], known)
+        return lineno + count
 
     def scanned(self, entries: list[Any], before: int) -> None:
         """The lines of a block as the compiled scanner left them (see _linescan.c): the fields of each proven line
@@ -299,16 +273,16 @@ class _Worker:
         apply = self.apply
         for entry in entries:
             if len(entry) == 3:
-                self.undecided(before + entry[0] + 1, entry[1], entry[2])
+                self.decide(before + entry[0] + 1, entry[1], entry[2])
             else:
                 apply(before + entry[0] + 1, entry)
 
-    def undecided(self, lineno: int, raw: bytes, decided: bool) -> None:
-        """A line the scanner did not prove. If its raw id `decided` its owner, this worker is that owner: it keeps
-        the line and reports it if broken. Otherwise every worker parses it; its id's owner keeps it, and the worker
-        of its line number reports it if it is broken."""
+    def decide(self, lineno: int, raw: bytes, owned: bool) -> None:
+        """Check one line in Python: orjson, the job schema, then the job rules. An `owned` line is this worker's
+        (a single worker, or an id read from the raw bytes): it keeps the line and reports it if broken. Otherwise
+        every worker parses it; its id's owner keeps it, and the worker of its line number reports it if broken."""
         parts = self.parts
-        report = decided or lineno % parts == self.part
+        report = owned or lineno % parts == self.part
         try:
             record = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -323,30 +297,8 @@ class _Worker:
             if report:
                 self.not_valid(lineno, record)
             return
-        if decided or owner(record["id"], parts) == self.part:
+        if owned or owner(record["id"], parts) == self.part:
             self.job(lineno, record)
-
-    def lines(self, raws: list[bytes], lineno: int) -> int:
-        """Check every line (a single partition); `lineno` is the number of the line before the first."""
-        loads = orjson.loads
-        decode_error = orjson.JSONDecodeError
-        is_valid = self.is_valid
-        job = self.job
-        for raw in raws:
-            lineno += 1
-            try:
-                record = loads(raw)
-            except decode_error as exc:
-                self.not_json(lineno, exc)
-                continue
-            if type(record) is not dict:
-                self.not_json(lineno, None)
-                continue
-            if not is_valid(record):
-                self.not_valid(lineno, record)
-                continue
-            job(lineno, record)
-        return lineno
 
     def not_json(self, lineno: int, exc: Exception | None) -> None:
         if exc is None:
@@ -598,7 +550,8 @@ def scan_full(ctx: PassContext, end: int, out_dir: Path, stem: str) -> tuple[lis
         result = scan_part(ctx, 0, end, 0, 1, None, out_dir / f"{stem}-0.jsonl")
         hash_range(path, 0, complete, digest)
         return [result], digest
-    import numpy  # noqa: F401  (once, before the fork, for select_lines in every worker)
+    if compiled() is None:
+        import numpy  # noqa: F401  (once, before the fork, for select_lines in every worker)
 
     tasks = [(ctx, 0, end, k, parts, str(out_dir / f"{stem}-{k}.jsonl")) for k in range(parts)]
     context = multiprocessing.get_context("fork")
