@@ -5,7 +5,6 @@ The fixed corpus lives in fixtures/bad/ (see its README); hypothesis adds mutate
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import io
 import json
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mutants import mutant
 
 from gpuharness.cli import main
 from gpuharness.registry import Registry
@@ -136,39 +136,10 @@ json_values = st.recursive(
     max_leaves=6)
 
 
-def paths_of(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += paths_of(value, (*prefix, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += paths_of(value, (*prefix, index))
-    return found
-
-
 @st.composite
 def structural_mutant(draw: st.DrawFn, document: Any) -> bytes:
     """Replace, delete or add one value somewhere in a valid document."""
-    doc = copy.deepcopy(document)
-    path = draw(st.sampled_from(paths_of(doc)))
-    operation = draw(st.sampled_from(["replace", "delete", "add"]))
-    value = draw(json_values)
-    if not path:
-        doc = value
-    else:
-        parent = doc
-        for step in path[:-1]:
-            parent = parent[step]
-        if operation == "replace":
-            parent[path[-1]] = value
-        elif operation == "delete":
-            del parent[path[-1]]
-        elif isinstance(parent, dict):
-            parent[draw(st.text(min_size=1, max_size=8))] = value
-        else:
-            parent.insert(path[-1], value)
-    return json.dumps(doc, indent=2).encode()
+    return json.dumps(draw(mutant(document, json_values, st.text(min_size=1, max_size=8))), indent=2).encode()
 
 
 @st.composite
