@@ -246,3 +246,13 @@ def mark_ready(registry: Registry, deployment_id: str) -> None:
     from gpuharness.lifecycle import transition
     transition(registry, deployment_id, "ready", ready_at=now_ts(),
                health={"test_generation": "passed"}, note="health suite passed (test stand-in)")
+
+
+def provision_comfyui(lab: Any, deployment_id: str, *, cost_hr: float = 0.4, idle_minutes: float = 15) -> None:
+    """Provision a ComfyUI deployment on the lab's simulated Vast (up, not yet installed)."""
+    from gpuharness.lab import MODEL, WORKFLOW
+    from gpuharness.operations.provision import ProvisionRequest, provision
+
+    provision(lab.ctx, ProvisionRequest(provider="vast", gpu="RTX 4090", image="comfyui:1", cost_hr=cost_hr,
+                                        runtime="comfyui", model=MODEL, workflow=WORKFLOW, idle_minutes=idle_minutes,
+                                        deployment_id=deployment_id), up_deadline_s=30, poll_s=0.1)

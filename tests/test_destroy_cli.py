@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from lifecycle_fakes import provision_comfyui
 
 from gpuharness.clock import now_ts
-from gpuharness.lab import MODEL, WORKFLOW, Lab
+from gpuharness.lab import Lab
 from gpuharness.ledger import Ledger
-from gpuharness.operations.provision import ProvisionRequest, provision
 
 DEP = "dep_cli_01"
 
@@ -18,9 +18,7 @@ DEP = "dep_cli_01"
 @pytest.fixture
 def lab(tmp_path):
     with Lab(tmp_path / "lab", say=lambda line: None) as lab:
-        provision(lab.ctx, ProvisionRequest(provider="vast", gpu="RTX 4090", image="comfyui:1", cost_hr=0.4,
-                                            runtime="comfyui", model=MODEL, workflow=WORKFLOW, idle_minutes=15,
-                                            deployment_id=DEP), up_deadline_s=30, poll_s=0.1)
+        provision_comfyui(lab, DEP)
         yield lab
 
 

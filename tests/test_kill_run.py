@@ -12,11 +12,11 @@ import time
 from dataclasses import replace
 
 import pytest
+from lifecycle_fakes import provision_comfyui
 
-from gpuharness.lab import MODEL, WORKFLOW, Lab
+from gpuharness.lab import Lab
 from gpuharness.ledger import Ledger
 from gpuharness.operations.install import configure, install
-from gpuharness.operations.provision import ProvisionRequest, provision
 from gpuharness.sim.runtimes import RuntimeFaults
 
 DEP = "dep_kill_01"
@@ -35,9 +35,7 @@ def wait_for(predicate, what, limit_s=60.0):
 def test_kill_9_of_run_mid_job_leaves_a_consistent_state_with_the_job_interrupted(tmp_path):
     with Lab(tmp_path / "lab", say=lambda line: None) as lab:
         registry = lab.registry
-        provision(lab.ctx, ProvisionRequest(provider="vast", gpu="RTX 4090", image="comfyui:1", cost_hr=0.5,
-                                            runtime="comfyui", model=MODEL, workflow=WORKFLOW, idle_minutes=15,
-                                            deployment_id=DEP), up_deadline_s=30, poll_s=0.1)
+        provision_comfyui(lab, DEP, cost_hr=0.5)
         install(lab.ctx, DEP, deadline_s=30)
         configure(lab.ctx, DEP, deadline_s=30)
         assert lab.suite("health", ["--gpu-mode", "live", "--deployment", DEP]) == 0

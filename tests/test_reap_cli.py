@@ -7,11 +7,11 @@ import os
 from datetime import timedelta
 
 import pytest
+from lifecycle_fakes import provision_comfyui
 
 from gpuharness.clock import format_ts, parse_ts, utcnow
 from gpuharness.jsonl import append_record
-from gpuharness.lab import MODEL, WORKFLOW, Lab
-from gpuharness.operations.provision import ProvisionRequest, provision
+from gpuharness.lab import Lab
 from gpuharness.operations.reap import OBSERVATIONS, activity
 
 DEP = "dep_reap_01"
@@ -20,9 +20,7 @@ DEP = "dep_reap_01"
 @pytest.fixture
 def lab(tmp_path):
     with Lab(tmp_path / "lab", say=lambda line: None) as lab:
-        provision(lab.ctx, ProvisionRequest(provider="vast", gpu="RTX 4090", image="comfyui:1", cost_hr=0.4,
-                                            runtime="comfyui", model=MODEL, workflow=WORKFLOW, idle_minutes=0.001,
-                                            deployment_id=DEP), up_deadline_s=30, poll_s=0.1)
+        provision_comfyui(lab, DEP, idle_minutes=0.001)
         # two earlier idle observations with the current progress marker (written as a person could)
         deployment = lab.registry.deployment(DEP)
         last, marker = activity(lab.ctx, deployment)
