@@ -67,6 +67,8 @@ def test_launch_reusing_the_key_of_an_existing_instance_fails_rule_no_duplicate(
     result = _run(pytester, world, plan)
     result.stdout.fnmatch_lines(["*step s1 (launch gh-runpod-00000): rule no-duplicate: instance * at runpod "
                                  "already carries key 'gh-runpod-00000'*"])
+    assert result.ret == 1  # a check failed, not merely printed
+
 
 
 def test_launch_over_the_hourly_ceiling_fails_rule_budget(pytester, world):
@@ -75,6 +77,8 @@ def test_launch_over_the_hourly_ceiling_fails_rule_budget(pytester, world):
     result = _run(pytester, world, plan)
     result.stdout.fnmatch_lines(["*step s1 (launch *): rule budget: live burn would be $*/hr * > max_cost_hr "
                                  "$10.00/hr*"])
+    assert result.ret == 1  # a check failed, not merely printed
+
 
 
 def test_launch_whose_stop_condition_outspends_the_day_fails_rule_budget(pytester, world):
@@ -82,6 +86,8 @@ def test_launch_whose_stop_condition_outspends_the_day_fails_rule_budget(pyteste
     _step(plan, "s1")["stop_condition"] = {"max_hours": 100}
     result = _run(pytester, world, plan)
     result.stdout.fnmatch_lines(["*step s1 (launch *): rule budget: projected spend $69.00 * > daily_usd $50.00*"])
+    assert result.ret == 1  # a check failed, not merely printed
+
 
 
 def test_launch_without_a_stop_condition_fails_rule_stop_condition(pytester, world):
@@ -90,6 +96,8 @@ def test_launch_without_a_stop_condition_fails_rule_stop_condition(pytester, wor
     result = _run(pytester, world, plan)
     result.stdout.fnmatch_lines(["*step s1 (launch *): rule stop-condition: a paid resource without a stop "
                                  "condition*"])
+    assert result.ret == 1  # a check failed, not merely printed
+
 
 
 def test_terminate_without_an_earlier_retrieve_fails_rule_sync_before_terminate(pytester, world):
@@ -98,6 +106,8 @@ def test_terminate_without_an_earlier_retrieve_fails_rule_sync_before_terminate(
     result = _run(pytester, world, plan)
     result.stdout.fnmatch_lines(["*step s3 (terminate *): rule sync-before-terminate: no earlier retrieve step "
                                  "syncs the artifacts of deployment dep-runpod-2*"])
+    assert result.ret == 1  # a check failed, not merely printed
+
 
 
 def test_terminate_whose_confirm_is_not_the_exact_id_fails_rule_sync_before_terminate(pytester, world):
@@ -107,6 +117,8 @@ def test_terminate_whose_confirm_is_not_the_exact_id_fails_rule_sync_before_term
     result = _run(pytester, world, plan)
     result.stdout.fnmatch_lines(["*step s5 (terminate *): rule sync-before-terminate: confirm must equal the "
                                  "exact instance id*"])
+    assert result.ret == 1  # a check failed, not merely printed
+
 
 
 def test_unbounded_retries_fail_rule_bounded_retries(pytester, world):
@@ -117,6 +129,8 @@ def test_unbounded_retries_fail_rule_bounded_retries(pytester, world):
     result.stdout.fnmatch_lines([
         "*step s1 (launch *): rule bounded-retries: max_retries 5 allows 6 attempts > retry.max_launch_attempts 2*",
         "*step s3 (terminate *): rule bounded-retries: a terminate is never retried blind*"], consecutive=False)
+    assert result.ret == 1  # a check failed, not merely printed
+
 
 
 def test_a_call_absent_from_the_cassette_fails_rule_replay(pytester, world):
@@ -126,6 +140,8 @@ def test_a_call_absent_from_the_cassette_fails_rule_replay(pytester, world):
     result = _run(pytester, world, plan)
     result.stdout.fnmatch_lines(["*step s1 (launch *): rule replay: call 1: no recorded interaction for POST "
                                  "/runpod/v2/pods (no_match); closest recorded: POST /runpod/v2/pods (body differs)*"])
+    assert result.ret == 1  # a check failed, not merely printed
+
 
 
 def test_a_step_edited_after_rehearsal_fails_rule_replay(pytester, world):
@@ -134,6 +150,8 @@ def test_a_step_edited_after_rehearsal_fails_rule_replay(pytester, world):
     result = _run(pytester, world, plan)
     result.stdout.fnmatch_lines(["*step s1 (launch *): rule replay: the recorded calls do not carry "
                                  "'evil/miner:latest' of this step*"])
+    assert result.ret == 1  # a check failed, not merely printed
+
 
 
 def test_a_registry_changed_since_the_plan_fails_the_fingerprint(pytester, world, tmp_path):
@@ -146,6 +164,8 @@ def test_a_registry_changed_since_the_plan_fails_the_fingerprint(pytester, world
     result = _run(pytester, stale)
     result.stdout.fnmatch_lines(["*plan fingerprint sha256:* does not match the registry and recorded inventory*"
                                  "the plan is stale*"])
+    assert result.ret == 1  # a check failed, not merely printed
+
 
 
 def test_an_unreadable_plan_fails_naming_the_file_and_the_place(pytester, world):
