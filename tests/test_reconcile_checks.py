@@ -54,6 +54,7 @@ def test_destroyed_deployment_whose_instance_still_runs_fails_as_orphan(pytester
 
     _edit(world, destroy)
     result = _run(pytester, world)
+    result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*deployment dep-runpod-2 is destroyed in the registry but the instance is still "
                                  "running*"])
 
