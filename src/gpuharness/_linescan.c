@@ -313,7 +313,6 @@ typedef struct {
     long long integer[F_COUNT];
     int status;
     int correction;
-    int has_artifacts;
     span synced_latest;
     int has_synced;
     span unsynced_name;
@@ -376,7 +375,6 @@ static int artifact_member(cursor *c, span key, void *context) {
 /* One artifact: folded into the line's latest synced_at and its last unsynced artifact, as the Python pass does. */
 static int parse_artifact(cursor *c, void *context) {
     line_fields *f = context;
-    f->has_artifacts = 1;
     artifact_fields a;
     memset(&a, 0, sizeof(a));
     if (each_member(c, artifact_member, &a) < 0 || !a.seen[A_NAME]) return DOUBT;
@@ -550,7 +548,9 @@ static uint32_t owner_hash(span id) {
 }
 
 /* (index, id, status, deployment_id, ts, started_at, completed_at, elapsed_s, duration_s, cost_usd, has_error,
- *  correction, has_reason, provider, gpu, has_artifacts, latest synced_at, name of the last unsynced artifact) */
+ *  correction, has_reason, provider, gpu, latest synced_at, name of the last unsynced artifact) */
+#define FIELDS_TUPLE 17
+
 static PyObject *fields_tuple(Py_ssize_t index, line_fields *f, PyObject *strings, string_cache *cache) {
     PyObject *elapsed;
     int both = f->present[F_STARTED] && !f->is_null[F_STARTED] && f->present[F_COMPLETED]
@@ -572,7 +572,7 @@ static PyObject *fields_tuple(Py_ssize_t index, line_fields *f, PyObject *string
     PyObject *unsynced = f->has_unsynced ? PyUnicode_FromStringAndSize((const char *)f->unsynced_name.s,
                                                                        f->unsynced_name.n)
                                          : (Py_INCREF(Py_None), Py_None);
-    PyObject *items[18] = {
+    PyObject *items[FIELDS_TUPLE] = {
         PyLong_FromSsize_t(index),
         text_or_none(f, F_ID),
         status,
@@ -588,13 +588,12 @@ static PyObject *fields_tuple(Py_ssize_t index, line_fields *f, PyObject *string
         PyBool_FromLong(has_reason),
         shared(strings, cache, f, F_PROVIDER),
         shared(strings, cache, f, F_GPU),
-        PyBool_FromLong(f->has_artifacts),
         synced,
         unsynced,
     };
-    PyObject *tuple = PyTuple_New(18);
+    PyObject *tuple = PyTuple_New(FIELDS_TUPLE);
     int failed = tuple == NULL;
-    for (int i = 0; i < 18; i++) {
+    for (int i = 0; i < FIELDS_TUPLE; i++) {
         if (items[i] == NULL) failed = 1;
         if (tuple != NULL && items[i] != NULL) {
             PyTuple_SET_ITEM(tuple, i, items[i]);

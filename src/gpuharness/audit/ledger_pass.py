@@ -218,7 +218,7 @@ def fields_of(record: dict[str, Any], strings: dict[str, str]) -> tuple[Any, ...
             record["ts"], started, completed, elapsed, get("duration_s"), get("cost_usd"), bool(get("error")),
             bool(get("correction")), bool(get("reason")),
             provider if provider is None else strings.setdefault(provider, provider),
-            gpu if gpu is None else strings.setdefault(gpu, gpu), bool(artifacts), latest or None, unsynced)
+            gpu if gpu is None else strings.setdefault(gpu, gpu), latest or None, unsynced)
 
 
 class _Worker:
@@ -320,10 +320,10 @@ class _Worker:
     def apply(self, lineno: int, entry: tuple[Any, ...]) -> None:
         """The job rules for one line and its job's new state; `entry` holds the line's fields in the order of the
         compiled scanner's tuples: (index, id, status, deployment_id, ts, started_at, completed_at, seconds from
-        start to completion, duration_s, cost_usd, has an error, is a correction, has a reason, provider, gpu, has
-        artifacts, latest synced_at, name of the last unsynced artifact)."""
+        start to completion, duration_s, cost_usd, has an error, is a correction, has a reason, provider, gpu,
+        latest synced_at, name of the last unsynced artifact)."""
         (_, job_id, status, deployment, ts, started, completed, elapsed, duration, cost, has_error, correction,
-         has_reason, provider, gpu, _, synced, unsynced) = entry
+         has_reason, provider, gpu, synced, unsynced) = entry
         result = self.result
         jobs = self.jobs
         previous = jobs.get(job_id)
