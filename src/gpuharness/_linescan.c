@@ -728,7 +728,7 @@ static PyObject *last_lines(PyObject *self, PyObject *args) {
         }
     }
     PyBuffer_Release(&buffer);
-    return doubts;
+    return Py_BuildValue("(nN)", index, doubts);
 fail:
     PyBuffer_Release(&buffer);
     Py_DECREF(doubts);
@@ -805,7 +805,7 @@ static PyMethodDef METHODS[] = {
      "candidate_lines(data, limit, needles) -> [(start, end)]: the lines of data[:limit] holding a needle "
      "(lowercase bytes), case-insensitively."},
     {"last_lines", last_lines, METH_VARARGS,
-     "last_lines(data, cut, base, last, wanted) -> [(index, start, end)]: for each proven line of data[:cut] (of "
+     "last_lines(data, cut, base, last, wanted) -> (lines, [(index, start, end)]): for each proven line of data[:cut] (of "
      "job `wanted`, bytes, or of any job when None), last[id] = (base + start, base + end, status) of the line "
      "without its newline; returns the lines the Python reader must decide."},
     {NULL, NULL, 0, NULL}};

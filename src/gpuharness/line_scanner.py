@@ -6,8 +6,9 @@ with the same results; `GPUHARNESS_AUDIT_NATIVE=0` forces that.
 
 from __future__ import annotations
 
+import importlib
 import os
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 ENV_VAR = "GPUHARNESS_AUDIT_NATIVE"
 
@@ -21,7 +22,7 @@ class LineScanner(Protocol):
     def candidate_lines(self, data: bytes, limit: int, needles: tuple[bytes, ...], /) -> list[tuple[int, int]]: ...
 
     def last_lines(self, data: bytes, cut: int, base: int, last: dict[str, Any], wanted: bytes | None, /
-                   ) -> list[tuple[int, int, int]]: ...
+                   ) -> tuple[int, list[tuple[int, int, int]]]: ...
 
 
 def compiled() -> LineScanner | None:
@@ -29,7 +30,7 @@ def compiled() -> LineScanner | None:
     if os.environ.get(ENV_VAR, "1") == "0":
         return None
     try:
-        from gpuharness import _linescan
+        module = importlib.import_module("gpuharness._linescan")
     except ImportError:
         return None
-    return _linescan
+    return cast(LineScanner, module)
