@@ -25,10 +25,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from health_world import MODEL, WORKFLOW, HealthWorld  # noqa: E402
 
-from gpuharness import health_rules as rules  # noqa: E402
 from gpuharness import probe  # noqa: E402
+from gpuharness.health import rules as rules  # noqa: E402
+from gpuharness.remote.connect import Route, open_remote  # noqa: E402
 from gpuharness.sim.host import HostSpec, SimHost  # noqa: E402
-from gpuharness.ssh import Route, open_remote  # noqa: E402
 
 Q = "nvidia-smi --format=csv,noheader,nounits --query-gpu="
 #: One remote command per assertion, the Testinfra way (each is its own exec round trip).

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import httpx
 
-from gpuharness import inventory
-from gpuharness.reconcile import reconcile
-from gpuharness.registry import Registry
+from gpuharness.core.registry import Registry
+from gpuharness.operations.reconcile import reconcile
+from gpuharness.plans import inventory
 from gpuharness.sim.server import Simulator
 
 KINDS = ("runpod", "vast", "massed")

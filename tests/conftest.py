@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpuharness.registry import Registry
+from gpuharness.core.registry import Registry
 
 
 def build_job(job_id: str = "J-000001", status: str = "completed", **fields: Any) -> dict[str, Any]:

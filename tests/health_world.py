@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from gpuharness.registry import Registry
+from gpuharness.core.registry import Registry
 from gpuharness.sim.host import HostSpec, SimHost
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 

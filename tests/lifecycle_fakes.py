@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from gpuharness.core.registry import Registry
 from gpuharness.operations.context import Context
 from gpuharness.operations.run import JobProgress
 from gpuharness.providers.base import Instance, LaunchSpec, ProviderError, SshEndpoint, UnknownOutcome
-from gpuharness.registry import Registry
 from gpuharness.remote import ExecResult, RemoteError
 
 
@@ -242,15 +242,15 @@ def make_world(tmp_path: Path, *, policy: dict[str, Any] | None = None) -> World
 
 def mark_ready(registry: Registry, deployment_id: str) -> None:
     """Stands in for the health suite (the only path to ready) in unit tests of later phases."""
-    from gpuharness.clock import now_ts
-    from gpuharness.lifecycle import transition
+    from gpuharness.core.clock import now_ts
+    from gpuharness.core.lifecycle import transition
     transition(registry, deployment_id, "ready", ready_at=now_ts(),
                health={"test_generation": "passed"}, note="health suite passed (test stand-in)")
 
 
 def provision_comfyui(lab: Any, deployment_id: str, *, cost_hr: float = 0.4, idle_minutes: float = 15) -> None:
     """Provision a ComfyUI deployment on the lab's simulated Vast (up, not yet installed)."""
-    from gpuharness.lab import MODEL, WORKFLOW
+    from gpuharness.demo.estate import MODEL, WORKFLOW
     from gpuharness.operations.provision import ProvisionRequest, provision
 
     provision(lab.ctx, ProvisionRequest(provider="vast", gpu="RTX 4090", image="comfyui:1", cost_hr=cost_hr,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Instance, LaunchSpec, ProviderError
-from gpuharness.registry import Registry
 
 TS = "2026-11-30T20:00:00.000Z"
 

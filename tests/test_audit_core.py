@@ -8,11 +8,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gpuharness import line_scanner
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit import ledger_pass, run_audit
 from gpuharness.audit.secrets import PATTERNS, find_secrets, redact
-from gpuharness.clock import parse_ts
+from gpuharness.core import line_scanner
+from gpuharness.core.clock import parse_ts
 
 DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu"
 NOW = parse_ts("2026-11-30T18:10:00Z")

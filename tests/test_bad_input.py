@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from mutants import mutant
 
 from gpuharness.cli import main
-from gpuharness.registry import Registry
+from gpuharness.core.registry import Registry
 
 BAD = Path(__file__).resolve().parent.parent / "fixtures" / "bad"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((BAD / "expected.json").read_text())

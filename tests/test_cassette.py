@@ -13,8 +13,8 @@ import httpx
 import pytest
 import yaml
 
-from gpuharness import cassette
-from gpuharness.errors import UserError
+from gpuharness.core.errors import UserError
+from gpuharness.plans import cassette
 
 
 class _Echo(BaseHTTPRequestHandler):

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpuharness import cassette
-from gpuharness.recordings import layout, record
+from gpuharness.plans import cassette
+from gpuharness.plans.recordings import layout, record
 
 CHECKS = Path(__file__).resolve().parents[1] / "checks"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpuharness.cli import main
-from gpuharness.ledger import Ledger
-from gpuharness.registry import Registry
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.registry import Registry
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from jsonschema import Draft202012Validator
 
-from gpuharness.clock import format_ts, now_ts, parse_ts, utcnow
+from gpuharness.core.clock import format_ts, now_ts, parse_ts, utcnow
 
 
 def test_format_is_utc_with_milliseconds_and_z() -> None:

@@ -7,8 +7,8 @@ import multiprocessing
 from pathlib import Path
 from typing import Any
 
-from gpuharness.ledger import Ledger
-from gpuharness.registry import Registry
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.registry import Registry
 
 WORKERS = 8
 LINES_EACH = 2_000

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import orjson
 
-from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import read_journal, transition
-from gpuharness.registry import DOCUMENTS, Registry
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.lifecycle import read_journal, transition
+from gpuharness.core.registry import DOCUMENTS, Registry
 
 ROUNDS = 50
 FORK = multiprocessing.get_context("fork")

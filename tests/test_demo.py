@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from gpuharness.ledger import Ledger
-from gpuharness.registry import Registry
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.registry import Registry
 
 pytestmark = pytest.mark.slow
 

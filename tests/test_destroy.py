@@ -6,8 +6,8 @@ import pytest
 from lifecycle_fakes import FakeExecutor
 from test_run import lines, ready_world
 
-from gpuharness.errors import UserError
-from gpuharness.lifecycle import read_journal
+from gpuharness.core.errors import UserError
+from gpuharness.core.lifecycle import read_journal
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.retrieve import retrieve
 from gpuharness.operations.run import run_job
@@ -58,7 +58,7 @@ def test_destroy_discard_artifacts_is_recorded_on_the_ledger(tmp_path):
 
 def test_destroy_refuses_while_a_job_is_running(tmp_path):
     world, dep_id = ready_world(tmp_path)
-    from gpuharness.ledger import Ledger
+    from gpuharness.core.ledger import Ledger
     Ledger(world.registry.ledger_path).append({"id": "J-9", "deployment_id": dep_id, "status": "running"})
     with pytest.raises(UserError, match="still running"):
         destroy(world.ctx, dep_id, confirm=dep_id, discard_artifacts=True)

@@ -8,9 +8,9 @@ import json
 import pytest
 from lifecycle_fakes import provision_comfyui
 
-from gpuharness.clock import now_ts
-from gpuharness.lab import Lab
-from gpuharness.ledger import Ledger
+from gpuharness.core.clock import now_ts
+from gpuharness.core.ledger import Ledger
+from gpuharness.demo.estate import Lab
 
 DEP = "dep_cli_01"
 

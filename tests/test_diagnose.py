@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness.diagnose import _RULES, CAUSES, REMEDIES, classify_file, classify_lines, classify_text
+from gpuharness.health.diagnose import _RULES, CAUSES, REMEDIES, classify_file, classify_lines, classify_text
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 
@@ -258,7 +258,7 @@ def test_comfyui_missing_model_file_points_at_the_weights():
 
 
 def test_big_log_starting_with_a_bracket_is_streamed_not_read_whole(tmp_path, monkeypatch):
-    import gpuharness.diagnose as diagnose_module
+    import gpuharness.health.diagnose as diagnose_module
 
     monkeypatch.setattr(diagnose_module, "JSON_MAX_BYTES", 64 * 1024)
     log = tmp_path / "comfyui.log"
@@ -293,7 +293,7 @@ def test_the_matching_segment_of_a_progress_bar_line_is_shown():
 
 
 def test_json_over_the_size_limit_is_read_as_a_log(tmp_path, monkeypatch):
-    import gpuharness.diagnose as diagnose_module
+    import gpuharness.health.diagnose as diagnose_module
 
     monkeypatch.setattr(diagnose_module, "JSON_MAX_BYTES", 16)
     diagnosis = classify_file(LOGS / "runpod-serverless-oom-status.json")

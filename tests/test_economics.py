@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuharness.economics import keep_alive
+from gpuharness.core.economics import keep_alive
 
 
 def test_runbook_4090_startup_costs_about_fifteen_cents() -> None:

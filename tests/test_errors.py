@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuharness.errors import EXIT_USAGE, UserError
+from gpuharness.core.errors import EXIT_USAGE, UserError
 
 
 def test_line_names_file_place_what_and_hint() -> None:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gpuharness.errors import UserError
-from gpuharness.lab import MODEL, WORKFLOW, Lab
-from gpuharness.ledger import Ledger
+from gpuharness.core.errors import UserError
+from gpuharness.core.ledger import Ledger
+from gpuharness.demo.estate import MODEL, WORKFLOW, Lab
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.install import configure, install
 from gpuharness.operations.provision import ProvisionRequest, provision

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from gpuharness.registry import Registry
+from gpuharness.core.registry import Registry
 
 CHECKS = Path(__file__).resolve().parents[1] / "checks" / "health"
 

@@ -11,9 +11,9 @@ import pytest
 import respx
 from provider_time import FakeTime
 
-from gpuharness.http_client import ProviderHttp, RetryPolicy, parse_retry_after, retry_wait
 from gpuharness.providers.base import ProviderError, UnknownOutcome
 from gpuharness.providers.failures import classify
+from gpuharness.providers.transport import ProviderHttp, RetryPolicy, parse_retry_after, retry_wait
 from gpuharness.sim import Simulator
 
 SECRET = "GPUHARNESS_TEST_SECRET-7f3a9c2e51d04b88"

@@ -19,7 +19,7 @@ def test_a_missing_entry_breaks_the_chain():
 def test_a_disallowed_transition_is_named():
     problems = journal_problems({"id": "d", "status": "destroyed"}, [*STORY, (9, "ready", "destroyed")])
     assert problems == [("transitions.jsonl:9", "deployment d: ready → destroyed is not an allowed transition "
-                         "(see gpuharness.lifecycle.ALLOWED); it skipped a step of the lifecycle")]
+                         "(see gpuharness.core.lifecycle.ALLOWED); it skipped a step of the lifecycle")]
 
 
 def test_a_status_the_journal_never_reached_is_flagged():

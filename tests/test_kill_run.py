@@ -14,8 +14,8 @@ from dataclasses import replace
 import pytest
 from lifecycle_fakes import provision_comfyui
 
-from gpuharness.lab import Lab
-from gpuharness.ledger import Ledger
+from gpuharness.core.ledger import Ledger
+from gpuharness.demo.estate import Lab
 from gpuharness.operations.install import configure, install
 from gpuharness.sim.runtimes import RuntimeFaults
 

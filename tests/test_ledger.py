@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness.errors import UserError
-from gpuharness.jsonl import append_record
-from gpuharness.ledger import TERMINAL, Ledger, sequence_problem
+from gpuharness.core.errors import UserError
+from gpuharness.core.jsonl import append_record
+from gpuharness.core.ledger import TERMINAL, Ledger, sequence_problem
 
 
 @pytest.fixture

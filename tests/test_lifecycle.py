@@ -6,9 +6,9 @@ import itertools
 
 import pytest
 
-from gpuharness.errors import UserError
-from gpuharness.lifecycle import ALLOWED, LIVE, STATES, allowed, read_journal, transition
-from gpuharness.registry import Registry
+from gpuharness.core.errors import UserError
+from gpuharness.core.lifecycle import ALLOWED, LIVE, STATES, allowed, read_journal, transition
+from gpuharness.core.registry import Registry
 
 HAPPY_PATH = ["installing", "configuring", "health-checking", "ready", "running", "ready", "retrieving",
               "destroying", "destroyed"]
@@ -120,7 +120,7 @@ def test_journal_reader_skips_a_torn_tail_and_names_a_broken_middle_line(registr
 
 
 def test_live_burn_counts_what_bills_and_leaves_out_stopped_and_destroyed():
-    from gpuharness.lifecycle import live_burn
+    from gpuharness.core.lifecycle import live_burn
 
     deployments = [{"status": "running", "cost_hr": 0.7}, {"status": "provisioning", "cost_hr": 2.0},
                    {"status": "stopped", "cost_hr": 3.0}, {"status": "destroyed", "cost_hr": 9.0},

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness.lab import MODEL, WORKFLOW, Lab
-from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import read_journal
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.lifecycle import read_journal
+from gpuharness.demo.estate import MODEL, WORKFLOW, Lab
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.install import configure, install
 from gpuharness.operations.provision import ProvisionRequest, provision

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuharness import line_scanner, schema
 from gpuharness.audit import secrets
 from gpuharness.audit.ledger_pass import fields_of, owner
+from gpuharness.core import line_scanner, schema
 
 DEMO_LEDGER = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu" / "jobs.jsonl"
 DEMO_LINES = DEMO_LEDGER.read_bytes().splitlines()
@@ -237,7 +237,7 @@ def ledgers(draw: st.DrawFn) -> bytes:
 def test_whole_audits_agree_with_and_without_the_scanner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scanner()
     from gpuharness.audit import ledger_pass, run_audit
-    from gpuharness.clock import parse_ts
+    from gpuharness.core.clock import parse_ts
 
     demo = DEMO_LEDGER.parent
     monkeypatch.setattr(ledger_pass, "PARALLEL_MIN_BYTES", 0)
@@ -274,8 +274,8 @@ def test_whole_audits_agree_with_and_without_the_scanner(tmp_path: Path, monkeyp
 
 def _current(path: Path, job_id: str | None, monkeypatch: pytest.MonkeyPatch, compiled: str,
              status: str | None = None) -> Any:
-    from gpuharness.errors import UserError
-    from gpuharness.ledger import Ledger
+    from gpuharness.core.errors import UserError
+    from gpuharness.core.ledger import Ledger
 
     monkeypatch.setenv(line_scanner.ENV_VAR, compiled)
     try:
@@ -311,7 +311,7 @@ def test_current_lines_agree_with_and_without_the_scanner(tmp_path: Path, monkey
 
 def test_current_lines_of_a_ledger_longer_than_a_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scanner()
-    from gpuharness import ledger as ledger_module
+    from gpuharness.core import ledger as ledger_module
 
     monkeypatch.setattr(ledger_module, "BLOCK", 1000)  # lines straddle blocks; one line is longer than a block
     rows = list(DEMO_LINES[:300])

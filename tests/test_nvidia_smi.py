@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness.nvidia_smi import (
+from gpuharness.health.nvidia_smi import (
     ERROR_REMEDIES,
     HARMFUL_CLOCK_EVENTS,
     PROBE_FIELD_SETS,

@@ -19,9 +19,9 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from gpuharness import probe
+from gpuharness.health import probe
 from gpuharness.remote import RemoteError
-from gpuharness.ssh import Route, open_remote
+from gpuharness.remote.connect import Route, open_remote
 
 pytestmark = pytest.mark.sshd
 

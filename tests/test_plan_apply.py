@@ -7,14 +7,15 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from gpuharness import cassette, inventory, lifecycle
-from gpuharness.errors import UserError
+from gpuharness.core import lifecycle
+from gpuharness.core.errors import UserError
+from gpuharness.core.registry import Registry
 from gpuharness.operations.context import Context
-from gpuharness.plan import LaunchRequest, make_plan
-from gpuharness.plan_apply import apply_plan
-from gpuharness.plan_replay import rehearse_with_mirror
-from gpuharness.recordings import seed
-from gpuharness.registry import Registry
+from gpuharness.plans import cassette, inventory
+from gpuharness.plans.apply import apply_plan
+from gpuharness.plans.plan import LaunchRequest, make_plan
+from gpuharness.plans.recordings import seed
+from gpuharness.plans.replay import rehearse_with_mirror
 from gpuharness.sim.server import Simulator
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness import cassette
-from gpuharness.recordings import World, layout, record
+from gpuharness.plans import cassette
+from gpuharness.plans.recordings import World, layout, record
 
 CHECKS = Path(__file__).resolve().parents[1] / "checks" / "plan"
 

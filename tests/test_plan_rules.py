@@ -7,11 +7,11 @@ import json
 import pytest
 from reconcile_fakes import deployment, instance
 
-from gpuharness.errors import UserError
-from gpuharness.inventory import Inventory
-from gpuharness.plan import LaunchRequest, PlanContext, fingerprint, load_plan, make_plan, verify
-from gpuharness.policy import Policy
-from gpuharness.registry import DEFAULT_POLICY
+from gpuharness.core.errors import UserError
+from gpuharness.core.policy import Policy
+from gpuharness.core.registry import DEFAULT_POLICY
+from gpuharness.plans.inventory import Inventory
+from gpuharness.plans.plan import LaunchRequest, PlanContext, fingerprint, load_plan, make_plan, verify
 
 NOW = "2026-11-30T20:00:00.000Z"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuharness.policy import Action, Decision, Policy
-from gpuharness.registry import DEFAULT_POLICY
+from gpuharness.core.policy import Action, Decision, Policy
+from gpuharness.core.registry import DEFAULT_POLICY
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from gpuharness import probe
+from gpuharness.health import probe
+from gpuharness.remote.connect import LocalRemote, Route, open_remote
 from gpuharness.sim.host import HostSpec, SimHost, with_fault
-from gpuharness.ssh import LocalRemote, Route, open_remote
 
 
 def run_probe(tmp_path, spec: HostSpec, **targets):

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness import health_rules as rules
-from gpuharness import probe
+from gpuharness.health import probe, rules
 
 CASSETTES = Path(__file__).resolve().parents[1] / "cassettes" / "ssh"
 TRANSCRIPTS = sorted(CASSETTES.glob("*.json"))

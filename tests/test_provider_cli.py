@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from gpuharness.cli import main
-from gpuharness.registry import Registry
+from gpuharness.core.registry import Registry
 from gpuharness.sim import Simulator
 
 SECRET = "GPUHARNESS_TEST_SECRET-9b8e7d6c5b4a3f2e"

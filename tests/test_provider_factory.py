@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness.errors import UserError
+from gpuharness.core.errors import UserError
+from gpuharness.core.registry import Registry
 from gpuharness.providers.base import LaunchSpec, ProviderError
 from gpuharness.providers.factory import DEFAULT_API_BASE, build_provider, build_serverless, credential
 from gpuharness.providers.massed import MassedCompute
 from gpuharness.providers.owned import OwnedServers
 from gpuharness.providers.runpod import RunPodPods
 from gpuharness.providers.vast import VastAi
-from gpuharness.registry import Registry
 
 SECRET = "GPUHARNESS_TEST_SECRET-5c1d"
 

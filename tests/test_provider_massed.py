@@ -8,9 +8,9 @@ import pytest
 import respx
 from provider_time import FakeTime
 
-from gpuharness.http_client import ProviderHttp
 from gpuharness.providers.base import LaunchSpec, ProviderError
 from gpuharness.providers.massed import MassedCompute
+from gpuharness.providers.transport import ProviderHttp
 
 BASE = "https://vm.massedcompute.com"
 KEY = "mc_TESTKEY_0123456789abcdefghijklmnop"

@@ -9,9 +9,9 @@ import pytest
 import respx
 from provider_time import FakeTime
 
-from gpuharness.http_client import ProviderHttp
 from gpuharness.providers.base import LaunchSpec, ProviderError
 from gpuharness.providers.runpod import RunPodPods
+from gpuharness.providers.transport import ProviderHttp
 
 BASE = "https://api.runpod.io"
 KEY = "rpa_" + "TESTKEY0123456789abcdefghijklmnopqrs"  # assembled: no key-shaped literal in git

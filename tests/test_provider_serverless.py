@@ -7,8 +7,8 @@ import json
 import respx
 from provider_time import FakeTime
 
-from gpuharness.http_client import ProviderHttp
 from gpuharness.providers.serverless import ServerlessEndpoint
+from gpuharness.providers.transport import ProviderHttp
 from gpuharness.sim import Simulator
 
 BASE = "https://api.runpod.ai"

@@ -9,8 +9,8 @@ import pytest
 import respx
 from provider_time import FakeTime
 
-from gpuharness.http_client import ProviderHttp
 from gpuharness.providers.base import LaunchSpec, ProviderError
+from gpuharness.providers.transport import ProviderHttp
 from gpuharness.providers.vast import VastAi, docker_flags
 
 BASE = "https://console.vast.ai"

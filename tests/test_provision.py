@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from lifecycle_fakes import make_world
 
-from gpuharness.errors import UserError
-from gpuharness.lifecycle import read_journal
+from gpuharness.core.errors import UserError
+from gpuharness.core.lifecycle import read_journal
 from gpuharness.operations.provision import ProvisionRequest, provision
 from gpuharness.providers.base import LaunchSpec
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpuharness.lab import Lab
+from gpuharness.demo.estate import Lab
 
 ARGS = ("provision", "--provider", "vast", "--gpu", "RTX 4090", "--image", "comfyui:1", "--cost-hr", "0.40",
         "--runtime", "comfyui", "--model", "minimax-h3-mini", "--workflow", "h3-text-to-image",

@@ -8,8 +8,8 @@ import pytest
 from lifecycle_fakes import make_world
 from test_provision import request
 
-from gpuharness.errors import UserError
-from gpuharness.lifecycle import read_journal
+from gpuharness.core.errors import UserError
+from gpuharness.core.lifecycle import read_journal
 from gpuharness.operations.install import configure, install
 from gpuharness.operations.provision import provision
 
@@ -68,7 +68,7 @@ def test_install_skips_a_cached_file_that_verifies(tmp_path):
     world, dep_id = provisioned(tmp_path)
     install(world.ctx, dep_id)
     world2 = world
-    from gpuharness.lifecycle import transition
+    from gpuharness.core.lifecycle import transition
     transition(world2.registry, dep_id, "error", error="test: force a re-install")
     install(world.ctx, dep_id)
     assert any("1/1 cached h3/weights.safetensors" in line for line in world.said)
@@ -101,7 +101,7 @@ def test_configure_refuses_before_install(tmp_path):
 
 def test_install_starts_over_after_an_install_that_died_mid_way(tmp_path):
     world, dep_id = provisioned(tmp_path)
-    from gpuharness.lifecycle import transition
+    from gpuharness.core.lifecycle import transition
     transition(world.registry, dep_id, "installing")  # the process running it was killed
     install(world.ctx, dep_id)
     assert world.registry.deployment(dep_id)["status"] == "configuring"

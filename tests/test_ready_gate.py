@@ -8,7 +8,7 @@ import json
 import pytest
 from health_world import HealthWorld
 
-from gpuharness.lifecycle import read_journal
+from gpuharness.core.lifecycle import read_journal
 from gpuharness.sim.host import HostSpec, with_fault
 
 

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from test_run import lines, ready_world
 
-from gpuharness.clock import format_ts
-from gpuharness.ledger import Ledger
+from gpuharness.core.clock import format_ts
+from gpuharness.core.ledger import Ledger
 from gpuharness.operations.reap import reap
 from gpuharness.operations.run import run_job
 

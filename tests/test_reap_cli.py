@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from lifecycle_fakes import provision_comfyui
 
-from gpuharness.clock import format_ts, parse_ts, utcnow
-from gpuharness.jsonl import append_record
-from gpuharness.lab import Lab
+from gpuharness.core.clock import format_ts, parse_ts, utcnow
+from gpuharness.core.jsonl import append_record
+from gpuharness.demo.estate import Lab
 from gpuharness.operations.reap import OBSERVATIONS, activity
 
 DEP = "dep_reap_01"

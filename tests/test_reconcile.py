@@ -7,10 +7,10 @@ import sys
 
 from reconcile_fakes import FakeProvider, deployment, instance, make_registry
 
-from gpuharness import lifecycle
-from gpuharness.inventory import fetch_inventory
-from gpuharness.ledger import Ledger
-from gpuharness.reconcile import find_orphans, reconcile, stale_running_jobs
+from gpuharness.core import lifecycle
+from gpuharness.core.ledger import Ledger
+from gpuharness.operations.reconcile import find_orphans, reconcile, stale_running_jobs
+from gpuharness.plans.inventory import fetch_inventory
 
 
 def _inventory(*providers: FakeProvider):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness import cassette
-from gpuharness.recordings import World, layout, record
+from gpuharness.plans import cassette
+from gpuharness.plans.recordings import World, layout, record
 
 CHECK = Path(__file__).resolve().parents[1] / "checks" / "audit" / "test_inventory.py"
 
@@ -84,8 +84,8 @@ def test_inventory_recorded_for_another_registry_is_not_used(pytester, world, tm
 def test_live_mode_lists_the_providers_and_record_mode_writes_the_inventory(pytester, tmp_path, monkeypatch):
     import httpx
 
-    from gpuharness.recordings import seed
-    from gpuharness.registry import Registry
+    from gpuharness.core.registry import Registry
+    from gpuharness.plans.recordings import seed
     from gpuharness.sim.server import Simulator
 
     monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "9f8e" * 10)

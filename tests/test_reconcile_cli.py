@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from gpuharness import cassette
 from gpuharness.cli import main
-from gpuharness.recordings import seed
-from gpuharness.registry import Registry
+from gpuharness.core.registry import Registry
+from gpuharness.plans import cassette
+from gpuharness.plans.recordings import seed
 from gpuharness.sim.server import Simulator
 
 

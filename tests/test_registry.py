@@ -1,4 +1,4 @@
-"""Specifications of gpuharness.registry and statefile: validated loads, atomic locked saves."""
+"""Specifications of gpuharness.core.registry and statefile: validated loads, atomic locked saves."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness import statefile
-from gpuharness.errors import UserError
-from gpuharness.registry import DEFAULT_DIR, DEFAULT_POLICY, DOCUMENTS, ENV_VAR, Registry
+from gpuharness.core import statefile
+from gpuharness.core.errors import UserError
+from gpuharness.core.registry import DEFAULT_DIR, DEFAULT_POLICY, DOCUMENTS, ENV_VAR, Registry
 
 
 def test_init_creates_every_file_with_schema_version_and_default_policy(tmp_path: Path) -> None:

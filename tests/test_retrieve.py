@@ -8,8 +8,8 @@ import pytest
 from lifecycle_fakes import FakeExecutor
 from test_run import OOM, lines, ready_world
 
-from gpuharness.errors import UserError
-from gpuharness.ledger import Ledger
+from gpuharness.core.errors import UserError
+from gpuharness.core.ledger import Ledger
 from gpuharness.operations.retrieve import retrieve, unsynced
 from gpuharness.operations.run import run_job
 

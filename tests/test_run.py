@@ -6,9 +6,9 @@ import pytest
 from lifecycle_fakes import FakeExecutor, make_world, mark_ready
 from test_provision import request
 
-from gpuharness.errors import UserError
-from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import read_journal
+from gpuharness.core.errors import UserError
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.lifecycle import read_journal
 from gpuharness.operations.provision import provision
 from gpuharness.operations.run import run_job, spend_line
 
@@ -20,7 +20,7 @@ FLAKY = "ConnectionResetError: [Errno 104] Connection reset by peer"
 def ready_world(tmp_path, **kwargs):
     world = make_world(tmp_path, **kwargs)
     dep_id = provision(world.ctx, request()).deployment["id"]
-    from gpuharness.lifecycle import transition
+    from gpuharness.core.lifecycle import transition
     transition(world.registry, dep_id, "health-checking")
     mark_ready(world.registry, dep_id)
     return world, dep_id

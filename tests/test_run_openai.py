@@ -10,10 +10,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gpuharness.errors import UserError
-from gpuharness.lab import Lab
-from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import read_journal
+from gpuharness.core.errors import UserError
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.lifecycle import read_journal
+from gpuharness.demo.estate import Lab
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.failure import classify
 from gpuharness.operations.install import configure, install

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuharness.lab import KEY_ENVS, MODEL, WORKFLOW, Lab
-from gpuharness.ledger import Ledger
+from gpuharness.core.ledger import Ledger
+from gpuharness.demo.estate import KEY_ENVS, MODEL, WORKFLOW, Lab
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.provision import ProvisionRequest, provision
 from gpuharness.operations.run import run_job
@@ -29,7 +29,7 @@ def test_serverless_deployment_runs_jobs_and_closes_without_a_terminate(tmp_path
                                             model=MODEL, workflow=WORKFLOW, max_hours=1, deployment_id=DEP))
         dep = lab.registry.deployment(DEP)
         assert dep["status"] == "health-checking" and dep["ssh"] is None and dep["instance_id"] == "ep-h3"
-        from gpuharness.lifecycle import transition  # stands in for the health suite (serverless health: F)
+        from gpuharness.core.lifecycle import transition  # stands in for the health suite (serverless health: F)
         transition(lab.registry, DEP, "ready", ready_at=dep["created_at"], health={"status": "passed"})
         ok = run_job(lab.ctx, DEP, inputs={"text": "a cat"}, poll_s=0.05)
         failed = run_job(lab.ctx, DEP, inputs={"text": "x", "fail": True}, poll_s=0.05)

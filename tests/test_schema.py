@@ -1,4 +1,4 @@
-"""Specifications of gpuharness.schema: strict known fields, warnings for unknown ones, real formats."""
+"""Specifications of gpuharness.core.schema: strict known fields, warnings for unknown ones, real formats."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import mutants
 import pytest
 from jsonschema import Draft202012Validator
 
-from gpuharness import schema
+from gpuharness.core import schema
 
 
 def test_format_checker_really_checks_date_time() -> None:
@@ -90,10 +90,10 @@ def test_unknown_schema_name_is_refused() -> None:
 
 
 def test_schema_files_are_packaged_as_json() -> None:
-    names = sorted(p.name for p in resources.files("gpuharness.schemas").iterdir() if p.name.endswith(".json"))
+    names = sorted(p.name for p in resources.files("gpuharness.core.schemas").iterdir() if p.name.endswith(".json"))
     assert names == sorted(f"{n}.schema.json" for n in schema.SCHEMA_NAMES)
     for name in names:
-        json.loads(resources.files("gpuharness.schemas").joinpath(name).read_text("utf-8"))
+        json.loads(resources.files("gpuharness.core.schemas").joinpath(name).read_text("utf-8"))
 
 
 # --- the compiled validator decides "valid" for check(): it must never pass what jsonschema would report ----------

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import httpx
 
-from gpuharness import probe
+from gpuharness.health import probe
+from gpuharness.remote.connect import Route, open_remote
 from gpuharness.sim.host import HostSpec, SimHost, full_gpu_name, host_factory, with_fault
 from gpuharness.sim.server import Simulator
-from gpuharness.ssh import Route, open_remote
 
 
 def probe_host(host: SimHost) -> probe.ProbeResult:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from gpuharness.errors import UserError
+from gpuharness.core.errors import UserError
 from gpuharness.sim import Simulator, require_loopback
 
 KEY = "sim-test-key-0123456789abcdef"

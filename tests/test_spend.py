@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuharness.spend import GROUPINGS, job_costs, spend_by, today_and_month
+from gpuharness.core.spend import GROUPINGS, job_costs, spend_by, today_and_month
 
 
 @pytest.fixture

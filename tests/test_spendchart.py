@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import struct
 
-from gpuharness.spendchart import ChartRenderer, daily_spend_png
+from gpuharness.audit.spend_chart import ChartRenderer, daily_spend_png
 
 SPEND = {"2026-11-01|runpod": 1.5, "2026-11-01|vast": 0.5, "2026-11-02|vast": 3.0, "2026-11-03|massed": 0.2}
 

@@ -12,9 +12,9 @@ import paramiko
 import pytest
 
 from gpuharness.remote import RemoteError
+from gpuharness.remote.connect import LocalRemote, Route, open_remote, resolve
+from gpuharness.remote.route import from_alias
 from gpuharness.sim.host import HostSpec, SimHost
-from gpuharness.ssh import LocalRemote, Route, open_remote, resolve
-from gpuharness.ssh.route import from_alias
 
 
 @pytest.fixture
@@ -189,7 +189,7 @@ def test_live_route_from_connections_is_reused_and_stale_one_ignored(host):
     deployment = {"id": "dep_t", "ssh": {**host.ssh_block(), "port": 1}}
     live = {"target": "dep_t", "kind": "ssh", "route": f"root@127.0.0.1:{host.ssh_port}",
             "heartbeat_at": "2026-11-30T20:00:00Z", "ttl_s": 600}
-    from gpuharness.clock import parse_ts
+    from gpuharness.core.clock import parse_ts
     now = parse_ts("2026-11-30T20:05:00Z")
     assert resolve(deployment, [live], now).port == host.ssh_port
     stale = replace_ttl(live, 60)

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from gpuharness.registry import Registry
+from gpuharness.core.registry import Registry
 
 
 def validate(root):

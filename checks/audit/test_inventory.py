@@ -6,7 +6,7 @@ deployments are ones the registry calls live while the provider no longer has th
 
 import pytest
 
-from gpuharness.reconcile import find_orphans, find_vanished, key_prefixes
+from gpuharness.operations.reconcile import find_orphans, find_vanished, key_prefixes
 
 
 def test_no_orphan_instances_at_the_providers(gh_registry, gh_inventory):

@@ -6,8 +6,8 @@ Every remote fact comes from one batched probe per deployment per run; only when
 
 from __future__ import annotations
 
-from gpuharness import health_rules as rules
-from gpuharness.lifecycle import journal, read_journal
+from gpuharness.core.lifecycle import journal, read_journal
+from gpuharness.health import rules
 from gpuharness.pytest_plugin.health import check_health_endpoint, run_generation
 
 

@@ -1,11 +1,11 @@
 """gpuharness: verify, audit and operate rented GPU workloads kept in plain JSON under .pi/gpu/."""
 
-from gpuharness.economics import KeepAliveDecision, keep_alive
-from gpuharness.errors import UserError
-from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import ALLOWED, STATES, transition
-from gpuharness.policy import Action, Decision, Policy
-from gpuharness.registry import Registry
+from gpuharness.core.economics import KeepAliveDecision, keep_alive
+from gpuharness.core.errors import UserError
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.lifecycle import ALLOWED, STATES, transition
+from gpuharness.core.policy import Action, Decision, Policy
+from gpuharness.core.registry import Registry
 
 __all__ = [
     "ALLOWED",

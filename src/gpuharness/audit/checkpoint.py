@@ -19,8 +19,8 @@ from typing import Any, final
 import orjson
 
 from gpuharness.audit.ledger_pass import JobState, PartResult
-from gpuharness.clock import now_ts
-from gpuharness.statefile import atomic_write_bytes, exclusive_lock, fsync_dir
+from gpuharness.core.clock import now_ts
+from gpuharness.core.statefile import atomic_write_bytes, exclusive_lock, fsync_dir
 
 VERSION = 2
 FILE_NAME = "checkpoint.json"

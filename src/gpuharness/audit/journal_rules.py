@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuharness.lifecycle import allowed
+from gpuharness.core.lifecycle import allowed
 
 #: (line number, from, to) of one deployment's journal entries, in file order
 Entry = tuple[int, str | None, str]
@@ -26,7 +26,7 @@ def journal_problems(deployment: Mapping[str, Any], entries: Sequence[Entry]) ->
                              f"{previous}: a transition was not journaled (or was edited); append the missing one"))
         if source is not None and source != target and not allowed(source, target):
             problems.append((where, f"deployment {dep}: {source} → {target} is not an allowed transition "
-                             "(see gpuharness.lifecycle.ALLOWED); it skipped a step of the lifecycle"))
+                             "(see gpuharness.core.lifecycle.ALLOWED); it skipped a step of the lifecycle"))
         previous = target
     status = deployment.get("status")
     if previous is not None and previous != status:

@@ -22,11 +22,11 @@ from typing import Any, final
 
 import orjson
 
-from gpuharness import schema
 from gpuharness.audit.secrets import find_secrets, line_of
-from gpuharness.clock import format_ts, parse_ts
-from gpuharness.ledger import TERMINAL, sequence_problem
-from gpuharness.line_scanner import compiled
+from gpuharness.core import schema
+from gpuharness.core.clock import format_ts, parse_ts
+from gpuharness.core.ledger import TERMINAL, sequence_problem
+from gpuharness.core.line_scanner import compiled
 
 BLOCK = 4 << 20
 #: Below this size a ledger is scanned in-process; above it, in one process per CPU.

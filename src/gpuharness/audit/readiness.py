@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuharness.clock import parse_ts
+from gpuharness.core.clock import parse_ts
 
 #: statuses only reachable through `ready` (ready ⇄ running, retrieving)
 SERVING = frozenset({"ready", "running", "retrieving"})

@@ -15,7 +15,6 @@ from typing import Any, final
 
 import orjson
 
-from gpuharness import schema
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit.findings import Finding
 from gpuharness.audit.journal_rules import journal_problems
@@ -31,12 +30,13 @@ from gpuharness.audit.ledger_pass import (
 )
 from gpuharness.audit.readiness import readiness_problems
 from gpuharness.audit.secrets import scan_tree
-from gpuharness.clock import format_ts, parse_ts
-from gpuharness.errors import UserError
-from gpuharness.lifecycle import BILLING
-from gpuharness.policy import Policy
-from gpuharness.registry import DOCUMENTS, JOURNAL, LEDGER
-from gpuharness.statefile import read_json
+from gpuharness.core import schema
+from gpuharness.core.clock import format_ts, parse_ts
+from gpuharness.core.errors import UserError
+from gpuharness.core.lifecycle import BILLING
+from gpuharness.core.policy import Policy
+from gpuharness.core.registry import DOCUMENTS, JOURNAL, LEDGER
+from gpuharness.core.statefile import read_json
 
 #: Whole-file documents and their identity keys, for the uniqueness rule.
 IDENTITY: dict[str, tuple[str, ...]] = {

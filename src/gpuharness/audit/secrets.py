@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import final
 
-from gpuharness.line_scanner import compiled
+from gpuharness.core.line_scanner import compiled
 
 #: (kind, pattern); group "value" is the secret itself.
 PATTERNS: tuple[tuple[str, re.Pattern[bytes]], ...] = (

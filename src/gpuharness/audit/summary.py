@@ -6,8 +6,8 @@ import html
 from typing import Any
 
 from gpuharness.audit.run import AuditRun, rate
-from gpuharness.clock import format_ts
-from gpuharness.lifecycle import BILLING
+from gpuharness.core.clock import format_ts
+from gpuharness.core.lifecycle import BILLING
 
 CEILINGS = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr", "max_concurrent_deployments",
             "max_idle_minutes")

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gpuharness.errors import EXIT_USAGE, UserError
+from gpuharness.core.errors import EXIT_USAGE, UserError
 
 #: Each module defines `register(subparsers, common)`; a new command family adds one line here.
 COMMAND_MODULES: tuple[str, ...] = (

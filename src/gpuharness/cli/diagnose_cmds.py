@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuharness.cli import emit
-from gpuharness.diagnose import classify_file, classify_stream
-from gpuharness.errors import EXIT_USAGE, UserError
-from gpuharness.nvidia_smi import SmiParseError, SmiReport, parse_output, run_local
+from gpuharness.core.errors import EXIT_USAGE, UserError
+from gpuharness.health.diagnose import classify_file, classify_stream
+from gpuharness.health.nvidia_smi import SmiParseError, SmiReport, parse_output, run_local
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:

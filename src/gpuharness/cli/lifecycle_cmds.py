@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuharness.cli import emit
-from gpuharness.errors import UserError
-from gpuharness.registry import Registry
+from gpuharness.core.errors import UserError
+from gpuharness.core.registry import Registry
 
 SUITES = ("health", "audit", "plan")
 
@@ -135,7 +135,7 @@ def cmd_configure(args: argparse.Namespace) -> int:
 
 
 def _inputs(texts: list[str]) -> list[dict[str, Any]]:
-    from gpuharness.statefile import parse_json_text
+    from gpuharness.core.statefile import parse_json_text
     batch: list[dict[str, Any]] = []
     for index, text in enumerate(texts or ["{}"]):
         value = parse_json_text(text, f"--inputs #{index + 1}")
@@ -202,7 +202,7 @@ def cmd_reap(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from gpuharness.demo import run_demo
+    from gpuharness.demo.tour import run_demo
     summary = run_demo(workdir=args.workdir, suites=not args.no_suites)
     emit(args, summary.to_json(), summary.text())
     return 0 if summary.ok else 1

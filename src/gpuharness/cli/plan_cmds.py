@@ -8,14 +8,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpuharness import cassette, inventory, reconcile
 from gpuharness.cli import emit
-from gpuharness.errors import UserError
-from gpuharness.ledger import Ledger
-from gpuharness.plan import LaunchRequest, load_plan, make_plan, save_plan, step_label
+from gpuharness.core.errors import UserError
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.registry import Registry
+from gpuharness.operations import reconcile
+from gpuharness.plans import cassette, inventory
+from gpuharness.plans.plan import LaunchRequest, load_plan, make_plan, save_plan, step_label
 from gpuharness.providers.base import ProviderError
 from gpuharness.providers.offers import cheapest_offer
-from gpuharness.registry import Registry
 
 DEFAULT_INVENTORY = Path("cassettes/http/inventory.yaml")
 
@@ -169,7 +170,7 @@ def cmd_plan_make(args: argparse.Namespace) -> int:
     relative = os.path.relpath(cassette_path.resolve(), output.resolve().parent)
     plan = make_plan(registry.deployments(), found, launches=[request] if request else [],
                      terminate=args.terminate, cassette=relative)
-    from gpuharness.plan_replay import rehearse_with_mirror  # vcrpy: only when a plan is made
+    from gpuharness.plans.replay import rehearse_with_mirror  # vcrpy: only when a plan is made
 
     rehearse_with_mirror(plan, registry.providers(), found, cassette_path)
     save_plan(output, plan)
@@ -183,7 +184,7 @@ def cmd_plan_make(args: argparse.Namespace) -> int:
 
 def cmd_plan_apply(args: argparse.Namespace) -> int:
     from gpuharness.operations.wiring import cli_context
-    from gpuharness.plan_apply import apply_plan
+    from gpuharness.plans.apply import apply_plan
 
     registry = Registry.locate(args.registry)
     plan = load_plan(args.file)

@@ -7,14 +7,14 @@ import sys
 from typing import Any
 
 from gpuharness.cli import emit
-from gpuharness.errors import UserError
-from gpuharness.lifecycle import live_burn
-from gpuharness.policy import Policy
+from gpuharness.core.errors import UserError
+from gpuharness.core.lifecycle import live_burn
+from gpuharness.core.policy import Policy
+from gpuharness.core.registry import Registry
 from gpuharness.providers.authentication import check_all
 from gpuharness.providers.base import OfferSource
 from gpuharness.providers.factory import PhaseOptions, build_provider
 from gpuharness.providers.offers import gather
-from gpuharness.registry import Registry
 
 OFFER_KINDS = ("runpod", "vast", "massed")
 

@@ -7,16 +7,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuharness import schema
 from gpuharness.cli import emit
-from gpuharness.economics import keep_alive
-from gpuharness.errors import UserError
-from gpuharness.jsonl import read_records
-from gpuharness.ledger import Ledger
-from gpuharness.policy import Policy
-from gpuharness.registry import DOCUMENTS, LEDGER, OBSERVATIONS, Registry
-from gpuharness.spend import GROUPINGS, job_costs, spend_by, today_and_month
-from gpuharness.statefile import parse_json_text
+from gpuharness.core import schema
+from gpuharness.core.economics import keep_alive
+from gpuharness.core.errors import UserError
+from gpuharness.core.jsonl import read_records
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.policy import Policy
+from gpuharness.core.registry import DOCUMENTS, LEDGER, OBSERVATIONS, Registry
+from gpuharness.core.spend import GROUPINGS, job_costs, spend_by, today_and_month
+from gpuharness.core.statefile import parse_json_text
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:

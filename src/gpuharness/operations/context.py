@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, final
 
-from gpuharness.clock import Clock, format_ts, utcnow
+from gpuharness.core.clock import Clock, format_ts, utcnow
+from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Instance, Provider
-from gpuharness.registry import Registry
 from gpuharness.remote import Remote
 
 #: Builds one Provider (one HTTP client) from a providers.json entry, for one phase.

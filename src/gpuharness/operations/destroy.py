@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, final
 
-from gpuharness.errors import UserError
-from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import transition
+from gpuharness.core.errors import UserError
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.lifecycle import transition
 from gpuharness.operations.context import Context
 from gpuharness.operations.launch import terminate_reconciled
 from gpuharness.operations.retrieve import unsynced

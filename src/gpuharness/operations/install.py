@@ -7,8 +7,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, final
 
-from gpuharness.errors import UserError
-from gpuharness.lifecycle import transition
+from gpuharness.core.errors import UserError
+from gpuharness.core.lifecycle import transition
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify, transport_failure
 from gpuharness.remote import Remote, RemoteError

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, final
 
-from gpuharness.policy import Policy
+from gpuharness.core.policy import Policy
 from gpuharness.providers.base import Instance, LaunchSpec, Provider
 from gpuharness.providers.mutation import launch_reconciled as provider_launch
 from gpuharness.providers.mutation import terminate_reconciled as provider_terminate

@@ -6,15 +6,15 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, final
 
-from gpuharness.errors import UserError
-from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import journal, live_burn, transition
+from gpuharness.core.errors import UserError
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.lifecycle import journal, live_burn, transition
+from gpuharness.core.policy import Action, Policy
+from gpuharness.core.spend import today_and_month
 from gpuharness.operations.context import Context
 from gpuharness.operations.launch import launch_reconciled
-from gpuharness.policy import Action, Policy
 from gpuharness.providers.base import KEY_PREFIX, Instance, LaunchSpec, Provider, ProviderError
 from gpuharness.providers.offers import cheapest_offer
-from gpuharness.spend import today_and_month
 
 #: deployment states that still hold (or may hold) a paid resource
 #: states in which a deployment may be reused for the same request

@@ -9,20 +9,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
-from gpuharness import schema
-from gpuharness.clock import format_ts, parse_ts
-from gpuharness.economics import keep_alive
-from gpuharness.errors import UserError
-from gpuharness.jsonl import append_record, read_records
-from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import LIVE, read_journal
+from gpuharness.core import schema
+from gpuharness.core.clock import format_ts, parse_ts
+from gpuharness.core.economics import keep_alive
+from gpuharness.core.errors import UserError
+from gpuharness.core.jsonl import append_record, read_records
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.lifecycle import LIVE, read_journal
+from gpuharness.core.policy import Policy
+from gpuharness.core.registry import OBSERVATIONS
 from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy, refusal
 from gpuharness.operations.install import workspace
 from gpuharness.operations.retrieve import retrieve, unsynced
 from gpuharness.operations.run import mark_interrupted
-from gpuharness.policy import Policy
-from gpuharness.registry import OBSERVATIONS
 from gpuharness.remote import RemoteError
 
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
-from gpuharness.errors import UserError
-from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import transition
+from gpuharness.core.errors import UserError
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.lifecycle import transition
 from gpuharness.operations.context import Context
 from gpuharness.operations.install import route
 from gpuharness.remote import Remote, RemoteError

@@ -10,15 +10,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, final
 
-from gpuharness.clock import format_ts
-from gpuharness.errors import UserError
-from gpuharness.ledger import Ledger
-from gpuharness.lifecycle import transition
+from gpuharness.core.clock import format_ts
+from gpuharness.core.errors import UserError
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.lifecycle import transition
+from gpuharness.core.policy import Action, Policy
+from gpuharness.core.spend import today_and_month
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify
 from gpuharness.operations.install import workflow_manifest
-from gpuharness.policy import Action, Policy
-from gpuharness.spend import today_and_month
 
 JobState = Literal["running", "completed", "failed"]
 PROGRESS_EVERY_S = 30.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, final
 
-from gpuharness.clock import now_ts
+from gpuharness.core.clock import now_ts
 from gpuharness.operations.run import JobProgress
 from gpuharness.providers.serverless import ServerlessEndpoint
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuharness.errors import UserError
+from gpuharness.core.errors import UserError
+from gpuharness.core.registry import Registry
 from gpuharness.operations.comfy_job import ComfyJobExecutor
 from gpuharness.operations.context import Context
 from gpuharness.operations.openai_job import OpenAIJobExecutor
@@ -14,10 +15,9 @@ from gpuharness.operations.run import JobExecutor
 from gpuharness.operations.serverless_job import ServerlessJobExecutor
 from gpuharness.providers.base import Provider
 from gpuharness.providers.factory import build_provider, build_serverless
-from gpuharness.registry import Registry
 from gpuharness.remote import Remote
-from gpuharness.ssh import open_remote
-from gpuharness.ssh.route import resolve
+from gpuharness.remote.connect import open_remote
+from gpuharness.remote.route import resolve
 
 
 def provider_factory(registry: Registry) -> Any:

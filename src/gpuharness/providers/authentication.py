@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
-from gpuharness.clock import now_ts
-from gpuharness.errors import UserError
+from gpuharness.core.clock import now_ts
+from gpuharness.core.errors import UserError
+from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Authenticating, ProviderError
 from gpuharness.providers.factory import PhaseOptions, build_provider, build_serverless
-from gpuharness.registry import Registry
 
 
 @final

@@ -11,16 +11,16 @@ from typing import Any, final
 
 import httpx
 
-from gpuharness.clock import Clock, utcnow
-from gpuharness.errors import UserError
-from gpuharness.http_client import Monotonic, ProviderHttp, RetryPolicy, Sleep
+from gpuharness.core.clock import Clock, utcnow
+from gpuharness.core.errors import UserError
+from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Provider
 from gpuharness.providers.massed import MassedCompute
 from gpuharness.providers.owned import OwnedServers
 from gpuharness.providers.runpod import RunPodPods
 from gpuharness.providers.serverless import ServerlessEndpoint
+from gpuharness.providers.transport import Monotonic, ProviderHttp, RetryPolicy, Sleep
 from gpuharness.providers.vast import VastAi
-from gpuharness.registry import Registry
 
 #: real API hosts, used when an entry has no api_base
 DEFAULT_API_BASE: dict[str, str] = {

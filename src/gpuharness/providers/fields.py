@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuharness.clock import format_ts
+from gpuharness.core.clock import format_ts
 from gpuharness.providers.base import ProviderError
 
 

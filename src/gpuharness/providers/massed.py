@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any, final
 
-from gpuharness.http_client import ProviderHttp
 from gpuharness.providers import fields
 from gpuharness.providers.base import Instance, LaunchSpec, Offer, ProviderError, SshEndpoint, Status, gpu_matches
+from gpuharness.providers.transport import ProviderHttp
 
 #: Brev's mapping of Massed statuses (the full enum is [UNVERIFIED])
 STATUS: dict[str, Status] = {

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpuharness.clock import now_ts
-from gpuharness.http_client import RetryPolicy, retry_wait
+from gpuharness.core.clock import now_ts
 from gpuharness.providers.base import Instance, LaunchSpec, Provider, ProviderError, UnknownOutcome
+from gpuharness.providers.transport import RetryPolicy, retry_wait
 
 Journal = Callable[[dict[str, Any]], None]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from gpuharness.policy import Action, Policy
+from gpuharness.core.policy import Action, Policy
 from gpuharness.providers.base import Offer, OfferSource, Provider, ProviderError
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, final
 
+from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Instance, LaunchSpec, ProviderError, SshEndpoint, Status
 from gpuharness.providers.fields import number
-from gpuharness.registry import Registry
 
 _STATUSES: tuple[Status, ...] = ("pending", "running", "stopped", "terminated", "error", "unknown")
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, final
 
-from gpuharness.http_client import ProviderHttp
 from gpuharness.providers import fields
 from gpuharness.providers.base import Instance, LaunchSpec, Offer, ProviderError, SshEndpoint, Status, gpu_matches
 from gpuharness.providers.failures import classify
+from gpuharness.providers.transport import ProviderHttp
 
 GPU_TYPES_QUERY = "query GpuTypes { gpuTypes { id displayName memoryInGb securePrice communityPrice } }"
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, final
 
-from gpuharness.http_client import ProviderHttp
 from gpuharness.providers import fields
 from gpuharness.providers.base import ProviderError
+from gpuharness.providers.transport import ProviderHttp
 
 #: the SDK's terminal set (is_completed)
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, final
 
-from gpuharness.http_client import ProviderHttp
 from gpuharness.providers import fields
 from gpuharness.providers.base import Instance, LaunchSpec, Offer, ProviderError, SshEndpoint, Status, gpu_matches
+from gpuharness.providers.transport import ProviderHttp
 
 PAGE_LIMIT = 25  # the v1 list's maximum page size
 MAX_PAGES = 10_000

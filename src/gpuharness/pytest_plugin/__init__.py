@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from gpuharness.errors import UserError
-from gpuharness.registry import ENV_VAR, Registry
+from gpuharness.core.errors import UserError
+from gpuharness.core.registry import ENV_VAR, Registry
 
 #: Plugin-shaped modules of the check families, loaded with this plugin.
 FAMILIES: tuple[str, ...] = (

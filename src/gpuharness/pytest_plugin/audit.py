@@ -14,11 +14,11 @@ import pytest
 
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit.run import AuditRun, run_audit
+from gpuharness.audit.spend_chart import ChartRenderer
 from gpuharness.audit.summary import summarize, to_html
-from gpuharness.clock import parse_ts, utcnow
+from gpuharness.core.clock import parse_ts, utcnow
+from gpuharness.core.statefile import read_json
 from gpuharness.pytest_plugin import cassette_dir, registry_root
-from gpuharness.spendchart import ChartRenderer
-from gpuharness.statefile import read_json
 
 #: An RFC 3339 time the audit takes as "now" (idle minutes); tests and replays pin it, default: the clock.
 NOW_ENV = "GPUHARNESS_AUDIT_NOW"

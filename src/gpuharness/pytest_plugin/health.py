@@ -16,13 +16,17 @@ import httpx
 import pytest
 from filelock import FileLock
 
-from gpuharness import cassette, health_rules, lifecycle, probe, runtimes
-from gpuharness.clock import now_ts
-from gpuharness.errors import UserError
-from gpuharness.policy import Policy
-from gpuharness.probe import ProbeResult, ProbeTargets
+from gpuharness import runtimes
+from gpuharness.core import lifecycle
+from gpuharness.core.clock import now_ts
+from gpuharness.core.errors import UserError
+from gpuharness.core.policy import Policy
+from gpuharness.core.registry import Registry
+from gpuharness.health import probe
+from gpuharness.health import rules as health_rules
+from gpuharness.health.probe import ProbeResult, ProbeTargets
+from gpuharness.plans import cassette
 from gpuharness.pytest_plugin import cassette_dir, registry_root
-from gpuharness.registry import Registry
 from gpuharness.remote import RemoteError
 
 #: Every health check, by test name without `test_`. All must pass for `ready`.
@@ -121,7 +125,7 @@ def _credential_envs(registry: Registry) -> list[str | None]:
 
 def live_probe(config: pytest.Config, registry: Registry, deployment: dict[str, Any]) -> dict[str, Any]:
     """Connect once by the recorded route, run the probe in one exec, record the route's last probe."""
-    from gpuharness.ssh import open_remote, resolve  # paramiko (~0.2 s): only a live probe needs it
+    from gpuharness.remote.connect import open_remote, resolve  # paramiko (~0.2 s): only a live probe needs it
 
     policy = Policy(registry.policy_document())
     timeouts = policy.get("health_timeouts") or {}

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness import cassette
-from gpuharness import inventory as inventory_mod
-from gpuharness.errors import UserError
+from gpuharness.core.errors import UserError
+from gpuharness.core.registry import Registry
+from gpuharness.plans import cassette
+from gpuharness.plans import inventory as inventory_mod
 from gpuharness.pytest_plugin import cassette_dir
-from gpuharness.registry import Registry
 
 INVENTORY_CASSETTE = Path("http") / "inventory.yaml"
 

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
-from gpuharness.errors import UserError
+from gpuharness.core.errors import UserError
+from gpuharness.core.registry import Registry
 from gpuharness.pytest_plugin import cassette_dir
-from gpuharness.registry import Registry
 
 if TYPE_CHECKING:  # the plan machinery (inventory, cassettes: ~0.3 s) is imported only when a plan is checked
-    from gpuharness import inventory as inventory_mod
-    from gpuharness.plan import PlanContext
+    from gpuharness.plans import inventory as inventory_mod
+    from gpuharness.plans.plan import PlanContext
 
 
 @final
@@ -45,7 +45,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("plan_case", [pytest.param(PlanCase(), id="no-plan", marks=pytest.mark.skip(
             reason="no plan to verify: pass --plan FILE"))])
         return
-    from gpuharness.plan import APPLIES, RULES, load_plan, step_label
+    from gpuharness.plans.plan import APPLIES, RULES, load_plan, step_label
 
     try:
         plan = load_plan(path)
@@ -69,7 +69,7 @@ def gh_plan_file(pytestconfig: pytest.Config) -> Path:
 @pytest.fixture(scope="session")
 def gh_plan(gh_plan_file: Path) -> dict[str, Any]:
     """The plan, schema-checked."""
-    from gpuharness.plan import load_plan
+    from gpuharness.plans.plan import load_plan
 
     try:
         return load_plan(gh_plan_file)
@@ -80,7 +80,7 @@ def gh_plan(gh_plan_file: Path) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def gh_provider_factory() -> inventory_mod.ProviderFactory:
     """Builds one provider adapter from a providers.json entry (override in a conftest to substitute fakes)."""
-    from gpuharness import inventory as inventory_mod
+    from gpuharness.plans import inventory as inventory_mod
 
     return inventory_mod.adapter_factory(offline=True)
 
@@ -88,7 +88,7 @@ def gh_provider_factory() -> inventory_mod.ProviderFactory:
 @pytest.fixture(scope="session")
 def gh_plan_cassette(pytestconfig: pytest.Config, gh_plan: dict[str, Any], gh_plan_file: Path) -> Path:
     """The plan's cassette: its `cassette` field, else <cassettes>/http/<plan name>.yaml."""
-    from gpuharness.plan import cassette_of
+    from gpuharness.plans.plan import cassette_of
 
     path = cassette_of(gh_plan, gh_plan_file) or cassette_dir(pytestconfig) / "http" / f"{gh_plan_file.stem}.yaml"
     if not path.exists():
@@ -101,12 +101,12 @@ def gh_plan_cassette(pytestconfig: pytest.Config, gh_plan: dict[str, Any], gh_pl
 def gh_plan_context(gh_plan: dict[str, Any], gh_plan_cassette: Path, gh_registry: Registry,
                     gh_provider_factory: inventory_mod.ProviderFactory) -> PlanContext:
     """The recorded inventory (replayed in mode none), the registry view, policy, spend and the replay results."""
-    from gpuharness import inventory as inventory_mod
-    from gpuharness.ledger import Ledger
-    from gpuharness.plan import PlanContext
-    from gpuharness.plan_replay import replay_calls
-    from gpuharness.policy import Policy
-    from gpuharness.spend import today_and_month
+    from gpuharness.core.ledger import Ledger
+    from gpuharness.core.policy import Policy
+    from gpuharness.core.spend import today_and_month
+    from gpuharness.plans import inventory as inventory_mod
+    from gpuharness.plans.plan import PlanContext
+    from gpuharness.plans.replay import replay_calls
 
     try:
         recorded = inventory_mod.recorded_inventory(gh_plan_cassette, gh_registry.providers(), gh_provider_factory)
@@ -124,14 +124,14 @@ def verify_case(case: PlanCase, ctx: PlanContext) -> str | None:
     if case.error:
         return case.error
     assert case.step is not None and case.rule is not None
-    from gpuharness.plan import check
+    from gpuharness.plans.plan import check
 
     return check(case.step, case.rule, ctx)
 
 
 def fingerprint_problem(plan: dict[str, Any], ctx: PlanContext) -> str | None:
     """Whether the registry and recorded inventory are still the ones the plan was made from."""
-    from gpuharness.plan import fingerprint
+    from gpuharness.plans.plan import fingerprint
 
     now = fingerprint(ctx.deployments, ctx.inventory)
     if now == plan["fingerprint"]:

@@ -9,7 +9,7 @@ from typing import Any, final
 
 import httpx
 
-from gpuharness.diagnose import classify_text
+from gpuharness.health.diagnose import classify_text
 
 Sleep = Callable[[float], None]
 Clock = Callable[[], float]

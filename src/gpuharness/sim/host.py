@@ -26,7 +26,7 @@ import paramiko
 from paramiko.common import AUTH_FAILED, AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED, OPEN_SUCCEEDED
 from paramiko.sftp import SFTP_PERMISSION_DENIED
 
-from gpuharness.nvidia_smi import CLOCK_EVENT_BITS
+from gpuharness.health.nvidia_smi import CLOCK_EVENT_BITS
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
 Counter = Callable[[str], None]

@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Any, final
 from urllib.parse import parse_qs, urlsplit
 
-from gpuharness.errors import UserError
+from gpuharness.core.errors import UserError
 from gpuharness.sim import catalog, providers_massed, providers_runpod, providers_serverless, providers_vast
 from gpuharness.sim.faults import FaultPlan, parse_fault
 from gpuharness.sim.routing import ProviderWire, SimRequest, SimResponse, bearer, json_response

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from gpuharness.clock import format_ts, now_ts, parse_ts
+from gpuharness.core.clock import format_ts, now_ts, parse_ts
 
 GROUPINGS = ("day", "month", "provider", "gpu", "deployment", "total")
 

@@ -18,8 +18,8 @@ if TYPE_CHECKING:  # vcrpy (~0.3 s to import) is loaded on first use: the audit 
     import vcr
     from vcr.errors import CannotOverwriteExistingCassetteException
 
-from gpuharness.clock import now_ts
-from gpuharness.errors import UserError
+from gpuharness.core.clock import now_ts
+from gpuharness.core.errors import UserError
 
 #: Environment variable whose value tests plant as an API key; always scrubbed.
 TEST_SECRET_ENV = "GPUHARNESS_TEST_SECRET"
@@ -219,7 +219,7 @@ def read_metadata(path: Path) -> dict[str, Any]:
         text = path.read_text("utf-8")
     except FileNotFoundError:
         raise UserError("cassette not found", path=path,
-                        hint="record it against the simulator: `python -m gpuharness.cassette record`") from None
+                        hint="record it against the simulator: `python -m gpuharness.plans.cassette record`") from None
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:

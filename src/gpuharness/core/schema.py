@@ -38,7 +38,7 @@ def load_schema(name: str) -> dict[str, Any]:
     """The packaged schema called name (see SCHEMA_NAMES)."""
     if name not in SCHEMA_NAMES:
         raise KeyError(f"unknown schema {name!r}")
-    text = resources.files("gpuharness.schemas").joinpath(f"{name}.schema.json").read_text("utf-8")
+    text = resources.files("gpuharness.core.schemas").joinpath(f"{name}.schema.json").read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, final
 from urllib.parse import urlsplit
 
-from gpuharness import cassette
-from gpuharness.clock import now_ts
-from gpuharness.errors import UserError
+from gpuharness.core.clock import now_ts
+from gpuharness.core.errors import UserError
+from gpuharness.plans import cassette
 from gpuharness.providers.base import Instance, Provider, ProviderError
 
 

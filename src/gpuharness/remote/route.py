@@ -12,8 +12,8 @@ from typing import Any, Literal, final
 
 import paramiko
 
-from gpuharness.clock import parse_ts, utcnow
-from gpuharness.errors import UserError
+from gpuharness.core.clock import parse_ts, utcnow
+from gpuharness.core.errors import UserError
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 DEFAULT_CONFIG = "~/.ssh/config"

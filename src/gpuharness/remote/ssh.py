@@ -11,8 +11,8 @@ from typing import final
 import paramiko
 
 from gpuharness.remote import ExecResult, RemoteError
-from gpuharness.ssh.hostkeys import FirstUsePolicy, changed_key_error, load_known_hosts
-from gpuharness.ssh.route import Route
+from gpuharness.remote.hostkeys import FirstUsePolicy, changed_key_error, load_known_hosts
+from gpuharness.remote.route import Route
 
 _CHUNK = 32768
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpuharness.errors import UserError
+from gpuharness.core.errors import UserError
 
 
 class _NotFinite(ValueError):

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
-from gpuharness import lifecycle, schema
-from gpuharness.clock import now_ts, parse_ts
-from gpuharness.errors import UserError
-from gpuharness.inventory import Inventory
-from gpuharness.policy import Action, Policy
+from gpuharness.core import lifecycle, schema
+from gpuharness.core.clock import now_ts, parse_ts
+from gpuharness.core.errors import UserError
+from gpuharness.core.policy import Action, Policy
+from gpuharness.core.statefile import atomic_write_json, read_json
+from gpuharness.plans.inventory import Inventory
 from gpuharness.providers.base import KEY_PREFIX
-from gpuharness.statefile import atomic_write_json, read_json
 
 MUTATIONS = frozenset({"launch", "stop", "start", "terminate"})
 PAID = frozenset({"launch", "start"})

@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
 
-from gpuharness import lifecycle
-from gpuharness.inventory import Inventory
-from gpuharness.ledger import Ledger
+from gpuharness.core import lifecycle
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.registry import Registry
+from gpuharness.plans.inventory import Inventory
 from gpuharness.providers.base import KEY_PREFIX, Instance
-from gpuharness.registry import Registry
 
 #: Deployment states in which the registry claims an instance exists and should be running or stopped.
 #: `destroying` is excluded: gone at the provider is what a destroy expects.

@@ -13,11 +13,11 @@ from typing import Any, final
 
 import orjson
 
-from gpuharness import schema
-from gpuharness.clock import now_ts
-from gpuharness.errors import UserError
-from gpuharness.jsonl import append_record
-from gpuharness.line_scanner import LineScanner, compiled
+from gpuharness.core import schema
+from gpuharness.core.clock import now_ts
+from gpuharness.core.errors import UserError
+from gpuharness.core.jsonl import append_record
+from gpuharness.core.line_scanner import LineScanner, compiled
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
 ORDER = {"queued": 0, "running": 1}

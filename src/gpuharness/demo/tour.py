@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
-from gpuharness.diagnose import REMEDIES
-from gpuharness.errors import UserError
-from gpuharness.lab import MODEL, WORKFLOW, Lab
-from gpuharness.ledger import Ledger
+from gpuharness.core.errors import UserError
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.registry import Registry
+from gpuharness.demo.estate import MODEL, WORKFLOW, Lab
+from gpuharness.health.diagnose import REMEDIES
 from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.install import configure, install
@@ -20,7 +21,6 @@ from gpuharness.operations.provision import ProvisionRequest, provision
 from gpuharness.operations.reap import reap
 from gpuharness.operations.retrieve import retrieve
 from gpuharness.operations.run import run_job, spend_line
-from gpuharness.registry import Registry
 
 GOOD = "dep_h3_vast_01"
 OOM = "dep_h3_runpod_01"

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from gpuharness.clock import now_ts
-from gpuharness.errors import UserError
+from gpuharness.core.clock import now_ts
+from gpuharness.core.errors import UserError
 
 
 def _complete_object(fragment: bytes) -> bool:

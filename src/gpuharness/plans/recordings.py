@@ -1,7 +1,7 @@
 """The committed recordings: a small world born in the simulator (registry, inventory cassette, a plan and
 its cassette), recorded with a planted API key that must appear nowhere afterwards.
 
-    python -m gpuharness.recordings [--root .]      # rewrites cassettes/http/ and fixtures/plan/
+    python -m gpuharness.plans.recordings [--root .]      # rewrites cassettes/http/ and fixtures/plan/
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, final
 
-from gpuharness import cassette, inventory
-from gpuharness.plan import LaunchRequest, make_plan, save_plan
-from gpuharness.plan_replay import rehearse_with_mirror
-from gpuharness.registry import Registry
+from gpuharness.core.registry import Registry
+from gpuharness.plans import cassette, inventory
+from gpuharness.plans.plan import LaunchRequest, make_plan, save_plan
+from gpuharness.plans.replay import rehearse_with_mirror
 from gpuharness.sim.server import Simulator
 
 KINDS = ("runpod", "vast", "massed")
@@ -111,7 +111,7 @@ def record(world: World) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpuharness.recordings", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m gpuharness.plans.recordings", description=__doc__)
     parser.add_argument("--root", type=Path, default=Path("."), help="repository root (default .)")
     args = parser.parse_args(argv)
     for path in record(layout(args.root)):

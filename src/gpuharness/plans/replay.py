@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 from vcr.errors import CannotOverwriteExistingCassetteException
 
-from gpuharness import cassette
-from gpuharness.errors import UserError
-from gpuharness.inventory import Inventory, fetch_inventory
-from gpuharness.plan import MUTATIONS
+from gpuharness.core.errors import UserError
+from gpuharness.plans import cassette
+from gpuharness.plans.inventory import Inventory, fetch_inventory
+from gpuharness.plans.plan import MUTATIONS
 from gpuharness.providers.base import Instance, LaunchSpec, Provider
 
 ProviderFactory = Callable[[dict[str, Any]], Provider]
@@ -157,7 +157,7 @@ def rehearse_with_mirror(plan: dict[str, Any], entries: Iterable[Mapping[str, An
 
     Returns how many instances were mirrored. Nothing outside the loopback simulator is called.
     """
-    from gpuharness.inventory import adapter_factory
+    from gpuharness.plans.inventory import adapter_factory
     from gpuharness.sim.server import Simulator
 
     by_name = {str(e["name"]): dict(e) for e in entries}

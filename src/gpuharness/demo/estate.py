@@ -13,11 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, final
 
+from gpuharness.core.registry import Registry
 from gpuharness.operations.context import Context
 from gpuharness.operations.wiring import executor_factory, remote_factory
 from gpuharness.providers.base import Instance, Provider
 from gpuharness.providers.factory import PhaseOptions, build_provider
-from gpuharness.registry import Registry
 from gpuharness.sim import Simulator
 from gpuharness.sim.host import HostSpec, SimHost, full_gpu_name, runtime_for_image, with_fault
 

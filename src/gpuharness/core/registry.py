@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, final
 
-from gpuharness import schema
-from gpuharness.errors import UserError
-from gpuharness.statefile import atomic_write_json, exclusive_lock, read_json, sweep_stale_temps
+from gpuharness.core import schema
+from gpuharness.core.errors import UserError
+from gpuharness.core.statefile import atomic_write_json, exclusive_lock, read_json, sweep_stale_temps
 
 DEFAULT_DIR = ".pi/gpu"
 ENV_VAR = "GPUHARNESS_REGISTRY"

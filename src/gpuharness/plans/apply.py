@@ -6,15 +6,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpuharness import lifecycle
-from gpuharness.errors import UserError
-from gpuharness.inventory import Inventory, fetch_inventory, listed_providers
-from gpuharness.ledger import Ledger
+from gpuharness.core import lifecycle
+from gpuharness.core.errors import UserError
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.policy import Policy
+from gpuharness.core.spend import today_and_month
 from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.provision import ProvisionRequest, provision, stop_condition
 from gpuharness.operations.retrieve import retrieve
-from gpuharness.plan import (
+from gpuharness.plans.inventory import Inventory, fetch_inventory, listed_providers
+from gpuharness.plans.plan import (
     APPLIES,
     MUTATIONS,
     RULES,
@@ -25,10 +27,8 @@ from gpuharness.plan import (
     step_label,
     target_text,
 )
-from gpuharness.plan_replay import replay_calls
-from gpuharness.policy import Policy
+from gpuharness.plans.replay import replay_calls
 from gpuharness.providers.base import KEY_PREFIX, Provider
-from gpuharness.spend import today_and_month
 
 
 def disclosure(step: dict[str, Any], found: Inventory) -> str:

@@ -8,8 +8,8 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, final
 
-from gpuharness import nvidia_smi
-from gpuharness.nvidia_smi import GpuInfo
+from gpuharness.health import nvidia_smi
+from gpuharness.health.nvidia_smi import GpuInfo
 from gpuharness.remote import ExecResult, Remote
 
 PROBE_VERSION: Final = 1

@@ -6,11 +6,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from gpuharness import schema
-from gpuharness.clock import now_ts
-from gpuharness.errors import UserError
-from gpuharness.jsonl import append_record, read_records
-from gpuharness.registry import Registry
+from gpuharness.core import schema
+from gpuharness.core.clock import now_ts
+from gpuharness.core.errors import UserError
+from gpuharness.core.jsonl import append_record, read_records
+from gpuharness.core.registry import Registry
 
 STATES = ("provisioning", "installing", "configuring", "health-checking", "ready", "running",
           "retrieving", "destroying", "destroyed", "error", "stopped")

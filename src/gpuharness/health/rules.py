@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, final
 
-from gpuharness.diagnose import classify_lines
-from gpuharness.nvidia_smi import ERROR_REMEDIES, HARMFUL_CLOCK_EVENTS
-from gpuharness.probe import ProbeResult
+from gpuharness.health.diagnose import classify_lines
+from gpuharness.health.nvidia_smi import ERROR_REMEDIES, HARMFUL_CLOCK_EVENTS
+from gpuharness.health.probe import ProbeResult
 
 #: nvidia-smi name -> memory.total in MiB, as the driver reports it for the SKU.
 GPU_MEMORY_MIB: Final[dict[str, int]] = {

@@ -14,7 +14,7 @@ from typing import Any, final
 
 import httpx
 
-from gpuharness.clock import Clock, utcnow
+from gpuharness.core.clock import Clock, utcnow
 from gpuharness.providers.base import ProviderError, UnknownOutcome
 from gpuharness.providers.failures import classify, redact
 

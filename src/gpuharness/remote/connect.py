@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gpuharness.ssh.hostkeys import fingerprint
-from gpuharness.ssh.local import LocalRemote
-from gpuharness.ssh.route import Route, parse_route, resolve
-from gpuharness.ssh.transport import SSHRemote
+from gpuharness.remote.hostkeys import fingerprint
+from gpuharness.remote.local import LocalRemote
+from gpuharness.remote.route import Route, parse_route, resolve
+from gpuharness.remote.ssh import SSHRemote
 
 __all__ = ["LocalRemote", "Route", "SSHRemote", "fingerprint", "open_remote", "parse_route", "resolve"]
 

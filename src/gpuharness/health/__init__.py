@@ -1,0 +1,1 @@
+"""Health: the probe, the rules over its facts, failure diagnosis and nvidia-smi parsing."""

@@ -1,0 +1,1 @@
+"""Plans of provider mutations: plan files, rehearsal, apply, cassettes, recordings and inventory."""
