@@ -20,7 +20,7 @@ import httpx
 
 from gpuharness.core.registry import Registry
 from gpuharness.operations.reconcile import reconcile
-from gpuharness.plans import inventory
+from gpuharness.providers import inventory
 from gpuharness.sim.server import Simulator
 
 KINDS = ("runpod", "vast", "massed")

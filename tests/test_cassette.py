@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from gpuharness.core.errors import UserError
-from gpuharness.plans import cassette
+from gpuharness.providers import cassette
 
 
 class _Echo(BaseHTTPRequestHandler):

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpuharness.plans import cassette
 from gpuharness.plans.recordings import layout, record
+from gpuharness.providers import cassette
 
 CHECKS = Path(__file__).resolve().parents[1] / "checks"
 

@@ -10,8 +10,8 @@ from reconcile_fakes import deployment, instance
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import DEFAULT_POLICY
-from gpuharness.plans.inventory import Inventory
 from gpuharness.plans.plan import LaunchRequest, PlanContext, fingerprint, load_plan, make_plan, verify
+from gpuharness.providers.inventory import Inventory
 
 NOW = "2026-11-30T20:00:00.000Z"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness.plans import cassette
+from gpuharness.providers import cassette
 from gpuharness.providers.base import LaunchSpec, ProviderError
 from gpuharness.providers.factory import build_provider
 from gpuharness.providers.mutation import launch_reconciled, terminate_reconciled

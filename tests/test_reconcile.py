@@ -10,7 +10,7 @@ from reconcile_fakes import FakeProvider, deployment, instance, make_registry
 from gpuharness.core import lifecycle
 from gpuharness.core.ledger import Ledger
 from gpuharness.operations.reconcile import find_orphans, reconcile, stale_running_jobs
-from gpuharness.plans.inventory import fetch_inventory
+from gpuharness.providers.inventory import fetch_inventory
 
 
 def _inventory(*providers: FakeProvider):

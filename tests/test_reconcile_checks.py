@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness.plans import cassette
 from gpuharness.plans.recordings import World, layout, record
+from gpuharness.providers import cassette
 
 CHECK = Path(__file__).resolve().parents[1] / "checks" / "audit" / "test_inventory.py"
 

@@ -10,8 +10,8 @@ import pytest
 
 from gpuharness.cli import main
 from gpuharness.core.registry import Registry
-from gpuharness.plans import cassette
 from gpuharness.plans.recordings import seed
+from gpuharness.providers import cassette
 from gpuharness.sim.server import Simulator
 
 

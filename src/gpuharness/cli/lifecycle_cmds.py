@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 from gpuharness.cli import emit
@@ -208,23 +205,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if summary.ok else 1
 
 
-def checks_root() -> Path:
-    """The packaged checks (gpuharness/_checks in a wheel), else the repository's checks/ (editable installs)."""
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "_checks", package.parent.parent / "checks"):
-        if (candidate / "health").is_dir() or (candidate / "audit").is_dir():
-            return candidate
-    raise UserError("the check suites are not installed", place=str(package / "_checks"),
-                    hint="reinstall gpuharness (the wheel ships them as gpuharness/_checks)")
-
-
 def cmd_check(args: argparse.Namespace) -> int:
-    root = checks_root()
-    suite = root / args.suite
-    if not suite.is_dir():
-        raise UserError(f"suite {args.suite!r} is not installed", path=suite)
-    command = [sys.executable, "-m", "pytest", str(suite), f"--rootdir={root}", "-p", "no:cacheprovider",
-               *args.pytest_args]
-    env = dict(os.environ)
-    return subprocess.call(command, env=env)
+    from gpuharness.pytest_plugin.suites import suite_command
+    return subprocess.call(suite_command(args.suite, args.pytest_args))
 

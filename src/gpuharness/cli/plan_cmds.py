@@ -13,8 +13,8 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 from gpuharness.operations import reconcile
-from gpuharness.plans import cassette, inventory
 from gpuharness.plans.plan import LaunchRequest, load_plan, make_plan, save_plan, step_label
+from gpuharness.providers import cassette, inventory
 from gpuharness.providers.base import ProviderError
 from gpuharness.providers.offers import cheapest_offer
 

@@ -18,6 +18,7 @@ from gpuharness.operations.context import Context
 from gpuharness.operations.wiring import executor_factory, remote_factory
 from gpuharness.providers.base import Instance, Provider
 from gpuharness.providers.factory import PhaseOptions, build_provider
+from gpuharness.pytest_plugin.suites import suite_command
 from gpuharness.sim import Simulator
 from gpuharness.sim.host import HostSpec, SimHost, full_gpu_name, runtime_for_image, with_fault
 
@@ -29,11 +30,6 @@ GRAPH: dict[str, Any] = {
     "6": {"class_type": "CLIPTextEncode", "inputs": {"text": "a red cube"}},
     "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "h3", "images": ["3", 0]}},
 }
-
-
-def checks_root() -> Path:
-    from gpuharness.cli.lifecycle_cmds import checks_root as root
-    return root()
 
 
 def seed(registry: Registry, root: Path, sim_urls: dict[str, str]) -> None:
@@ -140,9 +136,7 @@ class Lab:
     def suite(self, name: str, args: list[str], report: Path | None = None, timeout_s: float = 300) -> int:
         """Run a check suite as a pytest subprocess (with an HTML report when asked); its output goes to
         <report dir>/<name>.log."""
-        root = checks_root()
-        command = [sys.executable, "-m", "pytest", str(root / name), f"--rootdir={root}", "-p", "no:cacheprovider",
-                   "-q", "--no-header", "--registry", str(self.registry.root), *args]
+        command = suite_command(name, ["-q", "--no-header", "--registry", str(self.registry.root), *args])
         if report is not None:
             command += [f"--html={report}", "--self-contained-html"]
         log = (report.parent if report is not None else self.root) / f"{name}.log"

@@ -11,8 +11,8 @@ from typing import Any, final
 from gpuharness.core import lifecycle
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
-from gpuharness.plans.inventory import Inventory
 from gpuharness.providers.base import KEY_PREFIX, Instance
+from gpuharness.providers.inventory import Inventory
 
 #: Deployment states in which the registry claims an instance exists and should be running or stopped.
 #: `destroying` is excluded: gone at the provider is what a destroy expects.

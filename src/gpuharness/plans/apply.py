@@ -15,7 +15,6 @@ from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.provision import ProvisionRequest, provision, stop_condition
 from gpuharness.operations.retrieve import retrieve
-from gpuharness.plans.inventory import Inventory, fetch_inventory, listed_providers
 from gpuharness.plans.plan import (
     APPLIES,
     MUTATIONS,
@@ -29,6 +28,7 @@ from gpuharness.plans.plan import (
 )
 from gpuharness.plans.replay import replay_calls
 from gpuharness.providers.base import KEY_PREFIX, Provider
+from gpuharness.providers.inventory import Inventory, fetch_inventory, listed_providers
 
 
 def disclosure(step: dict[str, Any], found: Inventory) -> str:

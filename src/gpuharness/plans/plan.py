@@ -15,8 +15,8 @@ from gpuharness.core.clock import now_ts, parse_ts
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Action, Policy
 from gpuharness.core.statefile import atomic_write_json, read_json
-from gpuharness.plans.inventory import Inventory
 from gpuharness.providers.base import KEY_PREFIX
+from gpuharness.providers.inventory import Inventory
 
 MUTATIONS = frozenset({"launch", "stop", "start", "terminate"})
 PAID = frozenset({"launch", "start"})

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, final
 
 from gpuharness.core.registry import Registry
-from gpuharness.plans import cassette, inventory
 from gpuharness.plans.plan import LaunchRequest, make_plan, save_plan
 from gpuharness.plans.replay import rehearse_with_mirror
+from gpuharness.providers import cassette, inventory
 from gpuharness.sim.server import Simulator
 
 KINDS = ("runpod", "vast", "massed")

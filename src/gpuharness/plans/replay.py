@@ -11,10 +11,10 @@ import httpx
 from vcr.errors import CannotOverwriteExistingCassetteException
 
 from gpuharness.core.errors import UserError
-from gpuharness.plans import cassette
-from gpuharness.plans.inventory import Inventory, fetch_inventory
 from gpuharness.plans.plan import MUTATIONS
+from gpuharness.providers import cassette
 from gpuharness.providers.base import Instance, LaunchSpec, Provider
+from gpuharness.providers.inventory import Inventory, fetch_inventory
 
 ProviderFactory = Callable[[dict[str, Any]], Provider]
 #: Replayed calls go nowhere: vcrpy answers them; host and port are not matched, and port 9 refuses anyway.
@@ -157,7 +157,7 @@ def rehearse_with_mirror(plan: dict[str, Any], entries: Iterable[Mapping[str, An
 
     Returns how many instances were mirrored. Nothing outside the loopback simulator is called.
     """
-    from gpuharness.plans.inventory import adapter_factory
+    from gpuharness.providers.inventory import adapter_factory
     from gpuharness.sim.server import Simulator
 
     by_name = {str(e["name"]): dict(e) for e in entries}

@@ -25,7 +25,7 @@ from gpuharness.core.registry import Registry
 from gpuharness.health import probe
 from gpuharness.health import rules as health_rules
 from gpuharness.health.probe import ProbeResult, ProbeTargets
-from gpuharness.plans import cassette
+from gpuharness.providers import cassette
 from gpuharness.pytest_plugin import cassette_dir, registry_root
 from gpuharness.remote import RemoteError
 

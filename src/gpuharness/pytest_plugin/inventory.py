@@ -8,8 +8,8 @@ import pytest
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.plans import cassette
-from gpuharness.plans import inventory as inventory_mod
+from gpuharness.providers import cassette
+from gpuharness.providers import inventory as inventory_mod
 from gpuharness.pytest_plugin import cassette_dir
 
 INVENTORY_CASSETTE = Path("http") / "inventory.yaml"

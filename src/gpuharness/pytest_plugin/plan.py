@@ -13,8 +13,8 @@ from gpuharness.core.registry import Registry
 from gpuharness.pytest_plugin import cassette_dir
 
 if TYPE_CHECKING:  # the plan machinery (inventory, cassettes: ~0.3 s) is imported only when a plan is checked
-    from gpuharness.plans import inventory as inventory_mod
     from gpuharness.plans.plan import PlanContext
+    from gpuharness.providers import inventory as inventory_mod
 
 
 @final
@@ -80,7 +80,7 @@ def gh_plan(gh_plan_file: Path) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def gh_provider_factory() -> inventory_mod.ProviderFactory:
     """Builds one provider adapter from a providers.json entry (override in a conftest to substitute fakes)."""
-    from gpuharness.plans import inventory as inventory_mod
+    from gpuharness.providers import inventory as inventory_mod
 
     return inventory_mod.adapter_factory(offline=True)
 
@@ -104,9 +104,9 @@ def gh_plan_context(gh_plan: dict[str, Any], gh_plan_cassette: Path, gh_registry
     from gpuharness.core.ledger import Ledger
     from gpuharness.core.policy import Policy
     from gpuharness.core.spend import today_and_month
-    from gpuharness.plans import inventory as inventory_mod
     from gpuharness.plans.plan import PlanContext
     from gpuharness.plans.replay import replay_calls
+    from gpuharness.providers import inventory as inventory_mod
 
     try:
         recorded = inventory_mod.recorded_inventory(gh_plan_cassette, gh_registry.providers(), gh_provider_factory)

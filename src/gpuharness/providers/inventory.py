@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
-from gpuharness.plans import cassette
+from gpuharness.providers import cassette
 from gpuharness.providers.base import Instance, Provider, ProviderError
 
 
