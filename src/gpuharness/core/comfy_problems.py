@@ -67,8 +67,8 @@ def problems(body: Any, catalog: NodeCatalog | None = None) -> list[Problem]:
     if not isinstance(body, Mapping):
         return [Problem("invalid_graph", "unreadable", f"the server's answer is not a rejection body: "
                         f"{str(body)[:200]}", REMEDIES["invalid_graph"])]
-    error = body.get("error") if isinstance(body.get("error"), Mapping) else {}
-    node_errors = body.get("node_errors") if isinstance(body.get("node_errors"), Mapping) else {}
+    error = _mapping(body.get("error"))
+    node_errors = _mapping(body.get("node_errors"))
     found = [_node_problem(str(node_id), entry, item, catalog)
              for node_id, entry in node_errors.items() if isinstance(entry, Mapping)
              for item in entry.get("errors") or [] if isinstance(item, Mapping)]
@@ -111,7 +111,7 @@ def _top_problem(error: Mapping[str, Any]) -> Problem | None:
 def _node_problem(node_id: str, entry: Mapping[str, Any], item: Mapping[str, Any],
                   catalog: NodeCatalog | None) -> Problem:
     kind = str(item.get("type") or "")
-    info = item.get("extra_info") if isinstance(item.get("extra_info"), Mapping) else {}
+    info = _mapping(item.get("extra_info"))
     class_type = str(entry.get("class_type") or "") or None
     input_name = str(info.get("input_name")) if info.get("input_name") is not None else None
     details = str(item.get("details") or "")
@@ -150,8 +150,10 @@ def _node_problem(node_id: str, entry: Mapping[str, Any], item: Mapping[str, Any
                        "invalid_input_type" else ""), REMEDIES["invalid_value"], **where)
     if kind in ("exception_during_validation", "exception_during_inner_validation", "bad_linked_input"):
         link = info.get("linked_node")
-        what = (f"a link ({_link_text(link)}) points to a node or output that does not exist ({details})"
-                if kind != "bad_linked_input" else f"a link must be [node_id, output_index], got {_link_text(link or info.get('received_value'))}")
+        if kind == "bad_linked_input":
+            what = f"a link must be [node_id, output_index], got {info.get('received_value')}"
+        else:
+            what = f"a link ({_link_text(link)}) points to a node or output that does not exist ({details})"
         return Problem("invalid_graph", kind, what, REMEDIES["invalid_graph"], **where)
     return Problem("invalid_graph", kind, f"{item.get('message')}: {details}", REMEDIES["invalid_graph"], **where)
 
@@ -167,6 +169,10 @@ def _options(info: Mapping[str, Any], class_type: str | None, input_name: str | 
     node_class = catalog.get(class_type) if catalog is not None and class_type else None
     spec = node_class.input(input_name) if node_class is not None and input_name else None
     return spec.combo_options if spec is not None else None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _link_text(link: Any) -> str:
