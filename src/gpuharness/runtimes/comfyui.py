@@ -215,7 +215,9 @@ def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], *,
         return failed(exc.cause, str(exc), remedy=exc.remedy, started=started, clock=clock,
                       problems=[p.to_json() for p in exc.problems])
     except httpx.HTTPError as exc:
-        return transport_failure(exc, "ComfyUI", started=started, clock=clock)
+        last = comfy.http.calls[-1] if comfy.http.calls else None
+        return transport_failure(exc, f"{last.method} {last.path}" if last else "ComfyUI", started=started,
+                                 clock=clock)
     if not done.ok:
         text = done.error_text()
         return classified(text, "execution_error", text.splitlines()[0], started=started, clock=clock)

@@ -100,6 +100,15 @@ def png_bytes(width: int = 8, height: int = 8, *, rgb: tuple[int, int, int] = (1
             + chunk(b"IDAT", zlib.compress(raw, level)) + chunk(b"IEND", b""))
 
 
+def safetensors_bytes(values: int = 16, *, seed: int = 0) -> bytes:
+    """A small valid .safetensors file (one F32 tensor): loads where a real checkpoint would."""
+    header = json.dumps({"__metadata__": {"format": "pt"},
+                         "weight": {"dtype": "F32", "shape": [values], "data_offsets": [0, 4 * values]}}).encode()
+    header += b" " * (-len(header) % 8)
+    data = struct.pack(f"<{values}f", *(random.Random(seed).random() for _ in range(values)))
+    return struct.pack("<Q", len(header)) + header + data
+
+
 def safetensors_error(path: Path | None, name: str) -> str | None:
     """The SafetensorError message a checkpoint raises on load, or None when its header reads (no file: the
     recorded host's names tell)."""
