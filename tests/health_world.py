@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuharness.core.registry import Registry
-from gpuharness.sim.comfyui import safetensors_bytes
+from gpuharness.sim.comfyui import CUSTOM_NODE, safetensors_bytes
 from gpuharness.sim.host import HostSpec, SimHost
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
@@ -42,6 +42,9 @@ WORKFLOW = {
         "graph": sdxl_graph(), "inputs": {"3": {"steps": 4}},
         "expected_outputs": [{"type": "image/png", "min_bytes": 1000}], "timeout_s": 60},
 }
+#: the same graph sampling with a custom node's class (the simulated hosts have it, unless it failed to import)
+CUSTOM_SAMPLER = {**WORKFLOW, "id": "sdxl-custom-sampler",
+                  "test_generation": {**WORKFLOW["test_generation"], "graph": sdxl_graph(sampler=CUSTOM_NODE)}}
 SERVERLESS = {"id": "sls-image", "version": 1, "runtime": "serverless",
               "test_generation": {"inputs": {"prompt": "a red cube"}, "timeout_s": 30}}
 CHAT = {"id": "chat", "version": 1, "runtime": "openai", "model": LLM["name"],
@@ -59,7 +62,7 @@ class HealthWorld:
         with self.registry.update("models.json") as doc:
             doc["models"] += [MODEL, LLM]
         with self.registry.update("workflows.json") as doc:
-            doc["workflows"] += [WORKFLOW, CHAT, SERVERLESS]
+            doc["workflows"] += [WORKFLOW, CUSTOM_SAMPLER, CHAT, SERVERLESS]
         with self.registry.update("policy.json") as doc:
             doc["health_timeouts"] = {"nvidia_smi_s": 1, "probe_s": 30, "connect_s": 10}
         with self.registry.update("providers.json") as doc:
