@@ -284,5 +284,5 @@ def test_catalog_refuses_a_document_that_is_not_object_info(tmp_path):
 
     bad = tmp_path / "object_info.json"
     bad.write_text(json.dumps({"KSampler": "oops"}))
-    with pytest.raises(UserError, match="object_info.json: class 'KSampler'"):
+    with pytest.raises(UserError, match=r"object_info\.json: class 'KSampler'"):
         NodeCatalog.load(bad)

@@ -140,8 +140,8 @@ SAMPLES: tuple[Sample, ...] = (
            "'C:\\\\Users\\\\***\\\\AppData\\\\Local\\\\Temp\\\\tmpd2lw1qsf\\\\0.png'", "bad_input"),
     # --- must not be called a CUDA OOM
     Sample("https://github.com/ggml-org/llama.cpp/issues/9629",
-           "llm_load_print_meta: model type       = 13B\nggml_cuda_host_malloc: failed to allocate 1900,00 MiB of pinned "
-           "memory: invalid argument", "unknown"),
+           "llm_load_print_meta: model type       = 13B\nggml_cuda_host_malloc: failed to allocate 1900,00 MiB of "
+           "pinned memory: invalid argument", "unknown"),
     Sample("https://github.com/NVIDIA/nccl-tests/issues/166",
            "ubuntu:9621:9691 [6] misc/shmutils.cc:71 NCCL WARN Error: failed to extend /dev/shm/nccl-fjwOOB to "
            "5967876 bytes\nubuntu:9621:9691 [6] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory "

@@ -11,10 +11,12 @@ Public API (engineers F and G call these on log tails and runtime errors):
 
 Causes: ``cuda_oom``, ``driver_mismatch``, ``custom_node_import``, ``custom_node_missing`` (a node class the
 server does not have), ``model_missing`` (a model file or served model that is not there), ``weights_corrupt``,
-``disk_full``, ``bad_input`` (an input file that is not a readable image), ``unknown``. A host-RAM OOM kill, an illegal memory access and other CUDA errors are never ``cuda_oom``: they
-are ``unknown`` with a ``symptom`` (``host_oom_kill``, ``illegal_memory_access``, ``cuda_error``).
+``disk_full``, ``bad_input`` (an input file that is not a readable image), ``unknown``. A host-RAM OOM kill,
+an illegal memory access and other CUDA errors are never ``cuda_oom``: they are ``unknown`` with a ``symptom``
+(``host_oom_kill``, ``illegal_memory_access``, ``cuda_error``).
 When several causes appear, the root cause wins (driver > disk full > corrupt weights > OOM > missing model >
-missing node class > bad input > custom node import, which is frequent start-up noise); the decisive line is that cause's first strong line.
+missing node class > bad input > custom node import, which is frequent start-up noise); the decisive line is
+that cause's first strong line.
 """
 
 from __future__ import annotations
