@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuharness.core.registry import Registry
+from gpuharness.sim.comfyui import CUSTOM_NODE, safetensors_bytes
 from gpuharness.sim.host import HostSpec, SimHost
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
@@ -17,14 +18,33 @@ MODEL = {"name": "sdxl-base", "files": [{"path": "models/checkpoints/sdxl.safete
                                          "size": 6_938_078_334}], "min_vram_gb": 12, "min_driver": "550.0"}
 LLM = {"name": "Qwen/Qwen2.5-0.5B-Instruct", "files": [{"path": "qwen/model.safetensors", "sha256": "b" * 64,
                                                         "size": 988_097_824}], "min_cuda": "12.1"}
+CHECKPOINT = "sdxl.safetensors"
+
+
+def sdxl_graph(ckpt: str = CHECKPOINT, sampler: str = "KSampler", size: int = 64) -> dict[str, Any]:
+    """ComfyUI's default text-to-image graph (API format), valid against the recorded 0.8.0 catalog."""
+    return {
+        "4": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": ckpt}},
+        "5": {"class_type": "EmptyLatentImage", "inputs": {"width": size, "height": size, "batch_size": 1}},
+        "6": {"class_type": "CLIPTextEncode", "inputs": {"text": "a red cube on a table", "clip": ["4", 1]}},
+        "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "blurry", "clip": ["4", 1]}},
+        "3": {"class_type": sampler, "inputs": {
+            "seed": 1, "steps": 20, "cfg": 7.0, "sampler_name": "euler", "scheduler": "normal", "denoise": 1.0,
+            "model": ["4", 0], "positive": ["6", 0], "negative": ["7", 0], "latent_image": ["5", 0]}},
+        "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}},
+        "9": {"class_type": "SaveImage", "inputs": {"images": ["8", 0], "filename_prefix": "ComfyUI"}},
+    }
+
+
 WORKFLOW = {
     "id": "sdxl-basic", "version": 1, "runtime": "comfyui", "model": "sdxl-base", "min_cuda": "12.4",
     "test_generation": {
-        "graph": {"3": {"class_type": "KSampler", "inputs": {"seed": 1, "steps": 20}},
-                  "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "ComfyUI"}}},
-        "inputs": {"3": {"steps": 4}}, "expected_outputs": [{"type": "image/png", "min_bytes": 16}],
-        "timeout_s": 60},
+        "graph": sdxl_graph(), "inputs": {"3": {"steps": 4}},
+        "expected_outputs": [{"type": "image/png", "min_bytes": 1000}], "timeout_s": 60},
 }
+#: the same graph sampling with a custom node's class (the simulated hosts have it, unless it failed to import)
+CUSTOM_SAMPLER = {**WORKFLOW, "id": "sdxl-custom-sampler",
+                  "test_generation": {**WORKFLOW["test_generation"], "graph": sdxl_graph(sampler=CUSTOM_NODE)}}
 SERVERLESS = {"id": "sls-image", "version": 1, "runtime": "serverless",
               "test_generation": {"inputs": {"prompt": "a red cube"}, "timeout_s": 30}}
 CHAT = {"id": "chat", "version": 1, "runtime": "openai", "model": LLM["name"],
@@ -42,7 +62,7 @@ class HealthWorld:
         with self.registry.update("models.json") as doc:
             doc["models"] += [MODEL, LLM]
         with self.registry.update("workflows.json") as doc:
-            doc["workflows"] += [WORKFLOW, CHAT, SERVERLESS]
+            doc["workflows"] += [WORKFLOW, CUSTOM_SAMPLER, CHAT, SERVERLESS]
         with self.registry.update("policy.json") as doc:
             doc["health_timeouts"] = {"nvidia_smi_s": 1, "probe_s": 30, "connect_s": 10}
         with self.registry.update("providers.json") as doc:
@@ -56,6 +76,10 @@ class HealthWorld:
         spec = spec or HostSpec()
         host = SimHost(spec, root=self.root / "hosts" / dep_id, name=dep_id).start()
         self.hosts[dep_id] = host
+        if spec.runtime == "comfyui":  # the model the workflow names, installed where the server lists it
+            checkpoints = host.workspace / "models" / "checkpoints"
+            checkpoints.mkdir(parents=True, exist_ok=True)
+            (checkpoints / CHECKPOINT).write_bytes(safetensors_bytes())
         llm = spec.runtime == "openai"
         record = {
             "id": dep_id, "provider": "vast", "instance_id": f"inst-{dep_id}", "gpu": "RTX 4090", "gpu_count": 1,

@@ -34,7 +34,16 @@ CORPUS: dict[str, tuple[str, str | None, int | None]] = {
     "comfyui-cannot-import-sc-node.log": ("custom_node_import", None, 15),
     "comfyui-import-failed-primere.log": ("custom_node_import", None, 14),
     "comfyui-impact-pack-comfy-execution.log": ("custom_node_import", None, 10),
-    "comfyui-missing-node-type.json": ("custom_node_import", None, 1),
+    "comfyui-missing-node-type.json": ("custom_node_missing", None, 1),
+    "comfyui-invalid-prompt-etn-node.log": ("custom_node_missing", None, 3),
+    "comfyui-invalid-prompt-instantid.log": ("custom_node_missing", None, 5),
+    "comfyui-cogvideox-node-removed.log": ("custom_node_missing", None, 5),
+    "comfyui-value-not-in-list-stabilitymatrix.log": ("model_missing", None, 4),
+    "comfyui-value-not-in-list-stablegen.log": ("model_missing", None, 4),
+    "comfyui-wan-loaders-not-in-list.log": ("model_missing", None, 3),
+    "comfyui-tooling-unidentified-image.log": ("bad_input", None, 9),
+    "comfyroll-xy-ds-store.log": ("bad_input", None, 4),
+    "comfyui-loadimage-validation.json": ("bad_input", None, 1),
     "comfyui-headertoolarge-colab.log": ("weights_corrupt", None, 18),
     "comfyui-metadataincomplete-face-parsing.log": ("weights_corrupt", None, 3),
     "runpod-hidream-metadataincomplete.log": ("weights_corrupt", None, 16),
@@ -245,7 +254,7 @@ def test_vllm_kv_cache_too_small_is_a_weak_gpu_memory_signal():
     assert diagnosis.evidence[0].strong is False
 
 
-def test_comfyui_missing_model_file_points_at_the_weights():
+def test_comfyui_missing_model_file_is_model_missing_with_the_servers_line():
     body = {"error": {"type": "prompt_outputs_failed_validation", "message": "Prompt outputs failed validation",
                       "details": "", "extra_info": {}},
             "node_errors": {"4": {"errors": [{"type": "value_not_in_list", "message": "Value not in list",
@@ -253,7 +262,8 @@ def test_comfyui_missing_model_file_points_at_the_weights():
                                               "extra_info": {"input_name": "ckpt_name"}}],
                                   "dependent_outputs": ["9"], "class_type": "CheckpointLoaderSimple"}}}
     diagnosis = classify_text(json.dumps(body))
-    assert (diagnosis.cause, diagnosis.source) == ("weights_corrupt", "comfyui")
+    assert (diagnosis.cause, diagnosis.source) == ("model_missing", "comfyui")  # issue 9: was weights_corrupt
+    assert "models/ folder" in diagnosis.remedy
     assert diagnosis.line == "ckpt_name: 'sdxl.safetensors' not in ['v1-5.safetensors']"
 
 

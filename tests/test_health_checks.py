@@ -137,8 +137,10 @@ def test_oom_in_generation_fails_log_tail_and_test_generation(pytester, world):
 
 
 def test_missing_custom_node_fails_test_generation(pytester, world):
+    # the workflow samples with the node whose import failed (a node it does not use fails nothing: issue 9)
     _, deployment = assert_fails(pytester, world, with_fault(HostSpec(), "missing_custom_node"),
-                                 "test_generation_succeeds", "ClownsharKSampler", "pin")
+                                 "test_generation_succeeds", "ClownsharKSampler", "pin",
+                                 workflow="sdxl-custom-sampler")
     assert deployment["health"]["cause"] == "custom_node_import"
 
 

@@ -57,7 +57,7 @@ def test_full_lifecycle_over_loopback_http_and_ssh(lab, tmp_path):
     install(ctx, DEP, deadline_s=60)
     configure(ctx, DEP, deadline_s=60)
     assert host.stats["ssh_execs"] - execs == 2
-    weights = host.workspace / "models" / "h3" / "h3-mini.safetensors"
+    weights = host.workspace / "models" / "checkpoints" / "h3-mini.safetensors"  # where ComfyUI lists it
     expected = registry.items("models.json")[0]["files"][0]["sha256"]
     assert hashlib.sha256(weights.read_bytes()).hexdigest() == expected
     assert registry.deployment(DEP)["status"] == "health-checking"

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from health_world import CHECKPOINT, sdxl_graph
 
 from gpuharness.runtimes import health, run_test_generation
+from gpuharness.sim.comfyui import CUSTOM_NODE, safetensors_bytes
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
 COMFY_WORKFLOW = {
     "id": "sdxl-basic", "version": 1, "runtime": "comfyui",
     "test_generation": {
-        "graph": {"3": {"class_type": "KSampler", "inputs": {"seed": 1, "steps": 20}},
-                  "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "ComfyUI"}}},
+        "graph": sdxl_graph(),
         "inputs": {"3": {"steps": 4}},
-        "expected_outputs": [{"type": "image/png", "min_bytes": 16}],
+        "expected_outputs": [{"type": "image/png", "min_bytes": 1000}],
         "timeout_s": 120,
     },
 }
@@ -42,7 +43,11 @@ def serve(tmp_path):
     servers = []
 
     def start(kind, **faults):
-        server = RuntimeServer(kind, faults=RuntimeFaults(**faults), output_root=tmp_path / kind).start()
+        models = tmp_path / kind / "models"
+        (models / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (models / "checkpoints" / CHECKPOINT).write_bytes(safetensors_bytes())
+        server = RuntimeServer(kind, faults=RuntimeFaults(**faults), output_root=tmp_path / kind / "output",
+                               models_root=models).start()
         servers.append(server)
         return server, httpx.Client(base_url=server.url + ("/v2/ep1/" if kind == "serverless" else ""))
 
@@ -63,8 +68,8 @@ def test_comfyui_test_generation_posts_the_graph_polls_history_and_fetches_a_png
     assert outcome.ok, outcome.message
     assert [a.content_type for a in outcome.outputs] == ["image/png"]
     assert len(fake.slept) == 3
-    job = next(iter(server.jobs.values()))
-    assert job["graph"]["3"]["inputs"]["steps"] == 4, "the test inputs are applied to the graph"
+    job = next(iter(server.comfyui.jobs.values()))
+    assert job.graph["3"]["inputs"]["steps"] == 4, "the test inputs are applied to the graph"
     assert any(r.startswith("GET /view") for r in server.requests)
 
 
@@ -77,10 +82,18 @@ def test_comfyui_cuda_oom_is_classified_with_the_remedy(serve):
 
 
 def test_comfyui_missing_custom_node_is_classified(serve):
-    _, client = serve("comfyui", missing_node="ClownsharKSampler_Beta")
-    outcome = generate("comfyui", client, COMFY_WORKFLOW)
-    assert (outcome.ok, outcome.cause) == (False, "custom_node_import")
+    # issue 9: a class the server lacks is custom_node_missing (it was custom_node_import), naming the class
+    _, client = serve("comfyui", missing_node=CUSTOM_NODE)
+    workflow = {**COMFY_WORKFLOW, "test_generation": {**COMFY_WORKFLOW["test_generation"],
+                                                      "graph": sdxl_graph(sampler=CUSTOM_NODE)}}
+    outcome = generate("comfyui", client, workflow)
+    assert (outcome.ok, outcome.cause) == (False, "custom_node_missing")
     assert "ClownsharKSampler_Beta" in outcome.message and "pin" in (outcome.remedy or "")
+
+
+def test_comfyui_missing_custom_node_the_workflow_does_not_use_is_no_failure(serve):
+    _, client = serve("comfyui", missing_node=CUSTOM_NODE)
+    assert generate("comfyui", client, COMFY_WORKFLOW).ok
 
 
 def test_comfyui_generation_that_never_finishes_times_out_without_waiting(serve):

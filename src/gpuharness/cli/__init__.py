@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gpuharness.cli.diagnose_cmds",
     "gpuharness.cli.plan_cmds",
     "gpuharness.cli.lifecycle_cmds",
+    "gpuharness.cli.workflow_cmds",
 )
 
 Handler = Callable[[argparse.Namespace], int]

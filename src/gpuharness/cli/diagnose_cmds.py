@@ -17,8 +17,8 @@ from gpuharness.health.nvidia_smi import SmiParseError, SmiReport, parse_output,
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser(
         "diagnose", parents=[common],
-        help="classify a failure log (cuda_oom, driver_mismatch, custom_node_import, weights_corrupt, "
-             "disk_full, unknown) with the decisive line and the remedy")
+        help="classify a failure log (cuda_oom, driver_mismatch, custom_node_import, custom_node_missing, "
+             "model_missing, weights_corrupt, disk_full, bad_input, unknown) with the decisive line and the remedy")
     p.add_argument("log", nargs="?", default="-", metavar="LOG",
                    help="log file, ComfyUI /history or RunPod error JSON; '-' or nothing reads stdin")
     p.set_defaults(handler=cmd_diagnose)
@@ -92,14 +92,15 @@ def _text(origin: str, report: SmiReport) -> str:
     if report.cuda_version:
         head += f", CUDA {report.cuda_version}"
     lines = [head]
-    for gpu in report.gpus:
-        memory = (f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB"
-                  if gpu.memory_total_mib is not None else "memory n/a")
+    for number, gpu in enumerate(report.gpus):
+        memory = ("memory n/a" if gpu.memory_total_mib is None else f"{gpu.memory_total_mib} MiB total"
+                  if gpu.memory_used_mib is None else f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB")
         extras = [f"{gpu.temperature_c}C" if gpu.temperature_c is not None else None,
                   f"{gpu.utilization_pct}%" if gpu.utilization_pct is not None else None,
                   f"{gpu.power_draw_w:g}W" if gpu.power_draw_w is not None else None,
                   ",".join(gpu.clock_event_names) or None]
-        lines.append(f"  [{gpu.index}] {gpu.name}  {memory}  " + "  ".join(e for e in extras if e))
+        index = gpu.index if gpu.index is not None else number
+        lines.append(f"  [{index}] {gpu.name or '(name not queried)'}  {memory}  " + "  ".join(e for e in extras if e))
     if report.error:
         lines.append(f"error: {report.error}: {report.error_line}")
     return "\n".join(lines)

@@ -9,11 +9,14 @@ Public API (engineers F and G call these on log tails and runtime errors):
   value may itself be JSON with ``error_type``/``error_message``/``error_traceback``), are unpacked first.
 - ``classify_file(path)`` / ``classify_stream(handle)``: files and stdin, streamed.
 
-Causes: ``cuda_oom``, ``driver_mismatch``, ``custom_node_import``, ``weights_corrupt``, ``disk_full``,
-``unknown``. A host-RAM OOM kill, an illegal memory access and other CUDA errors are never ``cuda_oom``: they
-are ``unknown`` with a ``symptom`` (``host_oom_kill``, ``illegal_memory_access``, ``cuda_error``).
-When several causes appear, the root cause wins (driver > disk full > corrupt weights > OOM > custom node
-import, which is frequent start-up noise); the decisive line is that cause's first strong line.
+Causes: ``cuda_oom``, ``driver_mismatch``, ``custom_node_import``, ``custom_node_missing`` (a node class the
+server does not have), ``model_missing`` (a model file or served model that is not there), ``weights_corrupt``,
+``disk_full``, ``bad_input`` (an input file that is not a readable image), ``unknown``. A host-RAM OOM kill,
+an illegal memory access and other CUDA errors are never ``cuda_oom``: they are ``unknown`` with a ``symptom``
+(``host_oom_kill``, ``illegal_memory_access``, ``cuda_error``).
+When several causes appear, the root cause wins (driver > disk full > corrupt weights > OOM > missing model >
+missing node class > bad input > custom node import, which is frequent start-up noise); the decisive line is
+that cause's first strong line.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TextIO, final
 
-Cause = Literal["cuda_oom", "driver_mismatch", "custom_node_import", "weights_corrupt", "disk_full", "unknown"]
+Cause = Literal["cuda_oom", "driver_mismatch", "custom_node_import", "custom_node_missing", "model_missing",
+                "weights_corrupt", "disk_full", "bad_input", "unknown"]
 Symptom = Literal["host_oom_kill", "illegal_memory_access", "cuda_error"]
 Source = Literal["log", "comfyui", "runpod", "json"]
 
 CAUSES: Final[tuple[Cause, ...]] = (
-    "cuda_oom", "driver_mismatch", "custom_node_import", "weights_corrupt", "disk_full", "unknown")
+    "cuda_oom", "driver_mismatch", "custom_node_import", "custom_node_missing", "model_missing", "weights_corrupt",
+    "disk_full", "bad_input", "unknown")
 
 #: The failure protocol's remedy per cause.
 REMEDIES: Final[dict[Cause, str]] = {
@@ -42,6 +47,14 @@ REMEDIES: Final[dict[Cause, str]] = {
                        "don't rebuild the world",
     "custom_node_import": "a custom node failed to import: pin the node repo to its last known good commit "
                           "(git -C custom_nodes/<node> checkout <sha>) and install its requirements",
+    "custom_node_missing": "the server has no node class the workflow uses: install the custom node pack that "
+                           "provides it (ComfyUI-Manager), or, if it is installed, fix its import error (read the "
+                           "startup log; pin the node repo to its last known good commit), then restart",
+    "model_missing": "a model the job names is not where the server looks: put the file in its models/ folder "
+                     "(list it in models.json and run gpuharness install) or fix the name in the workflow; for an "
+                     "OpenAI-compatible server, start it with the deployment's model",
+    "bad_input": "an input file is missing or not a readable image: check the uploaded file and its format; the "
+                 "same input fails the same way, so fix it before retrying",
     "weights_corrupt": "weights are corrupt or truncated: re-download with checksum verification "
                        "(sha256 from models.json) and check free disk space",
     "disk_full": "the disk is full: free space (caches, old outputs) or use a bigger volume, then re-download "
@@ -62,13 +75,14 @@ SYMPTOM_HINTS: Final[dict[Symptom, str]] = {
 
 #: Root-cause priority when several causes show up in one log (lower wins).
 _PRIORITY: Final[dict[str, int]] = {
-    "driver_mismatch": 0, "disk_full": 1, "weights_corrupt": 2, "cuda_oom": 3, "custom_node_import": 4,
+    "driver_mismatch": 0, "disk_full": 1, "weights_corrupt": 2, "cuda_oom": 3, "model_missing": 4,
+    "custom_node_missing": 5, "bad_input": 6, "custom_node_import": 7,
     "host_oom_kill": 10, "illegal_memory_access": 11, "cuda_error": 12,
 }
 
 _RETRYABLE: Final[dict[Cause, bool]] = {
-    "cuda_oom": False, "driver_mismatch": False, "custom_node_import": False, "weights_corrupt": False,
-    "disk_full": False, "unknown": True,
+    "cuda_oom": False, "driver_mismatch": False, "custom_node_import": False, "custom_node_missing": False,
+    "model_missing": False, "weights_corrupt": False, "disk_full": False, "bad_input": False, "unknown": True,
 }
 
 # (label, strong, pattern, anchors). Strong lines are decisive; weak ones only count when no strong line exists.
@@ -104,6 +118,20 @@ _RULES: Final[tuple[tuple[str, bool, str, tuple[str, ...]], ...]] = (
      ('--mem-fraction-static',)),
     ("cuda_oom", False, r"is larger than the maximum number of tokens that can be stored in KV cache",
      ('stored in KV cache',)),
+    ("cuda_oom", True, r"KV cache is needed, which is larger than the available KV cache memory",
+     ('larger than the available KV cache memory',)),
+    # NCCL and the CUDA runtime/driver APIs by name or by number (cudaErrorMemoryAllocation = CUDA_ERROR_OUT_OF_MEMORY
+    # = 2), llama.cpp's allocator, XLA and TensorFlow
+    ("cuda_oom", True, r"Cuda failure (?:2 )?'out of memory'|Failed to CUDA calloc|Cuda failure 2\b",
+     ("Cuda failure", 'Failed to CUDA calloc')),
+    ("cuda_oom", True, r"cudaMalloc(?:Async|Managed)? failed: out of memory|failed to allocate CUDA\d* buffer",
+     ('cudaMalloc', 'failed to allocate CUDA')),
+    ("cuda_oom", True, r"CUDA error(?: \d+)?[^\n]{0,120}: out of memory|CUDA error 2 at ",
+     ('CUDA error',)),
+    ("cuda_oom", False, r"unable to allocate (?:CUDA\d*|backend) buffer", ('unable to allocate',)),
+    ("cuda_oom", True, r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate|OOM when allocating tensor"
+                       r"|hipErrorOutOfMemory",
+     ('RESOURCE_EXHAUSTED', 'OOM when allocating', 'hipErrorOutOfMemory')),
     # -- driver / runtime mismatch --
     ("driver_mismatch", True, r"The NVIDIA driver on your system is too old",
      ('driver on your system is too old',)),
@@ -127,6 +155,11 @@ _RULES: Final[tuple[tuple[str, bool, str, tuple[str, ...]], ...]] = (
      ('forward compatibility was attempted',)),
     ("driver_mismatch", True, r"(?:libtorch_cuda|libcudart|libc10_cuda)[^ ]*\.so[^ ]*: undefined symbol",
      ('undefined symbol',)),
+    ("driver_mismatch", True, r"[Ee]rror 80[34]\b|\(80[34] vs\. 0\)|system has unsupported display driver / cuda "
+                              r"driver combination|cudaErrorSystemDriverMismatch|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"
+                              r"|cudaErrorCompatNotSupportedOnDevice|\(35 vs\. 0\)|CUDA error 35\b",
+     ('rror 803', 'rror 804', '803 vs', '804 vs', 'unsupported display driver', 'DriverMismatch',
+      'DRIVER_MISMATCH', 'CompatNotSupported', '35 vs', 'CUDA error 35')),
     ("driver_mismatch", False, r"Found no NVIDIA driver on your system",
      ('Found no NVIDIA driver',)),
     # -- ComfyUI custom node import --
@@ -134,8 +167,9 @@ _RULES: Final[tuple[tuple[str, bool, str, tuple[str, ...]], ...]] = (
      ('module for custom nodes',)),
     ("custom_node_import", True, r"\(IMPORT FAILED\)",
      ('IMPORT FAILED',)),
-    ("custom_node_import", True, r"missing_node_type|The custom node may not be installed",
-     ('missing_node_type', 'The custom node may not be installed')),
+    ("custom_node_missing", True, r"missing_node_type|The custom node may not be installed"
+                                  r"|Cannot execute because node \S+ does not exist",
+     ('missing_node_type', 'The custom node may not be installed', 'does not exist')),
     ("custom_node_import", False, r"module for custom nodes due to the lack of NODE_CLASS_MAPPINGS",
      ('NODE_CLASS_MAPPINGS',)),
     # -- corrupt / truncated weights --
@@ -155,20 +189,33 @@ _RULES: Final[tuple[tuple[str, bool, str, tuple[str, ...]], ...]] = (
      ('MetadataIncompleteBuffer', 'HeaderTooLarge', 'InvalidHeaderDeserialization')),
     ("weights_corrupt", False, r"Unable to load weights from pytorch checkpoint file",
      ('Unable to load weights',)),
-    # ComfyUI validation: the workflow names a model file that is not on disk (missing or half-downloaded).
-    ("weights_corrupt", False, r"(?:ckpt|unet|vae|lora|clip|control_net|model)_name: '[^']*' not in ",
-     ("_name: '",)),
+    # -- a model that is not there: ComfyUI validation (the file is not listed), a served model, a hub id, a path
+    ("model_missing", True, r"\b(?:ckpt|unet|vae|lora|clip|clip_name\d|control_net|upscale_model|style_model|gligen"
+                            r"|hypernetwork|model|clip_vision|ipadapter|instantid_file|pulid_file)_name\d?: '[^']*' "
+                            r"not in ",
+     ("_name: '", "_name1: '", "_name2: '")),
+    ("model_missing", True, r"The model `[^`]*` does not exist|is not a local folder and is not a valid model "
+                            r"identifier|not found, try pulling it first|pull model manifest: file does not exist",
+     ('does not exist', 'not a valid model identifier', 'try pulling it first')),
+    ("model_missing", True, r"No such file or directory: '[^']*models/[^']*\.(?:safetensors|ckpt|pth?|bin|gguf|sft)'"
+                            r"|gguf_init_from_file[^\n]*failed to open",
+     ('No such file or directory', 'failed to open')),
+    ("model_missing", False, r"does not appear to have a file named", ('does not appear to have a file named',)),
     # -- disk full --
-    ("disk_full", True, r"No space left on device|\[Errno 28\]|ENOSPC",
-     ('No space left on device', '[Errno 28]', 'ENOSPC')),
-    ("disk_full", True, r"Disk quota exceeded|\[Errno 122\]",
-     ('Disk quota exceeded', '[Errno 122]')),
+    ("disk_full", True, r"[Nn]o space left on device|\[Errno 28\]|ENOSPC|not enough space on the disk",
+     ('o space left on device', '[Errno 28]', 'ENOSPC', 'not enough space on the disk')),
+    ("disk_full", True, r"[Dd]isk quota exceeded|\[Errno 122\]",
+     ('isk quota exceeded', '[Errno 122]')),
     ("disk_full", True, r"Not enough free disk space to download the file",
      ('Not enough free disk space',)),
     ("disk_full", False, r"database or disk is full",
      ('database or disk is full',)),
     ("disk_full", False, r"PytorchStreamWriter failed writing file",
      ('PytorchStreamWriter',)),
+    # -- an input file that is missing or not an image (ComfyUI's LoadImage validation, PIL)
+    ("bad_input", True, r"UnidentifiedImageError|cannot identify image file|Invalid image file: "
+                        r"|unrecognized data stream contents when reading image file",
+     ('UnidentifiedImageError', 'cannot identify image file', 'Invalid image file', 'unrecognized data stream')),
     # -- symptoms that must NOT be taken for a CUDA OOM --
     ("host_oom_kill", True, r"Out of memory: Kill(?:ed)? process|invoked oom-killer|oom-kill:|oom_reaper"
                             r"|Memory cgroup out of memory|OOMKilled|DefaultCPUAllocator: (?:not enough memory"

@@ -283,12 +283,14 @@ def parse_output(text: str, fields: Sequence[str] | None = None) -> SmiReport:
     if fields is None and not header:
         error = classify_error(text)
         csv_rows = [r for r in rows if "," in r and not _ERROR_LINE_ANY.search(r)]
+        if not csv_rows and rows and all(_one_value(r) for r in rows):
+            csv_rows = rows  # a one-field query (--query-gpu=memory.total): one value per GPU, no comma
         if not csv_rows:
             if error:
                 return _error_report(error)
             what = "nvidia-smi printed nothing" if not rows else f"unexpected output: {rows[0].strip()[:200]}"
             return SmiReport(layout="none", error="nvidia_smi_crashed", error_line=what)
-        fields = _fields_for_columns(len(_split_csv(csv_rows[0])))
+        fields = infer_fields([_split_csv(r) for r in csv_rows])
     return _parse_csv(text, tuple(fields) if fields is not None else (), has_header=header)
 
 
@@ -365,6 +367,21 @@ def run_local(*, timeout_s: float = 20.0, executable: str = "nvidia-smi") -> Smi
 # --- internals -------------------------------------------------------------------------------------------
 
 _ERROR_LINE_ANY = re.compile("|".join(f"(?:{p.pattern})" for _, p in _ERROR_PATTERNS), re.I)
+_FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*(?: \[[^\]]+\])?$")
+_INT = re.compile(r"^\d+$")
+_BRAND = re.compile(r"NVIDIA|GeForce|Tesla|Quadro|TITAN|Titan|RTX|GTX|GRID|\b[ABHLTVPK]\d{1,4}\b|Graphics Device")
+_PRODUCT = re.compile(r"^(?:NVIDIA|Tesla|Quadro|GeForce|TITAN|GRID) [\w -]+$")
+#: Column shapes (checked in order); "%" "W" and "MiB" are resolved to names by _memory_names.
+_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("uuid", re.compile(r"^(?:GPU|MIG)-[0-9a-fA-F-]{8,}$")),
+    ("pci.bus_id", re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")),
+    ("driver_version?", re.compile(r"^[3-9]\d{2}\.\d{2,3}(?:\.\d{1,3})?$")),
+    ("MiB", re.compile(r"^\d+ MiB$")),
+    ("%", re.compile(r"^\d+ %$")),
+    ("W", re.compile(r"^\d+(?:\.\d+)? W$")),
+    ("clocks_event_reasons.active", re.compile(r"^0x[0-9A-Fa-f]+$")),
+    ("pstate", re.compile(r"^P\d{1,2}$")),
+)
 _TABLE_ROW1 = re.compile(r"^\s*(\d+)\s+(.*?)\s+(On|Off|N/A|WDDM|TCC)\s*$")
 _ATTR: Final[Mapping[str, str]] = {
     "index": "index", "name": "name", "gpu_name": "name", "uuid": "uuid", "gpu_uuid": "uuid",
@@ -385,8 +402,75 @@ def _split_csv(line: str) -> list[str]:
 
 
 def _looks_like_header(line: str) -> bool:
+    """nvidia-smi's CSV header: field names (`memory.total [MiB]`), never values (which are numbers, names,
+    N/A, Enabled, P0...)."""
     cells = _split_csv(line)
-    return any(_strip_unit(c) in _ATTR or c.startswith(("memory.", "temperature.", "utilization.")) for c in cells)
+    if any(_strip_unit(c) in _ATTR or c.startswith(("memory.", "temperature.", "utilization.")) for c in cells):
+        return True
+    return bool(cells) and all(_FIELD_NAME.match(c) for c in cells)
+
+
+def _one_value(row: str) -> bool:
+    value = row.strip()
+    return bool(_UNAVAILABLE.match(value) or _NUMBER.match(value) or _PRODUCT.match(value)
+                or any(pattern.match(value) for _, pattern in _SHAPES))
+
+
+def infer_fields(rows: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """Field names for headerless CSV rows: a known query when the column count and the values fit one, else each
+    column named by the shape of its values (uuid, bus id, name, driver, MiB, %, W, ...); a column whose values
+    say nothing certain is `column<N>` (kept raw)."""
+    width = len(rows[0]) if rows else 0
+    rows = [r for r in rows if len(r) == width]
+    known = {len(PROBE_FIELDS): PROBE_FIELDS, len(PROBE_FIELDS_LEGACY): PROBE_FIELDS_LEGACY,
+             len(BASIC_FIELDS): BASIC_FIELDS}
+    if width in known and all(_BRAND.search(r[1]) and _INT.match(r[0]) for r in rows):
+        return known[width]
+    columns = [[r[i] for r in rows] for i in range(width)]
+    names = _memory_names([_shape(i, column, columns) for i, column in enumerate(columns)], columns)
+    if all(n.startswith("column") or n == "index" for n in names):
+        raise SmiParseError(f"headerless CSV with {width} columns of bare values matches no known query; name "
+                            "the fields (the --query-gpu list)")
+    return names
+
+
+def _shape(index: int, values: list[str], columns: list[list[str]]) -> str:
+    present = [v for v in values if _value(v) is not None]
+    if not present:
+        return f"column{index + 1}"
+    for name, pattern in _SHAPES:
+        if all(pattern.match(v) for v in present):
+            if name == "driver_version?":
+                after_name = index > 0 and all(_BRAND.search(v) for v in columns[index - 1])
+                return "driver_version" if after_name or present[0].count(".") == 2 else f"column{index + 1}"
+            return name
+    if all(_BRAND.search(v) for v in present):
+        return "name"
+    if index == 0 and all(_INT.match(v) and int(v) == row for row, v in enumerate(values)):
+        return "index"
+    return f"column{index + 1}"
+
+
+def _memory_names(names: list[str], columns: list[list[str]]) -> tuple[str, ...]:
+    """Units make the names unique: the first % column is utilization.gpu, the first W power.draw; of the MiB
+    columns the largest is memory.total (a bare number names nothing: with no units, give the fields)."""
+    result = list(names)
+    for unit, ordered in (("%", ("utilization.gpu", "utilization.memory")), ("W", ("power.draw", "power.limit"))):
+        slots = [i for i, n in enumerate(result) if n == unit]
+        for rank, i in enumerate(slots):
+            result[i] = ordered[rank] if rank < len(ordered) else f"column{i + 1}"
+    memory = [i for i, n in enumerate(result) if n == "MiB"]
+    for i in memory:
+        result[i] = f"column{i + 1}"
+    if memory:
+        total = max(memory, key=lambda i: sum(int(_number(v) or 0) for v in columns[i]))
+        result[total] = "memory.total"
+    seen: set[str] = set()
+    for i, name in enumerate(result):  # a shape seen twice names only its first column
+        if name in seen:
+            result[i] = f"column{i + 1}"
+        seen.add(result[i])
+    return tuple(result)
 
 
 def _strip_unit(name: str) -> str:

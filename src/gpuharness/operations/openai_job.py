@@ -37,6 +37,7 @@ import httpx
 from gpuharness.operations.install import workspace
 from gpuharness.operations.run import JobProgress
 from gpuharness.remote import Remote, RemoteError
+from gpuharness.runtimes.http import RuntimeHttp
 from gpuharness.runtimes.openai import choice_text, error_text
 
 APIS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -87,7 +88,7 @@ class OpenAIJobExecutor:
     """One HTTP client to one OpenAI-compatible server, and (opened when the first output is stored) one SSH
     connection to its host, for the run phase."""
 
-    __slots__ = ("calls", "client", "connect", "deployment", "endpoint", "outputs_dir", "remote", "timeout")
+    __slots__ = ("calls", "client", "connect", "deployment", "endpoint", "outputs_dir", "remote", "timeout_s")
 
     def __init__(self, deployment: dict[str, Any], connect: Callable[[dict[str, Any]], Remote], *,
                  timeout_s: float = 3600.0) -> None:
@@ -101,8 +102,8 @@ class OpenAIJobExecutor:
         self.remote: Remote | None = None
         self.endpoint = str(endpoint)
         # the run loop enforces the job's deadline; this only bounds a request nobody waits for any more
-        self.timeout = httpx.Timeout(timeout_s, connect=10.0)
-        self.client = httpx.Client(base_url=self.endpoint, timeout=self.timeout)
+        self.timeout_s = timeout_s
+        self.client = RuntimeHttp(self.endpoint, timeout_s=timeout_s)
         self.outputs_dir = f"{workspace(deployment)}/outputs"
         self.calls: dict[str, _Call] = {}
 
@@ -115,7 +116,7 @@ class OpenAIJobExecutor:
         return job_id
 
     @staticmethod
-    def _request(client: httpx.Client, call: _Call) -> None:
+    def _request(client: RuntimeHttp, call: _Call) -> None:
         try:
             response = client.post(call.path, json=call.body)
         except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: the client was closed by a cancel
@@ -169,7 +170,7 @@ class OpenAIJobExecutor:
         call = self.calls.get(handle)
         if call is not None and not call.done.is_set():
             # drop the connection (the server sees its client go away); later jobs get a fresh client
-            dropped, self.client = self.client, httpx.Client(base_url=self.endpoint, timeout=self.timeout)
+            dropped, self.client = self.client, RuntimeHttp(self.endpoint, timeout_s=self.timeout_s)
             dropped.close()
 
     def close(self) -> None:

@@ -1,13 +1,14 @@
-"""Jobs on a RunPod Serverless endpoint: /run, poll /status, cancel; outputs are already off the workers."""
+"""Jobs on a RunPod Serverless endpoint, through the one endpoint client: /run, poll /status, cancel; outputs
+are already off the workers."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, final
 
 from gpuharness.core.clock import now_ts
 from gpuharness.operations.run import JobProgress
 from gpuharness.providers.serverless import ServerlessEndpoint
+from gpuharness.runtimes.serverless import error_text
 
 QUEUED = ("IN_QUEUE", "IN_PROGRESS")
 
@@ -51,8 +52,7 @@ class ServerlessJobExecutor:
             return JobProgress("running", marker=job.status)
         if job.status == "COMPLETED":
             return JobProgress("completed", outputs=outputs_of(job.output), marker=job.execution_ms)
-        error = job.error if isinstance(job.error, str) else json.dumps(job.error)
-        return JobProgress("failed", log=f"serverless job {job.status}: {error}")
+        return JobProgress("failed", log=f"serverless job {job.status}: {error_text(job)}")
 
     def cancel(self, handle: str) -> None:
         self.endpoint.cancel(handle)

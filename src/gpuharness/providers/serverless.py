@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, final
+from typing import Any, Protocol, final
+
+import httpx
 
 from gpuharness.providers import fields
 from gpuharness.providers.base import ProviderError
-from gpuharness.providers.transport import ProviderHttp
 
 #: the SDK's terminal set (is_completed)
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
@@ -48,17 +49,35 @@ def job_of(provider: str, body: Any) -> ServerlessJob:
                          execution_ms=None if execution is None else int(execution), raw=data)
 
 
+class EndpointHttp(Protocol):
+    """What the endpoint client needs of its HTTP: idempotent reads and one-shot mutations (ProviderHttp, or the
+    runtime seam's adapter in runtimes.serverless)."""
+
+    sleep: Callable[[float], None]
+
+    def read(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None,
+             allow: tuple[int, ...] = ()) -> httpx.Response: ...
+
+    def mutate(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None,
+               allow: tuple[int, ...] = ()) -> httpx.Response: ...
+
+    def close(self) -> None: ...
+
+
 @final
 class ServerlessEndpoint:
-    """One endpoint. api_base is the host (https://api.runpod.ai or http://127.0.0.1:N/runpod-serverless)."""
+    """One endpoint: the one RunPod Serverless client (provider checks, the test generation and jobs use it).
+
+    api_base is the host (https://api.runpod.ai or http://127.0.0.1:N/runpod-serverless) and endpoint_id its
+    endpoint; endpoint_id None when the HTTP base already is the endpoint (https://api.runpod.ai/v2/<id>/)."""
 
     kind = "runpod-serverless"
 
-    def __init__(self, name: str, http: ProviderHttp, endpoint_id: str) -> None:
+    def __init__(self, name: str, http: EndpointHttp, endpoint_id: str | None) -> None:
         self.name = name
         self.http = http
         self.endpoint_id = endpoint_id
-        self._base = f"/v2/{endpoint_id}"
+        self._base = f"/v2/{endpoint_id}" if endpoint_id else ""
 
     def health(self) -> dict[str, Any]:
         """{"jobs": {...}, "workers": {idle, initializing, ready, running, throttled, unhealthy}}."""

@@ -1,15 +1,20 @@
-"""Runtime clients: the service health endpoint and the workflow's test generation, per runtime kind."""
+"""Runtime clients, one per runtime (comfyui, openai, serverless), over one HTTP seam (runtimes.http): the service
+health endpoint and the workflow's test generation per runtime kind; the run phase's executors use the same
+clients."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import httpx
 
 from gpuharness.health.diagnose import classify_text
+
+if TYPE_CHECKING:
+    from gpuharness.runtimes.http import RuntimeHttp
 
 Sleep = Callable[[float], None]
 Clock = Callable[[], float]
@@ -63,7 +68,7 @@ def transport_failure(exc: httpx.HTTPError, what: str, *, started: float, clock:
                   "exposed?)", started=started, clock=clock)
 
 
-def get_health(client: httpx.Client, path: str, *, hint: str = "") -> httpx.Response | Outcome:
+def get_health(client: httpx.Client | RuntimeHttp, path: str, *, hint: str = "") -> httpx.Response | Outcome:
     """GET a runtime's health route: its 200 answer, or the classified failure."""
     started = time.monotonic()
     label = "GET /" + path.lstrip("/")
@@ -99,7 +104,7 @@ def check_expected(outputs: list[Artifact], expected: list[dict[str, Any]], *, s
     return Outcome(True, f"produced {names}", outputs=tuple(outputs), duration_s=clock() - started)
 
 
-def health(runtime: str, client: httpx.Client, **kwargs: Any) -> Outcome:
+def health(runtime: str, client: httpx.Client | RuntimeHttp, **kwargs: Any) -> Outcome:
     """The runtime's health endpoint."""
     from gpuharness.runtimes import comfyui, openai, serverless
 
@@ -110,7 +115,8 @@ def health(runtime: str, client: httpx.Client, **kwargs: Any) -> Outcome:
     return outcome
 
 
-def run_test_generation(runtime: str, client: httpx.Client, workflow: dict[str, Any], *, model: str | None = None,
+def run_test_generation(runtime: str, client: httpx.Client | RuntimeHttp, workflow: dict[str, Any], *,
+                        model: str | None = None,
                         sleep: Sleep = time.sleep, clock: Clock = time.monotonic,
                         client_id: str | None = None) -> Outcome:
     """Run the workflow's test generation within its timeout and validate its output.

@@ -8,11 +8,13 @@ from typing import Any
 import httpx
 
 from gpuharness.runtimes import Artifact, Clock, Outcome, classified, failed, get_health, transport_failure
+from gpuharness.runtimes.http import RuntimeHttp
 
 
-def health(client: httpx.Client, **_: Any) -> Outcome:
+def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
     started = time.monotonic()
-    answer = get_health(client, "/health", hint="engine starting, dead or out of memory: read the server log")
+    answer = get_health(RuntimeHttp.over(client), "/health",
+                        hint="engine starting, dead or out of memory: read the server log")
     if isinstance(answer, Outcome):
         return answer
     return Outcome(True, "GET /health answered 200", duration_s=time.monotonic() - started)
@@ -45,15 +47,15 @@ def choice_text(body: Any) -> str:
     return text if isinstance(text, str) else ""
 
 
-def generate(client: httpx.Client, workflow: dict[str, Any], *, model: str | None, deadline_s: float,
-                    clock: Clock) -> Outcome:
+def generate(client: httpx.Client | RuntimeHttp, workflow: dict[str, Any], *, model: str | None, deadline_s: float,
+             clock: Clock) -> Outcome:
     started = clock()
+    http = RuntimeHttp.over(client)
     spec = workflow.get("test_generation") or {}
     inputs = spec.get("inputs") or {}
     model = inputs.get("model") or model or workflow.get("model")
-    timeout = httpx.Timeout(deadline_s)
     try:
-        listing = client.get("/v1/models", timeout=timeout)
+        listing = http.get("/v1/models", timeout=deadline_s)
     except httpx.HTTPError as exc:
         return transport_failure(exc, "GET /v1/models", started=started, clock=clock)
     if listing.status_code != 200:
@@ -68,7 +70,7 @@ def generate(client: httpx.Client, workflow: dict[str, Any], *, model: str | Non
             "temperature": 0}
     remaining = max(0.1, deadline_s - (clock() - started))
     try:
-        response = client.post("/v1/completions", json=body, timeout=httpx.Timeout(remaining))
+        response = http.post("/v1/completions", json=body, timeout=remaining)
     except httpx.HTTPError as exc:
         return transport_failure(exc, "POST /v1/completions", started=started, clock=clock)
     if response.status_code != 200:

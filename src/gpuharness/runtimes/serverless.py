@@ -1,25 +1,69 @@
-"""RunPod Serverless: /health worker counts, then /runsync with the test input, falling back to /status polling."""
+"""RunPod Serverless as a runtime: /health worker counts, then /runsync with the test input, falling back to
+/status polling. The client is the one RunPod Serverless client (providers.serverless.ServerlessEndpoint); here it
+speaks through the runtime HTTP seam."""
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, final
 
 import httpx
 
-from gpuharness.runtimes import Artifact, Clock, Outcome, Sleep, classified, failed, get_health, transport_failure
+from gpuharness.providers.base import ProviderError
+from gpuharness.providers.failures import classify
+from gpuharness.providers.serverless import ServerlessEndpoint, ServerlessJob
+from gpuharness.runtimes import Artifact, Clock, Outcome, Sleep, classified, failed, transport_failure
+from gpuharness.runtimes.http import RuntimeHttp
 
 POLL_S = 2.0
-TERMINAL_FAILURES = ("FAILED", "CANCELLED", "TIMED_OUT")
 
 
-def health(client: httpx.Client, **_: Any) -> Outcome:
+@final
+class _EndpointSeam:
+    """The runtime seam as the endpoint client's HTTP: one attempt per call (the test generation has its own
+    deadline); an error answer raises ProviderError as the provider transport does."""
+
+    def __init__(self, http: RuntimeHttp, sleep: Callable[[float], None], timeout_s: float) -> None:
+        self.http = http
+        self.sleep = sleep
+        self.timeout_s = timeout_s
+
+    def read(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None,
+             allow: tuple[int, ...] = ()) -> httpx.Response:
+        return self._call(method, path, params, json, allow)
+
+    def mutate(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None,
+               allow: tuple[int, ...] = ()) -> httpx.Response:
+        return self._call(method, path, params, json, allow)
+
+    def _call(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
+              allow: tuple[int, ...]) -> httpx.Response:
+        response = self.http.request(method, path.lstrip("/"), params=params, json=body, timeout=self.timeout_s)
+        if response.is_success or response.status_code in allow:
+            return response
+        raise classify("serverless", response.status_code, response.text)
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def endpoint(client: httpx.Client | RuntimeHttp, *, sleep: Sleep = time.sleep,
+             timeout_s: float = 30.0) -> ServerlessEndpoint:
+    """The endpoint client over a runtime client whose base URL is the endpoint (https://api.runpod.ai/v2/<id>/)."""
+    return ServerlessEndpoint("serverless", _EndpointSeam(RuntimeHttp.over(client), sleep, timeout_s), None)
+
+
+def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
     started = time.monotonic()
-    response = get_health(client, "health")
-    if isinstance(response, Outcome):
-        return response
-    workers = response.json().get("workers") or {}
+    try:
+        answer = endpoint(client).health()
+    except httpx.HTTPError as exc:
+        return transport_failure(exc, "GET /health", started=started)
+    except ProviderError as exc:
+        return failed("unhealthy", f"GET /health: {exc}", started=started)
+    workers = answer.get("workers") or {}
     usable = int(workers.get("idle", 0)) + int(workers.get("ready", 0)) + int(workers.get("running", 0))
     if usable == 0:
         return failed("no_workers", f"the endpoint has no usable worker: {workers} (check max workers, GPU "
@@ -27,46 +71,45 @@ def health(client: httpx.Client, **_: Any) -> Outcome:
     return Outcome(True, f"workers {workers}", duration_s=time.monotonic() - started)
 
 
-def generate(client: httpx.Client, workflow: dict[str, Any], *, deadline_s: float, sleep: Sleep,
-                    clock: Clock, poll_s: float = POLL_S) -> Outcome:
+def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], *, deadline_s: float, sleep: Sleep,
+             clock: Clock, poll_s: float = POLL_S) -> Outcome:
     started = clock()
     end = started + deadline_s
-    payload = {"input": (workflow.get("test_generation") or {}).get("inputs") or {}}
-    wait_ms = int(min(max(deadline_s, 1.0), 300.0) * 1000)
+    client_of = endpoint(client, sleep=sleep, timeout_s=deadline_s + 5)
+    job_input = (workflow.get("test_generation") or {}).get("inputs") or {}
     try:
-        response = client.post("runsync", params={"wait": wait_ms}, json=payload,
-                               timeout=httpx.Timeout(deadline_s + 5))
+        job = client_of.runsync(job_input, wait_ms=int(min(max(deadline_s, 1.0), 300.0) * 1000))
+        while not job.done:
+            if clock() + poll_s > end:
+                return failed("timeout", f"job {job.id} still {job.status} after the test timeout of "
+                              f"{deadline_s:g}s", started=started, clock=clock)
+            sleep(poll_s)
+            polled = client_of.status(job.id)
+            if polled is None:
+                return failed("http_error", f"GET /status/{job.id} answered 404: the job is unknown or expired",
+                              started=started, clock=clock)
+            job = polled
     except httpx.HTTPError as exc:
-        return transport_failure(exc, "POST /runsync", started=started, clock=clock)
-    if response.status_code != 200:
-        return failed("http_error", f"POST /runsync answered {response.status_code}: {response.text[:200]}",
-                      started=started, clock=clock)
-    job = response.json()
-    while job.get("status") not in ("COMPLETED", *TERMINAL_FAILURES):
-        if clock() + poll_s > end:
-            return failed("timeout", f"job {job.get('id')} still {job.get('status')} after the test timeout of "
-                          f"{deadline_s:g}s", started=started, clock=clock)
-        sleep(poll_s)
-        try:
-            polled = client.get(f"status/{job['id']}")
-        except httpx.HTTPError as exc:
-            return transport_failure(exc, f"GET /status/{job.get('id')}", started=started, clock=clock)
-        if polled.status_code != 200:
-            return failed("http_error", f"GET /status/{job.get('id')} answered {polled.status_code}",
-                          started=started, clock=clock)
-        job = polled.json()
-    if job["status"] != "COMPLETED":
-        error = job.get("error") or ""
-        try:
-            parsed = json.loads(error) if isinstance(error, str) and error.startswith("{") else None
-        except ValueError:
-            parsed = None
-        text = parsed.get("error_message", error) if isinstance(parsed, dict) else str(error)
-        return classified(str(text), "job_failed", f"job {job.get('id')} {job['status']}: {text}",
-                          started=started, clock=clock)
-    output = job.get("output")
-    if output in (None, [], {}, ""):
-        return failed("empty_output", f"job {job.get('id')} COMPLETED without output", started=started, clock=clock)
-    size = len(json.dumps(output).encode())
-    return Outcome(True, f"job {job.get('id')} COMPLETED with output ({size} B)",
+        return transport_failure(exc, "RunPod Serverless", started=started, clock=clock)
+    except ProviderError as exc:
+        return failed("http_error", str(exc), started=started, clock=clock)
+    return _judged(job, started, clock)
+
+
+def error_text(job: ServerlessJob) -> str:
+    """A failed job's error message (the worker's `error_message` when it sent runpod-python's JSON)."""
+    error = job.error
+    if isinstance(error, dict):
+        return str(error.get("error_message") or json.dumps(error))
+    return str(error or "")
+
+
+def _judged(job: ServerlessJob, started: float, clock: Clock) -> Outcome:
+    if job.status != "COMPLETED":
+        text = error_text(job)
+        return classified(text, "job_failed", f"job {job.id} {job.status}: {text}", started=started, clock=clock)
+    if job.output in (None, [], {}, ""):
+        return failed("empty_output", f"job {job.id} COMPLETED without output", started=started, clock=clock)
+    size = len(json.dumps(job.output).encode())
+    return Outcome(True, f"job {job.id} COMPLETED with output ({size} B)",
                    outputs=(Artifact("output.json", "application/json", size),), duration_s=clock() - started)

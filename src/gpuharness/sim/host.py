@@ -93,6 +93,8 @@ class HostSpec:
 FAULTS: dict[str, dict[str, Any]] = {
     "oom": {"runtime_faults": RuntimeFaults(oom=True)},
     "missing_custom_node": {"runtime_faults": RuntimeFaults(missing_node="ClownsharKSampler_Beta")},
+    "missing_model": {"runtime_faults": RuntimeFaults(missing_model=True)},
+    "corrupt_checkpoint": {"runtime_faults": RuntimeFaults(corrupt_checkpoint=True)},
     "driver_mismatch": {"nvidia_smi": "driver_mismatch"},
     "full_disk": {"disk_free_gb": 0.2},
     "hung_nvidia_smi": {"nvidia_smi": "hung"},
@@ -329,8 +331,10 @@ class SimHost:
     def start(self) -> SimHost:
         spec = self.spec
         if spec.runtime is not None:
+            total, _ = GPU_TABLE.get(spec.gpu, (spec.memory_total_mib or 24564, False))
             self.runtime = RuntimeServer(spec.runtime, faults=spec.runtime_faults, model=spec.model,
-                                         output_root=self.workspace / "output").start()
+                                         output_root=self.workspace / "output", models_root=self.workspace / "models",
+                                         gpu=(spec.gpu, spec.memory_total_mib or total)).start()
         self.write_sandbox()
         self.client_key.write_private_key_file(str(self.client_key_path))
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -1,66 +1,81 @@
 """Simulated runtimes on 127.0.0.1: ComfyUI-, OpenAI- (vLLM) and RunPod-Serverless-compatible HTTP servers
-with the real wire shapes, and injectable faults."""
+with the real wire shapes, and injectable faults. Each also answers in-process (`RuntimeServer.transport()`), the
+fake of the runtime HTTP seam."""
 
 from __future__ import annotations
 
 import json
-import struct
 import threading
 import time
 import uuid
-import zlib
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Literal, final
+from typing import Any, Final, Literal, final
 from urllib.parse import parse_qs, urlparse
 
-RuntimeKind = Literal["comfyui", "openai", "serverless"]
+import httpx
 
-OOM_MESSAGE = ("Allocation on device \nThis error means you ran out of memory on your GPU.\n\nTIPS: If the workflow "
-               "worked before you might have accidentally set the batch_size to a large number.")
+from gpuharness.core.comfy_catalog import NodeCatalog
+from gpuharness.sim.comfyui import OOM_MESSAGE, ComfyFaults, SimComfyUI, png_bytes
+
+RuntimeKind = Literal["comfyui", "openai", "serverless"]
+JSON: Final[str] = "application/json"
+DROPPED: Final[int] = 0  # a status meaning: close the connection without an answer
+#: Small GETs of the ComfyUI frontend, as the recorded 0.8.0 server answered them.
+RECORDED_GETS: Final[dict[str, Any]] = {
+    "/features": {"supports_preview_metadata": True, "max_upload_size": 104857600,
+                  "extension": {"manager": {"supports_v4": True}}},
+    "/embeddings": [],
+    "/extensions": ["/extensions/core/groupNode.js", "/extensions/core/clipspace.js",
+                    "/extensions/core/widgetInputs.js"],
+}
+__all__ = ["OOM_MESSAGE", "RuntimeFaults", "RuntimeServer", "png_bytes"]
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class RuntimeFaults:
-    """Faults a runtime can show. polls_before_done: how many /history (or /status) polls answer 'not yet'."""
+    """Faults a runtime can show. polls_before_done: how many /history (or /status) polls answer 'not yet'.
+    ComfyUI: missing_node is a class whose custom node failed to import (absent from the catalog); missing_model
+    hides the model files; corrupt_checkpoint makes the checkpoint loader raise SafetensorError; oom raises a
+    CUDA OOM in the sampler."""
 
     oom: bool = False
     missing_node: str | None = None
+    missing_model: bool = False
+    corrupt_checkpoint: bool = False
     health_down: bool = False
     empty_output: bool = False
     never_finishes: bool = False
     wrong_model: bool = False
     polls_before_done: int = 1
 
-
-def png_bytes(width: int = 8, height: int = 8, comment: str = "") -> bytes:
-    """A small valid PNG (grey square); a comment (the prompt, say) makes each output's bytes its own."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    raw = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
-            + (chunk(b"tEXt", b"Comment\x00" + comment.encode("latin-1", "replace")) if comment else b"")
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    def comfy(self) -> ComfyFaults:
+        return ComfyFaults(oom=self.oom, missing_node=self.missing_node, missing_model=self.missing_model,
+                           corrupt_checkpoint=self.corrupt_checkpoint, empty_output=self.empty_output,
+                           never_finishes=self.never_finishes, polls_before_done=self.polls_before_done)
 
 
 @final
 class RuntimeServer:
-    """One runtime. `faults` may be replaced while it runs."""
+    """One runtime. `faults` may be replaced while it runs. A ComfyUI validates against `catalog` (the recorded
+    ComfyUI 0.8.0 one by default) and lists the model files under `models_root` when given."""
 
     def __init__(self, kind: RuntimeKind, *, faults: RuntimeFaults | None = None,
-                 model: str = "Qwen/Qwen2.5-0.5B-Instruct", output_root: Path | None = None) -> None:
+                 model: str = "Qwen/Qwen2.5-0.5B-Instruct", output_root: Path | None = None,
+                 models_root: Path | None = None, catalog: NodeCatalog | None = None,
+                 gpu: tuple[str, int] = ("NVIDIA GeForce RTX 4090", 24564)) -> None:
         self.kind = kind
         self.faults = faults or RuntimeFaults()
         self.model = model
         self.output_root = output_root
+        self.gpu = gpu
+        self.comfyui = SimComfyUI(lambda: self.faults.comfy(), output_root=output_root, models_root=models_root,
+                                  catalog=catalog)
         self.jobs: dict[str, dict[str, Any]] = {}
         self.requests: list[str] = []
         self.lock = threading.Lock()
-        self._counter = 0
         self._server: ThreadingHTTPServer | None = None
         self.port = 0
 
@@ -86,79 +101,60 @@ class RuntimeServer:
             self._server.server_close()
             self._server = None
 
+    def transport(self) -> httpx.BaseTransport:
+        """This runtime in-process, as an httpx transport: the fake for the runtime HTTP seam (no socket)."""
+        return httpx.MockTransport(self._answer)
+
+    def _answer(self, request: httpx.Request) -> httpx.Response:
+        try:
+            body = json.loads(request.content) if request.content else None
+        except ValueError:
+            body = None
+        query = parse_qs(request.url.query.decode(), keep_blank_values=True)
+        status, answer, content_type = self.respond(request.method, request.url.path, query, body)
+        if status == DROPPED:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+        data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+        return httpx.Response(status, content=data, headers={"Content-Type": content_type})
+
+    def respond(self, method: str, raw_path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any, str]:
+        """The answer to one request: (status, JSON value or bytes, content type)."""
+        path = raw_path[4:] if raw_path.startswith("/api/") else raw_path
+        self.requests.append(f"{method} {path}")
+        if self.kind == "serverless":
+            return self._serverless(method, path, body)
+        if self.faults.health_down:
+            return 503, {"error": "unhealthy", "error_type": "healthcheck"}, JSON
+        if self.kind == "comfyui":
+            return self._comfyui(method, path, query, body)
+        return self._openai(method, path, body)
+
     # --- ComfyUI
-    def comfy_prompt(self, body: Any) -> tuple[int, Any]:
-        graph = body.get("prompt") if isinstance(body, dict) else None
-        if not isinstance(graph, dict) or not graph:
-            return 400, {"error": {"type": "no_prompt", "message": "No prompt provided", "details": "",
-                                   "extra_info": {}}, "node_errors": {}}
-        missing = self.faults.missing_node
-        if missing:
-            node_id = next(iter(graph))
-            return 400, {"error": {"type": "missing_node_type",
-                                   "message": f"Node '{missing.split('_')[0]}' not found. The custom node may not "
-                                              "be installed.",
-                                   "details": f"Node ID '#{node_id}'",
-                                   "extra_info": {"node_id": node_id, "class_type": missing,
-                                                  "node_title": missing.split("_")[0]}}, "node_errors": {}}
-        with self.lock:
-            self._counter += 1
-            prompt_id = str(body.get("prompt_id") or uuid.uuid4())
-            self.jobs[prompt_id] = {"graph": graph, "polls": 0, "number": self._counter,
-                                    "client_id": body.get("client_id")}
-        return 200, {"prompt_id": prompt_id, "number": self._counter, "node_errors": {}}
-
-    def comfy_history(self, prompt_id: str) -> dict[str, Any]:
-        with self.lock:
-            job = self.jobs.get(prompt_id)
-            if job is None:
-                return {}
-            job["polls"] += 1
-            if self.faults.never_finishes or job["polls"] <= self.faults.polls_before_done:
-                return {}
-        graph = job["graph"]
-        save_nodes = [node_id for node_id, node in graph.items()
-                      if isinstance(node, dict) and "Save" in str(node.get("class_type", ""))] or [next(iter(graph))]
-        started = int(time.time() * 1000)
-        entry: dict[str, Any] = {"prompt": [job["number"], prompt_id, graph, {"client_id": job["client_id"]},
-                                            save_nodes], "meta": {}}
-        if self.faults.oom:
-            node_id = save_nodes[0]
-            entry["outputs"] = {}
-            entry["status"] = {"status_str": "error", "completed": False, "messages": [
-                ["execution_start", {"prompt_id": prompt_id, "timestamp": started}],
-                ["execution_error", {"prompt_id": prompt_id, "node_id": "3", "node_type": "KSampler",
-                                     "executed": [], "exception_message": OOM_MESSAGE,
-                                     "exception_type": "torch.OutOfMemoryError",
-                                     "traceback": ["  File \"execution.py\", line 496, in execute\n"],
-                                     "current_inputs": {}, "current_outputs": {}}]]}
-            del node_id
-            return {prompt_id: entry}
-        outputs: dict[str, Any] = {}
-        for index, node_id in enumerate(save_nodes, start=1):
-            filename = f"ComfyUI_{job['number']:05d}_{index}_.png"
-            if self.output_root is not None:
-                self.output_root.mkdir(parents=True, exist_ok=True)
-                image = png_bytes(comment=f"{prompt_id} {filename}")
-                (self.output_root / filename).write_bytes(b"" if self.faults.empty_output else image)
-            outputs[node_id] = {"images": [{"filename": filename, "subfolder": "", "type": "output"}]}
-            entry["meta"][node_id] = {"node_id": node_id, "display_node": node_id, "parent_node": None,
-                                      "real_node_id": node_id}
-        entry["outputs"] = outputs
-        entry["status"] = {"status_str": "success", "completed": True, "messages": [
-            ["execution_start", {"prompt_id": prompt_id, "timestamp": started}],
-            ["execution_cached", {"nodes": [], "prompt_id": prompt_id, "timestamp": started + 1}],
-            ["execution_success", {"prompt_id": prompt_id, "timestamp": started + 2}]]}
-        return {prompt_id: entry}
-
-    def comfy_view(self, query: dict[str, list[str]]) -> tuple[int, bytes]:
-        name = (query.get("filename") or [""])[0]
-        if not name or "/" in name or ".." in name:
-            return 400, b""
-        if self.output_root is None:
-            return 200, b"" if self.faults.empty_output else png_bytes()
-        path = self.output_root / name
-        return (200, path.read_bytes()) if path.is_file() else (404, b"")
+    def _comfyui(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any, str]:
+        comfy = self.comfyui
+        if path == "/prompt":
+            if method == "POST":
+                return (*comfy.prompt(body), JSON)
+            return 200, {"exec_info": {"queue_remaining": comfy.queue_remaining()}}, JSON
+        if path == "/history" or path.startswith("/history/"):
+            return 200, comfy.history(path[len("/history/"):] or None), JSON
+        if path == "/view":
+            status, data = comfy.view(query)
+            return status, data, "image/png"
+        if path == "/queue":
+            if method == "POST":
+                comfy.forget(body)
+                return 200, b"", "text/plain"
+            return 200, comfy.queue(), JSON
+        if path == "/interrupt" and method == "POST":
+            return 200, b"", "text/plain"
+        if path == "/object_info" or path.startswith("/object_info/"):
+            return 200, comfy.object_info(path[len("/object_info/"):] or None), JSON
+        if path == "/system_stats":
+            return 200, comfy.system_stats(*self.gpu), JSON
+        if path in RECORDED_GETS:
+            return 200, RECORDED_GETS[path], JSON
+        return 404, b"404: Not Found", "text/plain"
 
     # --- OpenAI-compatible
     def completion(self, body: Any, *, chat: bool = False) -> tuple[int, Any]:
@@ -198,17 +194,30 @@ class RuntimeServer:
                                             "max_model_len": 32768}]}
 
     # --- RunPod Serverless
-    def serverless_job(self, body: Any) -> dict[str, Any]:
-        job_id = f"sync-{uuid.uuid4()}"
+    def serverless_job(self, body: Any, *, sync: bool = True) -> dict[str, Any]:
+        """POST /runsync (answers the job as it stands) or /run (always IN_QUEUE first)."""
+        job_id = f"sync-{uuid.uuid4()}" if sync else str(uuid.uuid4())
         with self.lock:
-            self.jobs[job_id] = {"input": (body or {}).get("input"), "polls": 0}
+            self.jobs[job_id] = {"input": (body or {}).get("input") if isinstance(body, dict) else None, "polls": 0}
+        if not sync:
+            return {"id": job_id, "status": "IN_QUEUE"}
         return self.serverless_status(job_id, first=True)
+
+    def serverless_cancel(self, job_id: str) -> dict[str, Any]:
+        with self.lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                return {}
+            job["cancelled"] = True
+        return {"id": job_id, "status": "CANCELLED"}
 
     def serverless_status(self, job_id: str, *, first: bool = False) -> dict[str, Any]:
         with self.lock:
             job = self.jobs.get(job_id)
             if job is None:
                 return {}
+            if job.get("cancelled"):
+                return {"id": job_id, "status": "CANCELLED"}
             if not first:
                 job["polls"] += 1
             pending = self.faults.never_finishes or job["polls"] < self.faults.polls_before_done
@@ -223,6 +232,40 @@ class RuntimeServer:
         output: Any = [] if self.faults.empty_output else [{"image": "https://example.invalid/out.png", "seed": 1}]
         return {"delayTime": 824, "executionTime": 3391, "id": job_id, "output": output, "status": "COMPLETED"}
 
+    def _serverless(self, method: str, path: str, body: Any) -> tuple[int, Any, str]:
+        parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["v2"] and len(parts) >= 3:
+            parts = parts[2:]  # /v2/<endpoint_id>/<op>
+        op = parts[0] if parts else ""
+        if op == "health":
+            if self.faults.health_down:
+                workers = {"idle": 0, "initializing": 0, "ready": 0, "running": 0, "throttled": 0, "unhealthy": 1}
+                return 200, {"jobs": {"completed": 0, "failed": 0, "inProgress": 0, "inQueue": 0, "retried": 0},
+                             "workers": workers}, JSON
+            return 200, {"jobs": {"completed": 27, "failed": 0, "inProgress": 0, "inQueue": 0, "retried": 0},
+                         "workers": {"idle": 1, "initializing": 0, "ready": 1, "running": 0, "throttled": 0,
+                                     "unhealthy": 0}}, JSON
+        if op in ("run", "runsync") and method == "POST":
+            return 200, self.serverless_job(body, sync=op == "runsync"), JSON
+        if op == "status" and len(parts) == 2:
+            answer = self.serverless_status(parts[1])
+            return (200, answer, JSON) if answer else (404, {"error": "request does not exist"}, JSON)
+        if op == "cancel" and len(parts) == 2 and method == "POST":
+            answer = self.serverless_cancel(parts[1])
+            return (200, answer, JSON) if answer else (404, {"error": "request does not exist"}, JSON)
+        return 404, {"error": "not found"}, JSON
+
+    def _openai(self, method: str, path: str, body: Any) -> tuple[int, Any, str]:
+        if path == "/health":
+            return 200, b"", "text/plain"
+        if path == "/v1/models":
+            return 200, self.models(), JSON
+        if path in ("/v1/completions", "/v1/chat/completions") and method == "POST":
+            if not self.hold():
+                return DROPPED, b"", ""
+            return (*self.completion(body, chat=path == "/v1/chat/completions"), JSON)
+        return 404, {"error": {"message": "Not Found", "type": "NotFoundError", "param": None, "code": 404}}, JSON
+
 
 class _Handler(BaseHTTPRequestHandler):
     server_runtime: RuntimeServer
@@ -231,7 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return None
 
-    def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
+    def _send(self, status: int, body: Any, content_type: str = JSON) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -254,61 +297,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._route("POST")
 
     def _route(self, method: str) -> None:
-        runtime = self.server_runtime
         url = urlparse(self.path)
-        path = url.path[4:] if url.path.startswith("/api/") else url.path
         body = self._body() if method == "POST" else None
-        runtime.requests.append(f"{method} {path}")
-        faults = runtime.faults
-        if runtime.kind == "serverless":
-            parts = [p for p in path.split("/") if p]
-            if parts[:1] == ["v2"] and len(parts) >= 3:
-                parts = parts[2:]  # /v2/<endpoint_id>/<op>
-            op = parts[0] if parts else ""
-            if faults.health_down and op == "health":
-                workers = {"idle": 0, "initializing": 0, "ready": 0, "running": 0, "throttled": 0, "unhealthy": 1}
-                self._send(200, {"jobs": {"completed": 0, "failed": 0, "inProgress": 0, "inQueue": 0,
-                                          "retried": 0}, "workers": workers})
-            elif op == "health":
-                self._send(200, {"jobs": {"completed": 27, "failed": 0, "inProgress": 0, "inQueue": 0, "retried": 0},
-                                 "workers": {"idle": 1, "initializing": 0, "ready": 1, "running": 0, "throttled": 0,
-                                             "unhealthy": 0}})
-            elif op == "runsync" and method == "POST":
-                self._send(200, runtime.serverless_job(body))
-            elif op == "status" and len(parts) == 2:
-                answer = runtime.serverless_status(parts[1])
-                self._send(200 if answer else 404, answer or {"error": "request does not exist"})
-            else:
-                self._send(404, {"error": "not found"})
-            return
-        if faults.health_down:
-            self._send(503, {"error": "unhealthy", "error_type": "healthcheck"})
-            return
-        if runtime.kind == "comfyui":
-            if path == "/prompt" and method == "POST":
-                self._send(*runtime.comfy_prompt(body))
-            elif path.startswith("/history/"):
-                self._send(200, runtime.comfy_history(path[len("/history/"):]))
-            elif path == "/view":
-                status, data = runtime.comfy_view(parse_qs(url.query, keep_blank_values=True))
-                self._send(status, data, "image/png")
-            elif path == "/system_stats":
-                self._send(200, {"system": {"os": "posix", "comfyui_version": "0.3.44",
-                                            "python_version": "3.12.4", "pytorch_version": "2.7.1+cu126",
-                                            "embedded_python": False, "argv": ["main.py", "--listen", "0.0.0.0"]},
-                                 "devices": [{"name": "cuda:0 simulated : cudaMallocAsync", "type": "cuda",
-                                              "index": 0, "vram_total": 25757220864, "vram_free": 24696061952}]})
-            elif path == "/prompt":
-                self._send(200, {"exec_info": {"queue_remaining": 0}})
-            else:
-                self._send(404, {"error": "not found"})
-            return
-        if path == "/health":
-            self._send(200, b"", "text/plain")
-        elif path == "/v1/models":
-            self._send(200, runtime.models())
-        elif path in ("/v1/completions", "/v1/chat/completions") and method == "POST":
-            if runtime.hold():
-                self._send(*runtime.completion(body, chat=path == "/v1/chat/completions"))
-        else:
-            self._send(404, {"error": {"message": "Not Found", "type": "NotFoundError", "param": None, "code": 404}})
+        status, answer, content_type = self.server_runtime.respond(
+            method, url.path, parse_qs(url.query, keep_blank_values=True), body)
+        if status == DROPPED:
+            return  # the runtime stopped while the request hung: the connection goes unanswered
+        self._send(status, answer, content_type)
