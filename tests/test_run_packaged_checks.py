@@ -39,6 +39,12 @@ def test_the_wheel_ships_every_check_suite(wheel):
         assert source and shipped == source
 
 
+def test_the_wheel_ships_its_data_files(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = [p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "gpuharness").rglob("*.json")]
+    assert data and [name for name in data if name not in names] == []
+
+
 @pytest.mark.slow
 def test_check_runs_the_packaged_audit_suite_from_an_installed_wheel(wheel, tmp_path):
     env_dir = tmp_path / "venv"
