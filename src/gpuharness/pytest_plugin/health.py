@@ -39,8 +39,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     name = metafunc.function.__name__
     if HEALTH_CHECKS.check_of(name) is None:  # the gate would wait for it forever: say so now
-        raise pytest.UsageError(f"{metafunc.definition.nodeid}: {name} is not a check of the health table; declare "
-                                f"it in gpuharness.health.checks_table or name it test_<id> of one of its rules")
+        pytest.fail(f"{metafunc.definition.path}::{name} is not a check of the health table: declare it in "
+                    "gpuharness.health.checks_table, or name it test_<id> after one of the table's checks",
+                    pytrace=False)
     try:
         ids = selected_deployments(metafunc.config)
     except UserError as exc:
