@@ -4,6 +4,8 @@ recorded or replayed, and a running job's progress observed once (journaled only
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from health_world import HealthWorld
@@ -108,3 +110,10 @@ def test_the_connection_registry_records_the_route_its_last_probe_and_an_accepte
     assert entry["last_probe"]["result"] == "exit 0" and entry["trust_on_first_use"] is True
     assert entry["host_key"] == "ssh-ed25519 SHA256:abc"
     assert "id_ed25519" not in json.dumps(entry), "the connection registry never holds credentials"
+
+
+def test_an_offline_run_never_imports_the_ssh_stack():
+    """paramiko (~0.4 s) is imported by a live probe only: loading the health plugin and its probe phase does not."""
+    code = "import sys, gpuharness.pytest_plugin.health; print(sorted(m for m in sys.modules if m == 'paramiko'))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
@@ -15,7 +15,9 @@ from gpuharness.core.registry import Registry
 from gpuharness.health import probe
 from gpuharness.providers import cassette
 from gpuharness.remote import ExecResult
-from gpuharness.remote.route import Route
+
+if TYPE_CHECKING:  # the route module imports paramiko (~0.4 s): only a live probe needs it
+    from gpuharness.remote.route import Route
 
 SECRET_PATTERNS: Final = (
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from gpuharness.core.clock import now_ts
 from gpuharness.core.registry import Registry
-from gpuharness.remote.route import Route
+
+if TYPE_CHECKING:  # the route module imports paramiko (~0.4 s): only a live probe needs it
+    from gpuharness.remote.route import Route
 
 
 def record_probe(registry: Registry, route: Route, *, phase: str, result: str,
