@@ -14,7 +14,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.health import gate, targets
-from gpuharness.health.checks_table import HEALTH_CHECKS
+from gpuharness.health.checks_table import HEALTH_CHECKS, TEST_PREFIX
 from gpuharness.health.readiness import CheckResult
 from gpuharness.health.session import ProbeSession
 from gpuharness.providers.cassette import Mode
@@ -73,7 +73,8 @@ def _mode(config: pytest.Config) -> Mode:
 def health(request: pytest.FixtureRequest, health_deployment_id: str) -> Iterator[HealthTarget]:
     """The deployment under check, with its probe (taken once per deployment per run, across workers)."""
     config = request.config
-    check = HEALTH_CHECKS[request.node.originalname.removeprefix("test_")].id  # type: ignore[attr-defined]
+    name: str = request.node.originalname  # type: ignore[attr-defined]
+    check = HEALTH_CHECKS[name.removeprefix(TEST_PREFIX)].id  # pytest_generate_tests refused any other name
     request.node.user_properties.append((PROPERTY, {"deployment": health_deployment_id, "check": check}))
     registry = Registry(registry_root(config))
     deployment = registry.deployment(health_deployment_id)

@@ -78,12 +78,15 @@ class HealthTarget:
         return observation
 
     def service_health(self) -> runtimes.Outcome:
+        """The runtime's answer on its health endpoint (live, recorded or replayed per mode)."""
         return health_endpoint(self)
 
     def test_generation(self) -> runtimes.Outcome:
+        """The workflow's test generation against the runtime (live, recorded or replayed per mode)."""
         return generation(self)
 
     def fail(self, verdict: rules.Verdict) -> NoReturn:
+        """Fail the check with the verdict's message; its cause goes to the gate with the report."""
         self.node.user_properties.append((PROPERTY + "_cause", verdict.cause))
         pytest.fail(f"{self.id}: {verdict.message}", pytrace=False)
 
@@ -94,7 +97,6 @@ class HealthTarget:
         if not verdict.ok:
             self.fail(verdict)
         return verdict.message
-
 
 
 def runtime_client(deployment: Mapping[str, Any], registry: Registry) -> httpx.Client | None:
