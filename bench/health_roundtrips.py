@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from health_world import MODEL, WORKFLOW, HealthWorld  # noqa: E402
 
-from gpuharness import probe  # noqa: E402
+from gpuharness.health import probe  # noqa: E402
 from gpuharness.health import rules as rules  # noqa: E402
 from gpuharness.remote.connect import Route, open_remote  # noqa: E402
 from gpuharness.sim.host import HostSpec, SimHost  # noqa: E402

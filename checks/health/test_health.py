@@ -1,23 +1,22 @@
 """Post-provisioning health checks: one id per deployment (e.g. test_gpu_matches_order[dep_h3_01]).
 
-Every remote fact comes from one batched probe per deployment per run; only when every check passes
-(the test generation included) does the ready gate mark the deployment ready.
+Each test is a check of the health table (gpuharness.health.checks_table), named test_<id>. Every remote fact comes
+from one batched probe per deployment per run, handed over by the `health` fixture; a check reads facts and
+asserts, and writes nothing. Only when every check passes (the test generation included) does the ready gate mark
+the deployment ready.
 """
 
 from __future__ import annotations
 
-from gpuharness.core.lifecycle import journal, read_journal
 from gpuharness.health import rules
-from gpuharness.pytest_plugin.health import check_health_endpoint, run_generation
 
 
 def test_host_reachable(health):
-    if health.probe_entry.get("not_applicable"):
-        health.judge(rules.skipped(health.probe_entry["not_applicable"]))
-    error = health.probe_entry.get("error")
-    if error:
-        health.fail(rules.failed(error["kind"], f"host not reachable by {health.probe_entry.get('route')}: "
-                                 f"{error['message']}"))
+    if health.record.not_applicable:
+        health.judge(rules.skipped(health.record.not_applicable))
+    failure = health.record.failure
+    if failure:
+        health.fail(rules.failed(failure.kind, f"host not reachable by {health.record.route}: {failure.message}"))
     probe = health.probe
     if not probe.complete:
         health.fail(rules.failed("probe_incomplete", "the probe was cut off before it finished (exit deadline); "
@@ -51,29 +50,27 @@ def test_no_foreign_compute_processes(health):
 
 
 def test_disk_has_room_for_model(health):
-    workspace = (health.deployment.get("ssh") or {}).get("workspace") or "/workspace"
-    health.judge(rules.disk_has_room(health.probe, workspace, rules.model_bytes(health.model),
+    health.judge(rules.disk_has_room(health.probe, health.probe_targets.workspace, rules.model_bytes(health.model),
                                      float(health.policy.get("disk_margin_gb", 10))))
 
 
 def test_service_process_and_port(health):
-    pattern, port = rules.RUNTIME_DEFAULTS.get(str(health.deployment.get("runtime")), ("", None))
-    health.judge(rules.service_up(health.probe, health.deployment.get("process") or pattern,
-                                  health.deployment.get("service_port") or port))
+    looks_at = health.probe_targets
+    health.judge(rules.service_up(health.probe, looks_at.process_pattern or "", looks_at.service_port))
 
 
 def test_log_tail_has_no_classified_failure(health):
-    health.judge(rules.log_tail_clean(health.probe, health.deployment.get("log_path")))
+    health.judge(rules.log_tail_clean(health.probe, health.probe_targets.log_path))
 
 
 def test_service_health_endpoint(health):
-    outcome = check_health_endpoint(health)
+    outcome = health.service_health()
     if not outcome.ok:
         health.fail(rules.failed(outcome.cause or "unhealthy", outcome.message))
 
 
 def test_test_generation_succeeds(health):
-    outcome = run_generation(health)
+    outcome = health.test_generation()
     if not outcome.ok:
         remedy = f"; {outcome.remedy}" if outcome.remedy else ""
         health.fail(rules.failed(outcome.cause or "generation_failed", f"test generation failed: {outcome.message}"
@@ -87,14 +84,5 @@ def test_cuda_smoke_test(health):
 def test_job_progress_advanced(health):
     if health.deployment.get("status") != "running":
         health.judge(rules.skipped(f"no job running (status {health.deployment.get('status')})"))
-    previous = None
-    previous_at = None
-    for entry in read_journal(health.registry.journal_path):
-        if entry.get("deployment") == health.id and entry.get("note") == "progress observation":
-            previous, previous_at = entry.get("marker"), entry.get("observed_at")
-    current = health.probe.progress
-    journal(health.registry, {"deployment": health.id, "provider": health.deployment.get("provider"),
-                              "target_id": health.deployment.get("instance_id"), "from": "running", "to": "running",
-                              "marker": current, "note": "progress observation",
-                              "route": health.probe_entry.get("route")})
-    health.judge(rules.progress_advanced(current, previous if isinstance(previous, dict) else None, previous_at))
+    observed = health.progress
+    health.judge(rules.progress_advanced(observed.current, observed.previous, observed.previous_at))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,15 @@ def journal(registry: Registry, entry: dict[str, Any]) -> None:
     if errors:
         raise ValueError(f"bad journal entry {errors[0].json_path}: {errors[0].message}")
     append_record(registry.journal_path, entry)
+
+
+def observe(registry: Registry, deployment: Mapping[str, Any], *, marker: Any, note: str,
+            route: str | None = None) -> None:
+    """Journal an observation of a deployment that changes no state (from and to are its status)."""
+    status = deployment["status"]
+    journal(registry, {"deployment": deployment["id"], "provider": deployment.get("provider"),
+                       "target_id": deployment.get("instance_id"), "from": status, "to": status, "route": route,
+                       "observed_at": now_ts(), "marker": marker, "note": note})
 
 
 def read_journal(path: Path) -> Iterator[dict[str, Any]]:

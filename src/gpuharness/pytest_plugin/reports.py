@@ -89,3 +89,21 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.has_plugin("html"):  # absent under `-p no:html`
         _register_html(config, html)
     _register_junit(config, xml)
+
+
+def run_report(config: pytest.Config) -> str | None:
+    """The report of this run, as evidence: the HTML report (--html, or the one registered here), else the JUnit XML."""
+    option = config.option
+    if getattr(option, "htmlpath", None):
+        return str(Path(option.htmlpath).resolve())
+    for plugin in config.pluginmanager.get_plugins():
+        path = getattr(plugin, "_report_path", None)  # pytest-html's report
+        if isinstance(path, Path):
+            return str(path)
+    if getattr(option, "xmlpath", None):
+        return str(Path(option.xmlpath).resolve())
+    for plugin in config.pluginmanager.get_plugins():
+        logfile = getattr(plugin, "logfile", None)  # pytest's LogXML
+        if isinstance(logfile, str) and logfile.endswith(".xml"):
+            return logfile
+    return None

@@ -1,0 +1,95 @@
+"""The ready gate, the only path to `ready`: the ready decision applied to a deployment through the lifecycle
+(a failure is recorded and a second one is `error`), with one line saying what it did."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, final
+
+from gpuharness.core import lifecycle
+from gpuharness.core.clock import now_ts
+from gpuharness.core.errors import UserError
+from gpuharness.core.registry import Registry
+from gpuharness.health import targets
+from gpuharness.health.checks_table import HEALTH_CHECKS, HealthChecks
+from gpuharness.health.readiness import CheckResult, Verdict, decide
+
+#: The statuses the gate moves on; a deployment in any other status is checked and left as it is.
+AWAITING: Final = frozenset({"health-checking"})
+FAILURES_TO_ERROR: Final = 2
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RunEvidence:
+    """What the run offers as evidence: the probe's digest and route, and the report of the run."""
+
+    probe_digest: str | None = None
+    route: str | None = None
+    report: str | None = None
+
+
+def offline_verdict(deployment_id: str, results: Mapping[str, CheckResult],
+                    table: HealthChecks = HEALTH_CHECKS) -> str:
+    """A replay proves the checks, not the host as it is now: it says what the gate would do and changes nothing."""
+    failed = decide(results, table, serverless=False).failed_checks
+    verdict = f"would fail ({', '.join(failed)})" if failed else "checks pass on the recording"
+    return f"{deployment_id}: offline replay: {verdict}; status unchanged (run with --gpu-mode live to gate it)"
+
+
+def conclude(registry: Registry, deployment_id: str, results: Mapping[str, CheckResult], evidence: RunEvidence,
+             table: HealthChecks = HEALTH_CHECKS) -> str:
+    """Decide on a deployment's results and apply the decision through the lifecycle; the line to report."""
+    try:
+        deployment = registry.deployment(deployment_id)
+        decision = decide(results, table, serverless=targets.is_serverless(deployment))
+        status = deployment.get("status")
+        if status not in AWAITING:
+            verdict = "failed" if decision.failures else "passed"
+            return (f"{deployment_id}: health {verdict}; status {status} left as is "
+                    "(only health-checking deployments are gated)")
+        if decision.verdict is Verdict.NOT_JUDGED and decision.decisive is not None:
+            name, result = decision.decisive
+            return (f"{deployment_id}: NOT judged: {name}: {result.cause} (a recording, route or verified host key "
+                    "is missing: not a deployment failure); status left health-checking")
+        if decision.verdict is Verdict.FAILED and decision.decisive is not None:
+            return _record_failure(registry, deployment, decision.decisive, decision.failed_checks, evidence)
+        if decision.verdict is Verdict.INCOMPLETE:
+            why = "; ".join(part for part in (
+                f"checks not run: {', '.join(decision.missing)}" if decision.missing else "",
+                f"skipped: {', '.join(decision.blocked)}" if decision.blocked else "") if part)
+            return f"{deployment_id}: NOT ready ({why}); status left health-checking"
+        return _mark_ready(registry, deployment_id, results, evidence, table)
+    except UserError as exc:
+        return f"{deployment_id}: not changed: {exc.line()}"
+
+
+def _record_failure(registry: Registry, deployment: Mapping[str, Any], decisive: tuple[str, CheckResult],
+                    failed_checks: list[str], evidence: RunEvidence) -> str:
+    name, result = decisive
+    count = int((deployment.get("health") or {}).get("failures", 0)) + 1
+    health = {"status": "failed", "failed_at": now_ts(), "check": name, "cause": result.cause or name,
+              "message": result.message[:500], "failures": count, "failed_checks": failed_checks,
+              "probe_digest": evidence.probe_digest, "report": evidence.report}
+    target = "error" if count >= FAILURES_TO_ERROR else "health-checking"
+    extra: dict[str, Any] = {"health": health}
+    if target == "error":
+        extra["error"] = f"health failed twice: {health['cause']}: {result.message[:200]}"
+    lifecycle.transition(registry, str(deployment["id"]), target, route=evidence.route, marker=evidence.probe_digest,
+                         note=f"health: {name} failed ({health['cause']})",
+                         next_action="investigate, fix, re-run checks/health" if target != "error"
+                         else "destroy or rebuild: failed health twice", **extra)
+    return f"{deployment['id']}: NOT ready: {name} failed ({health['cause']}); status {target} (failure {count})"
+
+
+def _mark_ready(registry: Registry, deployment_id: str, results: Mapping[str, CheckResult], evidence: RunEvidence,
+                table: HealthChecks) -> str:
+    passed_at = now_ts()
+    health = {"status": "passed", "passed_at": passed_at, "report": evidence.report,
+              "probe_digest": evidence.probe_digest, "route": evidence.route,
+              "checks": {name: results[name].outcome for name in table.ids()}, "failures": 0}
+    lifecycle.transition(registry, deployment_id, "ready", route=evidence.route, marker=evidence.probe_digest,
+                         note="health: every check passed, test generation included", next_action="run jobs",
+                         ready_at=passed_at, health=health)
+    return f"{deployment_id}: READY (probe {(evidence.probe_digest or '?')[:19]})"

@@ -1,0 +1,132 @@
+"""One deployment's probe, taken live (one connection, one exec, one attempt) or replayed from its recorded
+transcript, as a ProbeRecord: what every check of the run reads, whichever way it was taken."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, final
+
+from gpuharness.core.policy import Policy
+from gpuharness.core.registry import Registry
+from gpuharness.health import probe, targets, transcripts
+from gpuharness.health.probe import ProbeResult
+from gpuharness.remote import RemoteError
+from gpuharness.remote.connections import record_probe
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """What the probe's one exec returned (a replay has no timing)."""
+
+    stdout: str
+    stderr: str = ""
+    exit_status: int | None = None
+    timed_out: bool = False
+    duration_s: float | None = None
+
+    @property
+    def digest(self) -> str:
+        return probe.digest_of(self.stdout, self.stderr, self.exit_status)
+
+    def parse(self) -> ProbeResult:
+        return probe.parse(self.stdout, self.stderr, self.exit_status)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ProbeFailure:
+    """Why there is no transcript: a transport error kind (unreachable, host_key_unknown, ...) or a missing input
+    (no_route, no_transcript, bad_transcript)."""
+
+    kind: str
+    message: str
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ProgressObservation:
+    """A running job's progress marker now and at its previous observation in the journal."""
+
+    current: dict[str, int]
+    previous: dict[str, Any] | None = None
+    previous_at: str | None = None
+    problem: str | None = None  # the journal could not be read or written
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ProbeRecord:
+    """One deployment's probe for this run: a transcript, or why there is none (or why none applies)."""
+
+    route: str | None
+    transcript: Transcript | None = None
+    failure: ProbeFailure | None = None
+    not_applicable: str | None = None
+    source: str | None = None  # a replay's recorded provenance
+    connections: int = 0
+    execs: int = 0
+    probed_at: str | None = None
+    progress: ProgressObservation | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProbeRecord:
+        fields = dict(data)
+        for name, kind in (("transcript", Transcript), ("failure", ProbeFailure), ("progress", ProgressObservation)):
+            if fields.get(name) is not None:
+                fields[name] = kind(**fields[name])
+        return cls(**fields)
+
+
+def live(registry: Registry, deployment: Mapping[str, Any], *, record_to: Path | None = None) -> ProbeRecord:
+    """Connect once by the recorded route, run the probe in one exec, record the route's last probe in
+    connections.json, and (record mode) the scrubbed transcript at `record_to`. A UserError: no usable route."""
+    from gpuharness.remote.connect import open_remote, resolve  # paramiko (~0.2 s): only a live probe needs it
+
+    policy = Policy(registry.policy_document())
+    timeouts = policy.get("health_timeouts") or {}
+    route = resolve(dict(deployment), registry.items("connections.json"))
+    started = time.monotonic()
+    try:
+        remote = open_remote(route, connect_timeout_s=float(timeouts.get("connect_s", 15)))
+    except RemoteError as exc:  # one attempt: never retried
+        record_probe(registry, route, phase="health", result=f"failed: {exc.kind}")
+        return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)))
+    try:
+        result = remote.exec(probe.build_script(targets.probe_targets(deployment, policy)),
+                             deadline_s=float(timeouts.get("probe_s", 120)))
+    except RemoteError as exc:
+        return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)))
+    finally:
+        remote.close()
+    transcript = Transcript(result.stdout, result.stderr, result.exit_status, result.timed_out,
+                            round(time.monotonic() - started, 3))
+    outcome = "timed out" if result.timed_out else f"exit {result.exit_status}"
+    record_probe(registry, route, phase="health", result=outcome,
+                 accepted_key=getattr(remote, "accepted_host_key", None))
+    if record_to is not None:
+        transcripts.write(record_to, deployment, route, result, transcripts.known_secrets(registry))
+    return ProbeRecord(route=route.label, transcript=transcript, connections=getattr(remote, "connections", 0),
+                       execs=getattr(remote, "execs", 1))
+
+
+def replay(path: Path, deployment_id: str) -> ProbeRecord:
+    """The recorded transcript at `path`, or what to do when there is none."""
+    if not path.is_file():
+        return ProbeRecord(route="offline", failure=ProbeFailure(
+            "no_transcript", f"no probe transcript {path}; record one with `pytest checks/health --gpu-mode record "
+                             f"--deployment {deployment_id}` or run live with --gpu-mode live"))
+    try:
+        document = json.loads(path.read_text())
+    except ValueError as exc:
+        return ProbeRecord(route="offline", failure=ProbeFailure("bad_transcript", f"{path}: not JSON: {exc}"))
+    transcript = Transcript(document.get("stdout", ""), document.get("stderr", ""), document.get("exit_status"))
+    return ProbeRecord(route=f"offline replay of {path.name} ({document.get('source', 'unknown source')})",
+                       transcript=transcript, source=document.get("source"))

@@ -1,0 +1,64 @@
+"""One health run's probe phase: each deployment is probed once per run, live, recorded or replayed per mode,
+and the record shared through a directory every process of the run (xdist workers included) sees."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, final
+
+from filelock import FileLock
+
+from gpuharness.core.clock import now_ts
+from gpuharness.core.errors import UserError
+from gpuharness.core.registry import Registry
+from gpuharness.health import probing, progress, targets, transcripts
+from gpuharness.health.probing import ProbeFailure, ProbeRecord
+from gpuharness.providers.cassette import Mode
+
+#: How long a process waits for another one's probe of the same deployment (a probe has its own deadlines).
+LOCK_TIMEOUT_S = 600
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ProbeSession:
+    """The seam between the checks and their subject: `probe(deployment)` is the same record whether the host was
+    reached live, live and recorded, or replayed from its transcript."""
+
+    registry: Registry
+    mode: Mode
+    cassettes: Path
+    shared_dir: Path  # one per run, shared by the controller and every worker
+
+    def probe(self, deployment: Mapping[str, Any]) -> ProbeRecord:
+        """The deployment's probe for this run: taken once under a file lock, then read by every process."""
+        if targets.is_serverless(deployment):
+            return ProbeRecord(route=None, not_applicable="a serverless endpoint has no host to probe")
+        cached = self.shared_dir / f"probe-{deployment['id']}.json"
+        with FileLock(str(cached) + ".lock", timeout=LOCK_TIMEOUT_S):
+            if cached.exists():
+                return ProbeRecord.from_json(json.loads(cached.read_text()))
+            record = replace(self._take(deployment), probed_at=now_ts())
+            record = replace(record, progress=self._progress(deployment, record))
+            cached.write_text(json.dumps(record.to_json()))
+            return record
+
+    def _take(self, deployment: Mapping[str, Any]) -> ProbeRecord:
+        path = transcripts.transcript_path(self.cassettes, str(deployment["id"]))
+        if self.mode is Mode.OFFLINE:
+            return probing.replay(path, str(deployment["id"]))
+        try:
+            return probing.live(self.registry, deployment, record_to=path if self.mode is Mode.RECORD else None)
+        except UserError as exc:  # no usable route recorded: the registry needs fixing, not the host
+            return ProbeRecord(route=None, failure=ProbeFailure("no_route", exc.line()))
+
+    def _progress(self, deployment: Mapping[str, Any], record: ProbeRecord) -> probing.ProgressObservation | None:
+        """A running job's progress marker, observed once per run (journaled only when the probe was live)."""
+        if deployment.get("status") != "running" or record.transcript is None:
+            return None
+        current = record.transcript.parse().progress
+        return progress.observe(self.registry, deployment, current, route=record.route,
+                                journaled=self.mode is not Mode.OFFLINE)

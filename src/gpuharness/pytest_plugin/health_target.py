@@ -1,0 +1,160 @@
+"""What a health check reads about one deployment (HealthTarget), the runtime's answers included: its health
+endpoint and the workflow's test generation, live, recorded or replayed per mode. `runtime_client` is the one
+place an authenticated runtime client is built (it belongs with runtimes/)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+import httpx
+import pytest
+
+from gpuharness import runtimes
+from gpuharness.core.errors import UserError
+from gpuharness.core.policy import Policy
+from gpuharness.core.registry import Registry
+from gpuharness.health import rules, targets
+from gpuharness.health.probe import ProbeResult, ProbeTargets
+from gpuharness.health.probing import ProbeRecord, ProgressObservation
+from gpuharness.health.transcripts import known_secrets
+from gpuharness.providers import cassette
+
+PROPERTY: Final = "gpuharness_health"
+
+
+@dataclass
+class HealthTarget:
+    """What a check reads about one deployment: its record, manifests and policy, the run's probe of it, and the
+    runtime's answers. Checks read these and assert; they write nothing."""
+
+    deployment: dict[str, Any]
+    registry: Registry
+    policy: Policy
+    mode: cassette.Mode
+    cassettes: Path
+    record: ProbeRecord
+    node: pytest.Item
+    model: dict[str, Any] | None = None
+    workflow: dict[str, Any] | None = None
+    _probe: ProbeResult | None = field(default=None, repr=False)
+
+    @property
+    def id(self) -> str:
+        return str(self.deployment["id"])
+
+    @property
+    def probe_targets(self) -> ProbeTargets:
+        """What the probe looked at: workspace, service process and port, log."""
+        return targets.probe_targets(self.deployment, self.policy)
+
+    @property
+    def probe(self) -> ProbeResult:
+        """The parsed probe; skips dependent checks (with the reason) when the host could not be probed."""
+        if self._probe is None:
+            if self.record.not_applicable:
+                pytest.skip(f"{self.id}: {self.record.not_applicable}")
+            if self.record.failure or self.record.transcript is None:
+                kind = self.record.failure.kind if self.record.failure else "no transcript"
+                pytest.skip(f"no probe of {self.id}: {kind} (see test_host_reachable[{self.id}])")
+            self._probe = self.record.transcript.parse()
+        return self._probe
+
+    @property
+    def progress(self) -> ProgressObservation:
+        """A running job's progress marker now and at its previous observation (taken with the probe)."""
+        _ = self.probe  # skips, with the reason, when the host could not be probed
+        observation = self.record.progress
+        if observation is None:
+            pytest.fail(f"{self.id}: the probe observed no progress: the deployment was not running when it was "
+                        "taken", pytrace=False)
+        if observation.problem:
+            pytest.fail(f"{self.id}: cannot observe progress: {observation.problem}", pytrace=False)
+        return observation
+
+    def service_health(self) -> runtimes.Outcome:
+        """The runtime's answer on its health endpoint (live, recorded or replayed per mode)."""
+        return health_endpoint(self)
+
+    def test_generation(self) -> runtimes.Outcome:
+        """The workflow's test generation against the runtime (live, recorded or replayed per mode)."""
+        return generation(self)
+
+    def fail(self, verdict: rules.Verdict) -> NoReturn:
+        """Fail the check with the verdict's message; its cause goes to the gate with the report."""
+        self.node.user_properties.append((PROPERTY + "_cause", verdict.cause))
+        pytest.fail(f"{self.id}: {verdict.message}", pytrace=False)
+
+    def judge(self, verdict: rules.Verdict) -> str:
+        """Pass, skip (only optional checks return skips) or fail with the verdict's actionable message."""
+        if verdict.skip:
+            pytest.skip(verdict.message)
+        if not verdict.ok:
+            self.fail(verdict)
+        return verdict.message
+
+
+def runtime_client(deployment: Mapping[str, Any], registry: Registry) -> httpx.Client | None:
+    """A client for the deployment's endpoint (None: no endpoint recorded); a serverless runtime's carries the
+    provider's key from the variable its `credential_env` names."""
+    endpoint = deployment.get("endpoint")
+    if not endpoint:
+        return None
+    headers = {}
+    if deployment.get("runtime") == "serverless":
+        try:
+            env = registry.provider(str(deployment["provider"])).get("credential_env")
+        except UserError:
+            env = None
+        if env and os.environ.get(env):
+            headers["Authorization"] = f"Bearer {os.environ[env]}"
+        endpoint = str(endpoint).rstrip("/") + "/"
+    return httpx.Client(base_url=str(endpoint), headers=headers, timeout=httpx.Timeout(30.0))
+
+
+def _client(target: HealthTarget) -> httpx.Client:
+    client = runtime_client(target.deployment, target.registry)
+    if client is None:
+        target.fail(rules.failed("no_endpoint", "no endpoint recorded for the service; set `endpoint` in "
+                                 "deployments.json (e.g. http://HOST:8188)"))
+    return client
+
+
+def _recording(target: HealthTarget, name: str) -> contextlib.AbstractContextManager[Any]:
+    """Replay (offline) or record the runtime's HTTP; live talks to it directly."""
+    if target.mode is cassette.Mode.LIVE:
+        return contextlib.nullcontext()
+    path = target.cassettes / "runtime" / f"{target.id}-{name}.yaml"
+    return cassette.use(path, target.mode, secrets=known_secrets(target.registry),
+                        recorded_against=target.record.source or "the deployment's runtime")
+
+
+def health_endpoint(target: HealthTarget) -> runtimes.Outcome:
+    """The runtime's answer on its health endpoint."""
+    try:
+        with _recording(target, "health"), _client(target) as client:
+            return runtimes.health(str(target.deployment.get("runtime")), client)
+    except UserError as exc:  # offline: no recorded interaction
+        return runtimes.failed("no_recording", exc.line())
+
+
+def generation(target: HealthTarget) -> runtimes.Outcome:
+    """The workflow's test generation against the deployment's runtime."""
+    workflow = target.workflow
+    if workflow is None:
+        target.fail(rules.failed(
+            "no_workflow", f"deployment has no workflow manifest (workflow={target.deployment.get('workflow')!r}); "
+            "add it to workflows.json with a test_generation, so readiness is proven by a real generation"))
+    runtime = str(target.deployment.get("runtime") or workflow.get("runtime"))
+    sleep: runtimes.Sleep = (lambda _s: None) if target.mode is cassette.Mode.OFFLINE else time.sleep
+    try:
+        with _recording(target, "generation"), _client(target) as client:
+            return runtimes.run_test_generation(runtime, client, workflow, model=target.deployment.get("model"),
+                                                sleep=sleep, client_id=f"gpuharness-{target.id}")
+    except UserError as exc:  # offline: no recorded interaction
+        return runtimes.failed("no_recording", exc.line())
