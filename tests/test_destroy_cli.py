@@ -51,7 +51,7 @@ def test_destroy_cli_refuses_unsynced_artifacts_then_discards_on_purpose(lab):
     assert done.returncode == 0, done.stderr
     assert "discarded on purpose: J-000001/out.png" in done.stdout
     assert live_instances(lab) == []
-    assert lab.registry.deployment(DEP)["status"] == "destroyed"
+    assert lab.registry.deployment(DEP).status == "destroyed"
 
 
 def test_reap_apply_cli_refuses_to_destroy_when_artifacts_cannot_be_synced(lab):
@@ -66,4 +66,4 @@ def test_reap_apply_cli_refuses_to_destroy_when_artifacts_cannot_be_synced(lab):
     [decision] = json.loads(applied.stdout)
     assert decision["action"] == "refused" and "could not be synced" in decision["reasons"][-1]
     assert len(live_instances(lab)) == 1
-    assert lab.registry.deployment(DEP)["status"] == "provisioning"
+    assert lab.registry.deployment(DEP).status == "provisioning"

@@ -27,7 +27,7 @@ def test_provision_cli_discloses_records_and_then_reuses(lab):
     assert "hourly burn:     $0.400/hr" in payload["disclosure"]
     dep = payload["deployment"]
     assert dep["status"] == "provisioning" and dep["ssh"]["host"] == "127.0.0.1"
-    assert lab.registry.deployment(dep["id"])["instance_id"] == dep["instance_id"]
+    assert lab.registry.deployment(dep["id"]).instance_id == dep["instance_id"]
     second = lab.cli(*ARGS, "--registry", str(lab.registry.root))
     assert second.returncode == 0 and json.loads(second.stdout)["reused"] is True
     assert lab.sim.stats()["launches"] == 1

@@ -27,7 +27,7 @@ def lab(tmp_path):
         for minutes in (10, 5):
             append_record(lab.registry.root / OBSERVATIONS, {
                 "deployment": DEP, "observed_at": format_ts(utcnow() - timedelta(minutes=minutes)),
-                "status": deployment["status"], "running_jobs": [], "last_activity": last, "marker": marker})
+                "status": deployment.status, "running_jobs": [], "last_activity": last, "marker": marker})
         yield lab
 
 
@@ -43,7 +43,7 @@ def test_reap_apply_destroys_an_idle_deployment_after_checking_the_host(lab):
     decision = reap_apply(lab)
     assert decision["action"] == "destroyed", decision
     assert lab.host_of(DEP).stats["ssh_execs"] == execs + 1  # the one output-progress look
-    assert lab.registry.deployment(DEP)["status"] == "destroyed"
+    assert lab.registry.deployment(DEP).status == "destroyed"
 
 
 def test_reap_apply_keeps_it_when_the_host_shows_new_output(lab):
@@ -54,4 +54,4 @@ def test_reap_apply_keeps_it_when_the_host_shows_new_output(lab):
     os.utime(frame, (stamp, stamp))
     decision = reap_apply(lab)
     assert decision["action"] == "keep" and "frame_0001.png" in decision["reasons"][-1]
-    assert lab.registry.deployment(DEP)["status"] == "provisioning"
+    assert lab.registry.deployment(DEP).status == "provisioning"

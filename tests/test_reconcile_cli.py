@@ -61,7 +61,7 @@ def test_status_refresh_flags_orphans_and_vanished_and_exits_1(world, capsys):
     assert [o["key"] for o in payload["orphans"]] == ["gh-leak-00004"]
     assert [v["deployment_id"] for v in payload["vanished"]] == ["dep-gone"]
     assert payload["transitions"] == ["dep-gone ready -> error (vanished)"]
-    assert registry.deployment("dep-gone")["status"] == "error"
+    assert registry.deployment("dep-gone").status == "error"
 
 
 def test_status_refresh_records_then_replays_offline_without_the_simulator(world, tmp_path, capsys):

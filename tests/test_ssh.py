@@ -11,6 +11,7 @@ from dataclasses import replace
 import paramiko
 import pytest
 
+from gpuharness.core.deployment import Deployment, SshAccess
 from gpuharness.remote import RemoteError
 from gpuharness.remote.connect import LocalRemote, Route, open_remote, resolve
 from gpuharness.remote.route import from_alias
@@ -186,7 +187,8 @@ def test_local_transport_runs_the_script_as_a_subprocess_with_a_deadline(tmp_pat
 
 
 def test_live_route_from_connections_is_reused_and_stale_one_ignored(host):
-    deployment = {"id": "dep_t", "ssh": {**host.ssh_block(), "port": 1}}
+    deployment = Deployment(id="dep_t", provider="owned", status="ready", cost_hr=0.0,
+                            created_at="2026-11-30T20:00:00Z", ssh=SshAccess.from_json({**host.ssh_block(), "port": 1}))
     live = {"target": "dep_t", "kind": "ssh", "route": f"root@127.0.0.1:{host.ssh_port}",
             "heartbeat_at": "2026-11-30T20:00:00Z", "ttl_s": 600}
     from gpuharness.core.clock import parse_ts

@@ -6,6 +6,8 @@ Every remote fact comes from one batched probe per deployment per run; only when
 
 from __future__ import annotations
 
+from gpuharness.core.deployment import Deployment
+from gpuharness.core.journal import JournalEntry
 from gpuharness.core.lifecycle import journal, read_journal
 from gpuharness.health import rules
 from gpuharness.pytest_plugin.health import check_health_endpoint, run_generation
@@ -51,7 +53,7 @@ def test_no_foreign_compute_processes(health):
 
 
 def test_disk_has_room_for_model(health):
-    workspace = (health.deployment.get("ssh") or {}).get("workspace") or "/workspace"
+    workspace = Deployment.from_json(health.deployment).workspace
     health.judge(rules.disk_has_room(health.probe, workspace, rules.model_bytes(health.model),
                                      float(health.policy.get("disk_margin_gb", 10))))
 
@@ -93,8 +95,6 @@ def test_job_progress_advanced(health):
         if entry.get("deployment") == health.id and entry.get("note") == "progress observation":
             previous, previous_at = entry.get("marker"), entry.get("observed_at")
     current = health.probe.progress
-    journal(health.registry, {"deployment": health.id, "provider": health.deployment.get("provider"),
-                              "target_id": health.deployment.get("instance_id"), "from": "running", "to": "running",
-                              "marker": current, "note": "progress observation",
-                              "route": health.probe_entry.get("route")})
+    journal(health.registry, JournalEntry.of(Deployment.from_json(health.deployment), marker=current,
+                                             note="progress observation", route=health.probe_entry.get("route")))
     health.judge(rules.progress_advanced(current, previous if isinstance(previous, dict) else None, previous_at))

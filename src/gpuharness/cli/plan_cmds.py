@@ -99,9 +99,9 @@ def current_inventory(registry: Registry, mode: str, path: Path) -> inventory.In
 
 def _registry_view(registry: Registry) -> tuple[list[dict[str, Any]], str]:
     deployments = registry.deployments()
-    lines = [f"{d['id']:<24} {d['provider']:<10} {d.get('instance_id') or '-'!s:<38} {d['status']:<16} "
-             f"${float(d.get('cost_hr') or 0):.3f}/hr" for d in deployments]
-    return deployments, "\n".join(lines) or "(no deployments)"
+    lines = [f"{d.id:<24} {d.provider:<10} {d.instance_id or '-'!s:<38} {d.status:<16} ${d.cost_hr:.3f}/hr"
+             for d in deployments]
+    return [d.to_json() for d in deployments], "\n".join(lines) or "(no deployments)"
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from gpuharness.cli import emit
+from gpuharness.core.deployment import live_burn
 from gpuharness.core.errors import UserError
-from gpuharness.core.lifecycle import live_burn
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.providers.authentication import check_all

@@ -114,7 +114,7 @@ class Lab:
                 "log_path": str(host.log_path)}
 
     def host_of(self, deployment_id: str) -> SimHost:
-        return self.hosts[str(self.registry.deployment(deployment_id)["instance_id"])]
+        return self.hosts[str(self.registry.deployment(deployment_id).instance_id)]
 
     def start(self) -> Lab:
         self.sim.start()

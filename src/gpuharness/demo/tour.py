@@ -105,8 +105,8 @@ def _lifecycle(lab: Lab, summary: Summary, reports: Path, suites: bool) -> None:
             model=MODEL, workflow=WORKFLOW, idle_minutes=15, owner="demo", deployment_id=dep_id,
             checkpoint_path="/workspace/output"), up_deadline_s=30, poll_s=0.1)
         dep = result.deployment
-        summary.steps.append(f"provisioned {dep_id} on {provider} ({gpu}, ${dep['cost_hr']:.2f}/hr), "
-                             f"instance {dep['instance_id']}")
+        summary.steps.append(f"provisioned {dep_id} on {provider} ({gpu}, ${dep.cost_hr:.2f}/hr), "
+                             f"instance {dep.instance_id}")
         install(ctx, dep_id, deadline_s=60)
         configure(ctx, dep_id, deadline_s=60)
         summary.steps.append(f"installed (sha256-verified) and configured {dep_id}")
@@ -118,17 +118,17 @@ def _lifecycle(lab: Lab, summary: Summary, reports: Path, suites: bool) -> None:
         raise UserError(f"the health suite did not run (pytest exit {summary.suites['health']})",
                         path=reports / "health.log", hint="read the log: an internal error, not a failed check")
     good, bad = registry.deployment(GOOD), registry.deployment(OOM)
-    if good["status"] != "ready":
-        raise UserError(f"{GOOD} did not pass the health suite (status {good['status']})",
+    if good.status != "ready":
+        raise UserError(f"{GOOD} did not pass the health suite (status {good.status})",
                         path=reports / "health.log", hint="read the health report")
     summary.steps.append(f"health suite: {GOOD} READY after a real test generation")
-    if bad["status"] == "ready":
+    if bad.status == "ready":
         summary.problems.append(f"{OOM} was marked ready although its test generation hit a CUDA OOM")
-    health = bad.get("health") or {}
+    health = bad.health or {}
     cause = str(health.get("cause") or "unknown")
     failed = ", ".join(health.get("failed_checks") or [str(health.get("check"))])
     remedy = {str(k): v for k, v in REMEDIES.items()}.get(cause, "read the log")
-    summary.oom = f"status {bad['status']}; failed checks: {failed}; cause {cause}; remedy: {remedy}"
+    summary.oom = f"status {bad.status}; failed checks: {failed}; cause {cause}; remedy: {remedy}"
     if cause != "cuda_oom":
         summary.problems.append(f"{OOM}'s failure was classified {cause!r}, expected cuda_oom")
     ctx.say(spend_line(ctx))
@@ -173,10 +173,10 @@ def _make_plan(lab: Lab) -> None:
 def _cleanup(ctx: Context, summary: Summary) -> None:
     """Whatever happened, nothing is left running on the simulator: destroy every live deployment."""
     for dep in ctx.registry.deployments():
-        if dep["status"] in ("destroyed",):
+        if not dep.is_live:
             continue
         try:
-            destroy(ctx, dep["id"], confirm=dep["id"], discard_artifacts=True)
-            summary.steps.append(f"cleanup: destroyed {dep['id']} (artifacts discarded, recorded)")
+            destroy(ctx, dep.id, confirm=dep.id, discard_artifacts=True)
+            summary.steps.append(f"cleanup: destroyed {dep.id} (artifacts discarded, recorded)")
         except UserError as exc:
-            summary.problems.append(f"cleanup of {dep['id']}: {exc.line()}")
+            summary.problems.append(f"cleanup of {dep.id}: {exc.line()}")

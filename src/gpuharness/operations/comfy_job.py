@@ -9,7 +9,7 @@ from typing import Any, final
 
 import httpx
 
-from gpuharness.operations.install import workspace
+from gpuharness.core.deployment import Deployment
 from gpuharness.operations.run import JobProgress
 
 
@@ -30,13 +30,13 @@ class ComfyJobExecutor:
 
     __slots__ = ("client", "deployment", "output_dir")
 
-    def __init__(self, deployment: dict[str, Any], *, timeout_s: float = 30.0) -> None:
-        endpoint = deployment.get("endpoint")
+    def __init__(self, deployment: Deployment, *, timeout_s: float = 30.0) -> None:
+        endpoint = deployment.endpoint
         if not endpoint:
-            raise ValueError(f"deployment {deployment['id']} has no runtime endpoint")
+            raise ValueError(f"deployment {deployment.id} has no runtime endpoint")
         self.deployment = deployment
         self.client = httpx.Client(base_url=str(endpoint), timeout=timeout_s)
-        self.output_dir = f"{workspace(deployment)}/output"
+        self.output_dir = f"{deployment.workspace}/output"
 
     def submit(self, workflow: dict[str, Any], inputs: dict[str, Any], job_id: str) -> str:
         graph = apply_inputs(dict(workflow.get("graph") or workflow["test_generation"].get("graph") or {}), inputs)

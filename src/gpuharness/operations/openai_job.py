@@ -34,7 +34,7 @@ from typing import Any, final
 
 import httpx
 
-from gpuharness.operations.install import workspace
+from gpuharness.core.deployment import Deployment
 from gpuharness.operations.run import JobProgress
 from gpuharness.remote import Remote, RemoteError
 from gpuharness.runtimes.openai import choice_text, error_text
@@ -89,13 +89,13 @@ class OpenAIJobExecutor:
 
     __slots__ = ("calls", "client", "connect", "deployment", "endpoint", "outputs_dir", "remote", "timeout")
 
-    def __init__(self, deployment: dict[str, Any], connect: Callable[[dict[str, Any]], Remote], *,
+    def __init__(self, deployment: Deployment, connect: Callable[[Deployment], Remote], *,
                  timeout_s: float = 3600.0) -> None:
-        endpoint = deployment.get("endpoint")
+        endpoint = deployment.endpoint
         if not endpoint:
-            raise ValueError(f"deployment {deployment['id']} has no runtime endpoint")
-        if not deployment.get("ssh"):
-            raise ValueError(f"deployment {deployment['id']} has no SSH route to keep its outputs on")
+            raise ValueError(f"deployment {deployment.id} has no runtime endpoint")
+        if deployment.ssh_route is None:
+            raise ValueError(f"deployment {deployment.id} has no SSH route to keep its outputs on")
         self.deployment = deployment
         self.connect = connect
         self.remote: Remote | None = None
@@ -103,11 +103,11 @@ class OpenAIJobExecutor:
         # the run loop enforces the job's deadline; this only bounds a request nobody waits for any more
         self.timeout = httpx.Timeout(timeout_s, connect=10.0)
         self.client = httpx.Client(base_url=self.endpoint, timeout=self.timeout)
-        self.outputs_dir = f"{workspace(deployment)}/outputs"
+        self.outputs_dir = f"{deployment.workspace}/outputs"
         self.calls: dict[str, _Call] = {}
 
     def submit(self, workflow: dict[str, Any], inputs: dict[str, Any], job_id: str) -> str:
-        path, body = request_for(workflow, inputs, self.deployment.get("model"))
+        path, body = request_for(workflow, inputs, self.deployment.model)
         call = _Call(path, body)
         self.calls[job_id] = call
         threading.Thread(target=self._request, args=(self.client, call), name=f"gpuharness-{job_id}",
@@ -139,13 +139,13 @@ class OpenAIJobExecutor:
             output = self._store(handle, call.path, call.body, call.answer)
         except (RemoteError, RuntimeError) as exc:
             return JobProgress("failed", log=f"the completion arrived but could not be stored on the host "
-                                             f"{self.deployment['id']}: {exc}")
+                                             f"{self.deployment.id}: {exc}")
         return JobProgress("completed", outputs=(output,))
 
     def _store(self, job_id: str, path: str, body: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
         """Write the completion record on the host (one exec: written aside, renamed, hashed back)."""
         first = (answer.get("choices") or [{}])[0]
-        record = {"job": job_id, "deployment": self.deployment["id"], "api": path, "request": body,
+        record = {"job": job_id, "deployment": self.deployment.id, "api": path, "request": body,
                   "id": answer.get("id"), "model": answer.get("model"), "created": answer.get("created"),
                   "text": choice_text(answer), "finish_reason": first.get("finish_reason") if isinstance(first, dict)
                   else None, "usage": answer.get("usage")}

@@ -13,7 +13,6 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import transition
 from gpuharness.operations.context import Context
-from gpuharness.operations.install import route
 from gpuharness.remote import Remote, RemoteError
 
 BAR_WIDTH = 24
@@ -76,11 +75,11 @@ def retrieve(ctx: Context, deployment_id: str, to: str | Path) -> RetrieveResult
     if not pending:
         ctx.say(f"{deployment_id}: nothing to retrieve (every artifact is synced or discarded)")
         return result
-    if not deployment.get("ssh"):
+    if deployment.ssh_route is None:
         raise UserError(f"{deployment_id} has no SSH route to retrieve from", place=deployment_id)
-    status = deployment["status"]
+    status = deployment.status
     if status == "ready":
-        transition(registry, deployment_id, "retrieving", route=route(deployment),
+        transition(registry, deployment_id, "retrieving", route=deployment.ssh_route,
                    marker={"jobs": sorted(pending)}, next_action="wait for the transfers")
     destination = Path(to).resolve()
     remote = ctx.remotes(deployment)
@@ -137,11 +136,11 @@ def retrieve(ctx: Context, deployment_id: str, to: str | Path) -> RetrieveResult
                 result.jobs.append(job_id)
                 result.synced.extend({"job": job_id, "name": n, **v} for n, v in synced_now.items())
     except RemoteError as exc:
-        problems.append(f"retrieve over {route(deployment)} failed: {exc}")
+        problems.append(f"retrieve over {deployment.ssh_route} failed: {exc}")
     finally:
         remote.close()
         if status == "ready":
-            transition(registry, deployment_id, "ready", route=route(deployment),
+            transition(registry, deployment_id, "ready", route=deployment.ssh_route,
                        marker={"synced": len(result.synced)}, next_action=(
                            f"gpuharness destroy {deployment_id} --confirm {deployment_id}" if not problems
                            else f"gpuharness retrieve {deployment_id}"))

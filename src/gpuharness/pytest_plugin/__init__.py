@@ -84,7 +84,7 @@ def _check_deployment_ids(config: pytest.Config) -> None:
         return
     registry = Registry(registry_root(config))
     try:
-        known = {d["id"] for d in registry.deployments()}
+        known = {d.id for d in registry.deployments()}
     except UserError:
         return
     unknown = [i for i in chosen if i not in known]

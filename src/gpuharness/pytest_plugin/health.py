@@ -19,6 +19,7 @@ from filelock import FileLock
 from gpuharness import runtimes
 from gpuharness.core import lifecycle
 from gpuharness.core.clock import now_ts
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
@@ -68,7 +69,7 @@ def selected_deployments(config: pytest.Config) -> list[str]:
     registry = Registry(registry_root(config))
     if not registry.path("deployments.json").exists():
         return []
-    return [d["id"] for d in registry.deployments() if d.get("status") in AWAITING]
+    return [d.id for d in registry.deployments() if d.status in AWAITING]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -102,10 +103,9 @@ def _mode(config: pytest.Config) -> cassette.Mode:
 
 
 def probe_targets(deployment: dict[str, Any], policy: Policy) -> ProbeTargets:
-    ssh = deployment.get("ssh") or {}
     pattern, port = health_rules.RUNTIME_DEFAULTS.get(str(deployment.get("runtime")), (None, None))
     timeouts = policy.get("health_timeouts") or {}
-    workspace = ssh.get("workspace") or "/workspace"
+    workspace = Deployment.from_json(deployment).workspace
     return ProbeTargets(workspace=workspace, process_pattern=deployment.get("process") or pattern,
                         service_port=deployment.get("service_port") or port, log_path=deployment.get("log_path"),
                         checkpoint_path=deployment.get("checkpoint_path"),
@@ -130,7 +130,7 @@ def live_probe(config: pytest.Config, registry: Registry, deployment: dict[str, 
     policy = Policy(registry.policy_document())
     timeouts = policy.get("health_timeouts") or {}
     connections = registry.items("connections.json")
-    route = resolve(deployment, connections)
+    route = resolve(Deployment.from_json(deployment), connections)
     entry: dict[str, Any] = {"route": route.label, "transport": route.transport}
     started = time.monotonic()
     try:
@@ -315,7 +315,7 @@ def health(request: pytest.FixtureRequest, health_deployment_id: str) -> Iterato
     check = request.node.originalname.removeprefix("test_")  # type: ignore[attr-defined]
     request.node.user_properties.append((PROPERTY, {"deployment": health_deployment_id, "check": check}))
     registry = Registry(registry_root(config))
-    deployment = registry.deployment(health_deployment_id)
+    deployment = registry.deployment(health_deployment_id).to_json()
     entry = cached_probe(config, registry, deployment)
     transcript = entry.get("transcript")
     if transcript:
@@ -428,7 +428,7 @@ class ReadyGate:
                 self.decisions.append(f"{deployment_id}: not changed: {exc.line()}")
 
     def decide(self, registry: Registry, deployment_id: str, checks: dict[str, CheckResult]) -> None:
-        deployment = registry.deployment(deployment_id)
+        deployment = registry.deployment(deployment_id).to_json()
         status = deployment.get("status")
         failures = [(name, checks[name]) for name in REQUIRED_CHECKS
                     if name in checks and checks[name].outcome == "failed"]

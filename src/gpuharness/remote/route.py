@@ -13,6 +13,7 @@ from typing import Any, Literal, final
 import paramiko
 
 from gpuharness.core.clock import parse_ts, utcnow
+from gpuharness.core.deployment import Deployment, SshAccess
 from gpuharness.core.errors import UserError
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
@@ -116,35 +117,34 @@ def live_connection(connections: list[dict[str, Any]], target: str,
     return None
 
 
-def resolve(deployment: dict[str, Any], connections: list[dict[str, Any]] | None = None,
+def resolve(deployment: Deployment, connections: list[dict[str, Any]] | None = None,
             now: datetime | None = None) -> Route:
     """The route to a deployment: a live connections.json route first, then its ssh block."""
-    target = str(deployment["id"])
-    ssh = deployment.get("ssh") or {}
+    target = deployment.id
+    ssh = deployment.ssh or SshAccess()
     entry = live_connection(connections or [], target, now)
     tofu = bool(entry and entry.get("trust_on_first_use"))
     if not tofu:
         tofu = any(c.get("target") == target and c.get("trust_on_first_use") for c in connections or [])
     defaults: dict[str, Any] = {"trust_on_first_use": tofu}
-    if ssh.get("key_file"):
-        defaults["key_file"] = os.path.expanduser(ssh["key_file"])
-    if ssh.get("known_hosts"):
-        defaults["known_hosts"] = os.path.expanduser(ssh["known_hosts"])
-    if ssh.get("user"):
-        defaults["user"] = ssh["user"]
+    if ssh.key_file:
+        defaults["key_file"] = os.path.expanduser(ssh.key_file)
+    if ssh.known_hosts:
+        defaults["known_hosts"] = os.path.expanduser(ssh.known_hosts)
+    if ssh.user:
+        defaults["user"] = ssh.user
     if entry is not None:
         if entry.get("kind") == "local":
             return Route(target=target, transport="local")
         if entry.get("alias"):
-            return from_alias(target, entry["alias"], ssh.get("config_file"), **defaults)
+            return from_alias(target, entry["alias"], ssh.config_file, **defaults)
         return parse_route(target, entry["route"], **defaults)
-    if ssh.get("transport") == "local":
+    if ssh.is_local:
         return Route(target=target, transport="local")
-    if ssh.get("alias"):
-        return from_alias(target, ssh["alias"], ssh.get("config_file"), **defaults)
-    if not ssh.get("host"):
+    if ssh.alias:
+        return from_alias(target, ssh.alias, ssh.config_file, **defaults)
+    if not ssh.host:
         raise UserError(f"deployment {target} has no ssh route", place=f"deployments[{target}].ssh",
                         hint="record ssh.host/ssh.port (or ssh.alias, or transport: local)")
     defaults.pop("user", None)
-    return replace(Route(target=target, host=ssh["host"], port=int(ssh.get("port", 22)),
-                         user=ssh.get("user")), **defaults)
+    return replace(Route(target=target, host=ssh.host, port=ssh.port or 22, user=ssh.user), **defaults)
