@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any, final
 
 from gpuharness.core.registry import Registry
+from gpuharness.health.gpu_classes import nvidia_smi_name
 from gpuharness.operations.context import Context
 from gpuharness.operations.wiring import executor_factory, remote_factory
 from gpuharness.providers.base import Instance, Provider
 from gpuharness.providers.factory import PhaseOptions, build_provider
 from gpuharness.pytest_plugin.suites import suite_command
 from gpuharness.sim import Simulator
-from gpuharness.sim.host import HostSpec, SimHost, full_gpu_name, runtime_for_image, with_fault
+from gpuharness.sim.host import HostSpec, SimHost, runtime_for_image, with_fault
 
 WORKFLOW = "h3-text-to-image"
 MODEL = "minimax-h3-mini"
@@ -94,7 +95,7 @@ class Lab:
             self.ctx.sleep = sleep
 
     def _make_host(self, instance: Any) -> SimHost:
-        spec = replace(HostSpec(), gpu=full_gpu_name(str(instance.gpu)), gpu_count=int(instance.gpu_count or 1),
+        spec = replace(HostSpec(), gpu=nvidia_smi_name(str(instance.gpu)), gpu_count=int(instance.gpu_count or 1),
                        runtime=runtime_for_image(getattr(instance, "image", None)))
         deployment = str(instance.name or "").removeprefix("gh-")
         if deployment in self.host_faults:
