@@ -9,6 +9,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.lifecycle import read_journal
 from gpuharness.operations.provision import ProvisionRequest, provision
 from gpuharness.providers.base import LaunchSpec
+from gpuharness.providers.vast import VastAi
 
 
 def request(**fields):
@@ -168,7 +169,7 @@ def test_provision_warns_when_the_provider_bills_more_than_accepted(tmp_path):
 def test_provision_resumes_a_record_whose_launch_answer_was_never_seen(tmp_path):
     world = make_world(tmp_path)
     from gpuharness.operations.provision import _create_record
-    record = _create_record(world.ctx, request(), "vast")  # a provision that died right after its record
+    record = _create_record(world.ctx, request(), VastAi.capabilities)  # a provision that died right after its record
     world.provider.launch(LaunchSpec(gpu="RTX 4090", image="comfyui:latest",
                                      idempotency_key=record.idempotency_key))
     calls = world.provider.launch_calls

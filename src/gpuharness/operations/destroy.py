@@ -13,6 +13,7 @@ from gpuharness.operations.context import Context
 from gpuharness.operations.launch import terminate_instance
 from gpuharness.operations.retrieve import unsynced
 from gpuharness.providers.base import ProviderError
+from gpuharness.providers.factory import capabilities_of
 
 
 @final
@@ -73,8 +74,7 @@ def destroy(ctx: Context, deployment_id: str, *, confirm: str | None,
                    marker={"discarded": list(discarded)} if discarded else None, next_action="terminate")
     calls = 0
     verified = True
-    kind = str(ctx.registry.provider(deployment.provider).get("kind"))
-    if kind == "runpod-serverless":
+    if capabilities_of(ctx.registry.provider(deployment.provider)).serverless:
         deployment = transition(ctx.registry, deployment_id, "destroyed", route=deployment.endpoint,
                                 note="serverless endpoint: nothing to terminate (it scales to zero); closed here",
                                 next_action=None, destroyed_at=ctx.now())

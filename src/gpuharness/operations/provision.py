@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, final
 
-from gpuharness.core.deployment import Deployment, ShutdownRule, SshAccess, live_burn
+from gpuharness.core.deployment import SERVERLESS_RUNTIME, Deployment, ShutdownRule, SshAccess, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry
 from gpuharness.core.ledger import Ledger
@@ -15,12 +15,20 @@ from gpuharness.core.policy import Action, Policy
 from gpuharness.core.spend import today_and_month
 from gpuharness.operations.context import Context
 from gpuharness.operations.launch import launch_instance
-from gpuharness.providers.base import KEY_PREFIX, Instance, LaunchSpec, Provider, ProviderError
+from gpuharness.providers.base import (
+    KEY_PREFIX,
+    Capabilities,
+    Instance,
+    LaunchSpec,
+    Provider,
+    ProviderError,
+    ProviderKind,
+)
+from gpuharness.providers.factory import ADAPTERS, capabilities_of, kind_of
 from gpuharness.providers.offers import cheapest_offer
 
 #: states in which a deployment may be reused for the same request
 REUSABLE = frozenset({"provisioning", "installing", "configuring", "health-checking", "ready", "running"})
-SERVERLESS = "runpod-serverless"
 #: the fields a new deployment spells out (null included), as people and agents expect to find them
 CREATED_FIELDS = frozenset({"id", "provider", "instance_id", "gpu", "gpu_count", "runtime", "model", "workflow",
                             "image", "region", "endpoint", "ssh", "status", "cost_hr", "created_at", "ready_at",
@@ -83,10 +91,9 @@ def stop_condition(rule: ShutdownRule | None) -> str:
     return (rule or ShutdownRule()).words()
 
 
-def disclosure(request: ProvisionRequest, kind: str) -> str:
+def disclosure(request: ProvisionRequest, capabilities: Capabilities) -> str:
     """What is about to be bought, stated before any provider call."""
-    mode = {"runpod": "RunPod Pod", SERVERLESS: "RunPod Serverless endpoint", "vast": "Vast.ai instance",
-            "massed": "Massed Compute VM", "owned": "owned server"}.get(kind, kind)
+    mode = capabilities.label
     if request.interruptible:
         mode += " (interruptible" + (f", bid ${request.bid_price:.3f}/hr" if request.bid_price else "") + ")"
     burn = "the provider's cheapest offer" if request.cost_hr is None else f"${request.cost_hr:.3f}/hr"
@@ -133,12 +140,12 @@ def find_reusable(deployments: list[Deployment], request: ProvisionRequest) -> D
     return None
 
 
-def accepted_price(ctx: Context, entry: dict[str, Any], kind: str, request: ProvisionRequest) -> float:
+def accepted_price(ctx: Context, entry: dict[str, Any], request: ProvisionRequest) -> float:
     """No --cost-hr: the cheapest offer of the GPU at the provider, read once, after every ceiling that does not
     depend on the price passed (so a refused request makes no provider call at all)."""
-    if kind in (SERVERLESS, "owned"):
+    if not capabilities_of(entry).rents:
         return 0.0  # billed per request / already paid for: no hourly burn of a new instance
-    check_policy(ctx, replace(request, cost_hr=0.0), kind)
+    check_policy(ctx, replace(request, cost_hr=0.0), kind_of(entry))
     provider = ctx.providers(entry)
     try:
         best = cheapest_offer(provider, request.gpu, request.gpu_count)
@@ -155,7 +162,7 @@ def accepted_price(ctx: Context, entry: dict[str, Any], kind: str, request: Prov
     return best.cost_hr
 
 
-def check_policy(ctx: Context, request: ProvisionRequest, kind: str) -> None:
+def check_policy(ctx: Context, request: ProvisionRequest, kind: ProviderKind) -> None:
     """Refuse before any provider call when a ceiling would be exceeded."""
     registry = ctx.registry
     policy = Policy(registry.policy_document())
@@ -163,8 +170,8 @@ def check_policy(ctx: Context, request: ProvisionRequest, kind: str) -> None:
     spent_day, spent_month = today_and_month(Ledger(registry.ledger_path).records(), ctx.now())
     allowed = policy.get("allowed_providers")
     name = request.provider
-    if allowed is not None and name not in allowed and kind in allowed:
-        name = kind
+    if allowed is not None and name not in allowed and kind.value in allowed:
+        name = kind.value
     decision = policy.evaluate(Action(
         kind="launch", provider=name, cost_hr=request.price,
         has_shutdown_rule=request.shutdown_rule() is not None, idle_minutes=request.idle_minutes,
@@ -232,7 +239,7 @@ def wait_until_up(ctx: Context, provider: Provider, instance: Instance, *, serve
         observe(ctx, current)
 
 
-def _create_record(ctx: Context, request: ProvisionRequest, kind: str) -> Deployment:
+def _create_record(ctx: Context, request: ProvisionRequest, capabilities: Capabilities) -> Deployment:
     """Write the deployment as `provisioning` with its idempotency key BEFORE the launch call, so that a
     crash mid-launch leaves a record that reconciliation can match by key."""
     def build(taken: frozenset[str]) -> Deployment:
@@ -240,7 +247,7 @@ def _create_record(ctx: Context, request: ProvisionRequest, kind: str) -> Deploy
         return Deployment(
             id=deployment_id, provider=request.provider, status="provisioning", cost_hr=request.price,
             created_at=ctx.now(), gpu=request.gpu, gpu_count=request.gpu_count,
-            runtime="serverless" if kind == SERVERLESS and request.runtime is None else request.runtime,
+            runtime=SERVERLESS_RUNTIME if capabilities.serverless and request.runtime is None else request.runtime,
             model=request.model, workflow=request.workflow, image=request.image, region=request.region,
             shutdown_rule=request.shutdown_rule(), owner=request.owner, checkpoint_path=request.checkpoint_path,
             idempotency_key=f"{KEY_PREFIX}{deployment_id}", interruptible=request.interruptible,
@@ -257,9 +264,9 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
               poll_s: float = 5.0) -> ProvisionResult:
     """Policy check, disclosure, reuse, one reconciled launch, then machines/deployments/journal records."""
     entry = ctx.registry.provider(request.provider)
-    kind = str(entry["kind"])
-    _refuse_what_is_not_offered(request, kind)
-    text = disclosure(request, kind)
+    capabilities = capabilities_of(entry)
+    _refuse_what_is_not_offered(request, kind_of(entry), capabilities)
+    text = disclosure(request, capabilities)
     reuse = find_reusable(ctx.registry.deployments(), request)
     if reuse is not None and not _never_confirmed(reuse):
         ctx.say(f"reusing live deployment {reuse.id} ({reuse.status}); nothing was launched")
@@ -274,22 +281,23 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
         deployment = reuse
     else:
         if request.cost_hr is None:
-            request = replace(request, cost_hr=accepted_price(ctx, entry, kind, request))
-            text = disclosure(request, kind)
-        check_policy(ctx, request, kind)
+            request = replace(request, cost_hr=accepted_price(ctx, entry, request))
+            text = disclosure(request, capabilities)
+        check_policy(ctx, request, kind_of(entry))
         ctx.say(text)
-        deployment = _create_record(ctx, request, kind)
-    if kind == SERVERLESS:
+        deployment = _create_record(ctx, request, capabilities)
+    if capabilities.serverless:
         return _register_endpoint(ctx, entry, deployment.id, text)
     instance = _launch(ctx, request, deployment, up_deadline_s=up_deadline_s, poll_s=poll_s)
     return ProvisionResult(_record_instance(ctx, request, deployment.id, instance), False, text, instance)
 
 
-def _refuse_what_is_not_offered(request: ProvisionRequest, kind: str) -> None:
-    if request.interruptible and kind in (SERVERLESS, "owned", "massed"):
-        raise UserError(f"--interruptible is not offered by {kind}", place="provision",
-                        hint="interruptible (spot/bid) exists on runpod pods and vast")
-    if request.interruptible and kind == "vast" and request.bid_price is None:
+def _refuse_what_is_not_offered(request: ProvisionRequest, kind: ProviderKind, capabilities: Capabilities) -> None:
+    if request.interruptible and not capabilities.interruptible:
+        offering = sorted(k.value for k, adapter in ADAPTERS.items() if adapter.capabilities.interruptible)
+        raise UserError(f"--interruptible is not offered by {kind.value}", place="provision",
+                        hint=f"interruptible (spot/bid) exists on {', '.join(offering)}")
+    if request.interruptible and capabilities.bid_price and request.bid_price is None:
         raise UserError("an interruptible Vast.ai instance is a bid: give --bid-price", place="provision",
                         hint="see `gpuharness economics --retryable` for when interruptible pays")
 

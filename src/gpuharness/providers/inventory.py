@@ -13,7 +13,7 @@ from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.providers import cassette
-from gpuharness.providers.base import Instance, Provider, ProviderError
+from gpuharness.providers.base import Instance, InventorySource, Provider, ProviderError
 
 
 @final
@@ -68,9 +68,11 @@ ProviderFactory = Callable[[dict[str, Any]], Provider]
 
 
 def listed_providers(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """providers.json entries with a cloud instance list (owned servers: the registry is theirs; serverless
-    endpoints have workers, not instances)."""
-    return [dict(e) for e in entries if e.get("kind") not in ("owned", "runpod-serverless")]
+    """providers.json entries whose instances come from the provider's list (owned servers: the registry is
+    theirs; serverless endpoints have workers, not instances)."""
+    from gpuharness.providers.factory import capabilities_of  # the adapters (and httpx): only when listing
+
+    return [dict(e) for e in entries if capabilities_of(e).inventory is InventorySource.API]
 
 
 def record_inventory(path: Path, entries: Iterable[Mapping[str, Any]], factory: ProviderFactory, *,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, final
 
 from gpuharness.providers import fields
-from gpuharness.providers.base import ProviderError
+from gpuharness.providers.base import Capabilities, InventorySource, ProviderError, ProviderKind
 from gpuharness.providers.transport import ProviderHttp
 
 #: the SDK's terminal set (is_completed)
@@ -52,7 +52,10 @@ def job_of(provider: str, body: Any) -> ServerlessJob:
 class ServerlessEndpoint:
     """One endpoint. api_base is the host (https://api.runpod.ai or http://127.0.0.1:N/runpod-serverless)."""
 
-    kind = "runpod-serverless"
+    kind = ProviderKind.RUNPOD_SERVERLESS
+    capabilities = Capabilities(label="RunPod Serverless endpoint", api_base="https://api.runpod.ai",
+                                stop_start=False, interruptible=False, bid_price=False, serverless=True, ssh=False,
+                                inventory=InventorySource.NONE, offers=False, rents=False)
 
     def __init__(self, name: str, http: ProviderHttp, endpoint_id: str) -> None:
         self.name = name
