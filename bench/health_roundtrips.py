@@ -27,7 +27,7 @@ from health_world import MODEL, WORKFLOW, HealthWorld  # noqa: E402
 
 from gpuharness import probe  # noqa: E402
 from gpuharness.health import rules as rules  # noqa: E402
-from gpuharness.remote.connect import Route, open_remote  # noqa: E402
+from gpuharness.remote.connect import HostRoute, open_remote  # noqa: E402
 from gpuharness.sim.host import HostSpec, SimHost  # noqa: E402
 
 Q = "nvidia-smi --format=csv,noheader,nounits --query-gpu="
@@ -50,9 +50,9 @@ BASELINE_COMMANDS = (
 )
 
 
-def route_for(host: SimHost) -> Route:
+def route_for(host: SimHost) -> HostRoute:
     block = host.ssh_block()
-    return Route(target="bench", host=block["host"], port=block["port"], user="root", key_file=block["key_file"],
+    return HostRoute(target="bench", host=block["host"], port=block["port"], user="root", key_file=block["key_file"],
                  known_hosts=block["known_hosts"])
 
 

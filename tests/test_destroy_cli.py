@@ -10,14 +10,14 @@ from lifecycle_fakes import provision_comfyui
 
 from gpuharness.core.clock import now_ts
 from gpuharness.core.ledger import Ledger
-from gpuharness.demo.estate import Lab
+from gpuharness.demo.simulated_estate import SimulatedEstate
 
 DEP = "dep_cli_01"
 
 
 @pytest.fixture
 def lab(tmp_path):
-    with Lab(tmp_path / "lab", say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", say=lambda line: None) as lab:
         provision_comfyui(lab, DEP)
         yield lab
 

@@ -16,7 +16,7 @@ import pytest
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
-from gpuharness.demo.estate import MODEL, WORKFLOW, Lab
+from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.install import configure, install
 from gpuharness.operations.provision import ProvisionRequest, provision
@@ -28,7 +28,7 @@ DEP = "dep_fault_01"
 
 @dataclass
 class Cell:
-    lab: Lab
+    lab: SimulatedEstate
     steps: list[str] = field(default_factory=list)
     ledger_snapshots: list[bytes] = field(default_factory=list)
     message: str = ""
@@ -220,7 +220,7 @@ def test_fault_cell_keeps_every_invariant(name, tmp_path):
     slept: list[float] = []
     changes = {DEP: {"latency_s": 3.0}} if "ssh_latency_3s" in faults else {}
     host_faults = {k: v for k, v in faults.items() if k == DEP}
-    with Lab(tmp_path / "lab", host_faults=host_faults, host_changes=changes, sleep=slept.append,
+    with SimulatedEstate(tmp_path / "lab", host_faults=host_faults, host_changes=changes, sleep=slept.append,
              say=lambda line: None) as lab:
         lab.slept = slept
         cell = Cell(lab)

@@ -7,7 +7,7 @@ import pytest
 
 from gpuharness.health import gpu_classes, probe, rules
 from gpuharness.health.gpu_classes import GPU_CLASSES, nvidia_smi_name, ordered
-from gpuharness.remote.connect import Route, open_remote
+from gpuharness.remote.connect import HostRoute, open_remote
 from gpuharness.sim import catalog
 from gpuharness.sim.host import HostSpec, SimHost
 
@@ -47,7 +47,7 @@ def host(tmp_path_factory):
 def test_a_simulated_host_of_each_class_passes_the_gpu_rule_ordered_by_its_short_name(host, gpu):
     host.reconfigure(HostSpec(gpu=nvidia_smi_name(gpu.short)))
     block = host.ssh_block()
-    remote = open_remote(Route(target="t", host=block["host"], port=block["port"], user="root",
+    remote = open_remote(HostRoute(target="t", host=block["host"], port=block["port"], user="root",
                                key_file=block["key_file"], known_hosts=block["known_hosts"]))
     try:
         _, facts = probe.run(remote, probe.ProbeTargets(workspace=block["workspace"]), deadline_s=60)

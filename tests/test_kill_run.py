@@ -15,7 +15,7 @@ import pytest
 from lifecycle_fakes import provision_comfyui
 
 from gpuharness.core.ledger import Ledger
-from gpuharness.demo.estate import Lab
+from gpuharness.demo.simulated_estate import SimulatedEstate
 from gpuharness.operations.install import configure, install
 from gpuharness.sim.runtimes import RuntimeFaults
 
@@ -33,7 +33,7 @@ def wait_for(predicate, what, limit_s=60.0):
 
 @pytest.mark.slow
 def test_kill_9_of_run_mid_job_leaves_a_consistent_state_with_the_job_interrupted(tmp_path):
-    with Lab(tmp_path / "lab", say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", say=lambda line: None) as lab:
         registry = lab.registry
         provision_comfyui(lab, DEP, cost_hr=0.5)
         install(lab.ctx, DEP, deadline_s=30)

@@ -10,7 +10,7 @@ import pytest
 
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import read_journal
-from gpuharness.demo.estate import MODEL, WORKFLOW, Lab
+from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.install import configure, install
 from gpuharness.operations.provision import ProvisionRequest, provision
@@ -32,7 +32,7 @@ def ledger_bytes(lab):
 @pytest.fixture
 def lab(tmp_path):
     slept: list[float] = []
-    with Lab(tmp_path / "lab", sleep=slept.append, say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", sleep=slept.append, say=lambda line: None) as lab:
         lab.slept = slept
         yield lab
 

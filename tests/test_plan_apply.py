@@ -13,7 +13,7 @@ from gpuharness.core.registry import Registry
 from gpuharness.operations.context import Context
 from gpuharness.plans.apply import apply_plan
 from gpuharness.plans.plan import LaunchRequest, make_plan
-from gpuharness.plans.recordings import seed
+from gpuharness.plans.recorded_world import seed
 from gpuharness.plans.replay import rehearse_with_mirror
 from gpuharness.providers import cassette, inventory
 from gpuharness.sim.server import Simulator

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpuharness.demo.estate import Lab
+from gpuharness.demo.simulated_estate import SimulatedEstate
 
 ARGS = ("provision", "--provider", "vast", "--gpu", "RTX 4090", "--image", "comfyui:1", "--cost-hr", "0.40",
         "--runtime", "comfyui", "--model", "minimax-h3-mini", "--workflow", "h3-text-to-image",
@@ -15,7 +15,7 @@ ARGS = ("provision", "--provider", "vast", "--gpu", "RTX 4090", "--image", "comf
 
 @pytest.fixture
 def lab(tmp_path):
-    with Lab(tmp_path / "lab", say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", say=lambda line: None) as lab:
         yield lab
 
 

@@ -11,7 +11,7 @@ from lifecycle_fakes import provision_comfyui
 
 from gpuharness.core.clock import format_ts, parse_ts, utcnow
 from gpuharness.core.jsonl import append_record
-from gpuharness.demo.estate import Lab
+from gpuharness.demo.simulated_estate import SimulatedEstate
 from gpuharness.operations.reap import OBSERVATIONS, activity
 
 DEP = "dep_reap_01"
@@ -19,7 +19,7 @@ DEP = "dep_reap_01"
 
 @pytest.fixture
 def lab(tmp_path):
-    with Lab(tmp_path / "lab", say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", say=lambda line: None) as lab:
         provision_comfyui(lab, DEP, idle_minutes=0.001)
         # two earlier idle observations with the current progress marker (written as a person could)
         deployment = lab.registry.deployment(DEP)

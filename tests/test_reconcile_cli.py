@@ -10,7 +10,7 @@ import pytest
 
 from gpuharness.cli import main
 from gpuharness.core.registry import Registry
-from gpuharness.plans.recordings import seed
+from gpuharness.plans.recorded_world import seed
 from gpuharness.providers import cassette
 from gpuharness.sim.server import Simulator
 

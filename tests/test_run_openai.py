@@ -13,7 +13,7 @@ import pytest
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import read_journal
-from gpuharness.demo.estate import Lab
+from gpuharness.demo.simulated_estate import SimulatedEstate
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.failure import classify
 from gpuharness.operations.install import configure, install
@@ -30,7 +30,7 @@ COMPLETE = {"id": "qwen-complete", "version": 1, "runtime": "openai", "model": Q
 CHAT = {**COMPLETE, "id": "qwen-chat", "api": "chat"}
 
 
-def seed_llm(lab: Lab) -> None:
+def seed_llm(lab: SimulatedEstate) -> None:
     weights = lab.root / "model-store" / "qwen-0.5b.safetensors"
     weights.write_bytes(hashlib.sha256(b"qwen").digest() * 1024)
     with lab.registry.update("models.json") as doc:
@@ -43,12 +43,12 @@ def seed_llm(lab: Lab) -> None:
 
 @pytest.fixture
 def lab(tmp_path):
-    with Lab(tmp_path / "lab", sleep=lambda s: None, say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", sleep=lambda s: None, say=lambda line: None) as lab:
         seed_llm(lab)
         yield lab
 
 
-def ready_llm(lab: Lab) -> None:
+def ready_llm(lab: SimulatedEstate) -> None:
     """Provision a vLLM image, install and configure over SSH, and pass the real health suite."""
     provision(lab.ctx, ProvisionRequest(provider="vast", gpu="RTX 4090", image="vllm/vllm-openai:v0.6.3",
                                         cost_hr=0.4, runtime="openai", model=QWEN, workflow=COMPLETE["id"],
@@ -60,7 +60,7 @@ def ready_llm(lab: Lab) -> None:
     assert lab.registry.deployment(DEP).status == "ready"
 
 
-def records(lab: Lab) -> list[dict]:
+def records(lab: SimulatedEstate) -> list[dict]:
     return list(Ledger(lab.registry.ledger_path).records())
 
 

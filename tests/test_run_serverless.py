@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuharness.core.ledger import Ledger
-from gpuharness.demo.estate import KEY_ENVS, MODEL, WORKFLOW, Lab
+from gpuharness.demo.simulated_estate import KEY_ENVS, MODEL, WORKFLOW, SimulatedEstate
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.provision import ProvisionRequest, provision
 from gpuharness.operations.run import run_job
@@ -20,7 +20,7 @@ def test_serverless_outputs_are_urls_already_off_the_workers():
 
 
 def test_serverless_deployment_runs_jobs_and_closes_without_a_terminate(tmp_path):
-    with Lab(tmp_path / "lab", say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", say=lambda line: None) as lab:
         with lab.registry.update("providers.json") as doc:
             doc["providers"].append({"name": "rp-sls", "kind": "runpod-serverless",
                                      "credential_env": KEY_ENVS["runpod"], "endpoint_id": "ep-h3",

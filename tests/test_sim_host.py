@@ -6,14 +6,14 @@ import httpx
 
 from gpuharness.health import probe
 from gpuharness.health.gpu_classes import nvidia_smi_name
-from gpuharness.remote.connect import Route, open_remote
+from gpuharness.remote.connect import HostRoute, open_remote
 from gpuharness.sim.host import HostSpec, SimHost, host_factory, with_fault
 from gpuharness.sim.server import Simulator
 
 
 def probe_host(host: SimHost) -> probe.ProbeResult:
     block = host.ssh_block()
-    remote = open_remote(Route(target="t", host=block["host"], port=block["port"], user="root",
+    remote = open_remote(HostRoute(target="t", host=block["host"], port=block["port"], user="root",
                                key_file=block["key_file"], known_hosts=block["known_hosts"]))
     _, facts = probe.run(remote, probe.ProbeTargets(workspace=block["workspace"], process_pattern="main.py"),
                          deadline_s=60)

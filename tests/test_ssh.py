@@ -13,7 +13,7 @@ import pytest
 
 from gpuharness.core.deployment import Deployment, SshAccess
 from gpuharness.remote import RemoteError
-from gpuharness.remote.connect import LocalRemote, Route, open_remote, resolve
+from gpuharness.remote.connect import HostRoute, LocalRemote, open_remote, resolve
 from gpuharness.remote.route import from_alias
 from gpuharness.sim.host import HostSpec, SimHost
 
@@ -24,11 +24,11 @@ def host(tmp_path):
         yield sim
 
 
-def route_to(sim: SimHost, **fields) -> Route:
+def route_to(sim: SimHost, **fields) -> HostRoute:
     block = sim.ssh_block()
     values = {"target": "dep_t", "host": block["host"], "port": block["port"], "user": "root",
               "key_file": block["key_file"], "known_hosts": block["known_hosts"], **fields}
-    return Route(**values)
+    return HostRoute(**values)
 
 
 def test_exec_returns_stdout_stderr_and_exit_status(host):
@@ -104,7 +104,7 @@ def test_connection_error_is_one_attempt_and_no_retry(tmp_path):
             conn.close()
 
     threading.Thread(target=refuse, daemon=True).start()
-    route = Route(target="dep_x", host="127.0.0.1", port=listener.getsockname()[1], user="root",
+    route = HostRoute(target="dep_x", host="127.0.0.1", port=listener.getsockname()[1], user="root",
                   known_hosts=str(tmp_path / "kh"))
     with pytest.raises(RemoteError) as info:
         open_remote(route, connect_timeout_s=5)

@@ -92,7 +92,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _ctx(args: argparse.Namespace) -> Any:
-    from gpuharness.operations.wiring import cli_context
+    from gpuharness.operations.seams import cli_context
     return cli_context(Registry.locate(args.registry))
 
 

@@ -164,7 +164,7 @@ def cmd_plan_make(args: argparse.Namespace) -> int:
 
 
 def cmd_plan_apply(args: argparse.Namespace) -> int:
-    from gpuharness.operations.wiring import cli_context
+    from gpuharness.operations.seams import cli_context
     from gpuharness.plans.apply import apply_plan
 
     registry = Registry.locate(args.registry)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, final
 
-from gpuharness.core.clock import Clock, format_ts, utcnow
+from gpuharness.core.clock import WallClock, format_ts, utcnow
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Instance, Provider
@@ -35,7 +35,7 @@ class Context:
     executors: Callable[[Deployment], Any] | None = None  # -> run.JobExecutor
     #: extra deployment fields only the host knows (ssh key_file/known_hosts/workspace, endpoint, service_port)
     host_details: Callable[[Instance], dict[str, Any]] | None = None
-    clock: Clock = utcnow
+    clock: WallClock = utcnow
     sleep: Callable[[float], None] = time.sleep
     say: Callable[[str], None] = _stderr
     options: dict[str, Any] = field(default_factory=dict)

@@ -11,7 +11,7 @@ from typing import Any, final
 
 import httpx
 
-from gpuharness.core.clock import Clock, utcnow
+from gpuharness.core.clock import WallClock, utcnow
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Capabilities, InventorySource, Provider, ProviderKind
@@ -48,7 +48,7 @@ class PhaseOptions:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     sleep: Sleep = time.sleep
     monotonic: Monotonic = time.monotonic
-    wall: Clock = utcnow
+    wall: WallClock = utcnow
     rng: random.Random | None = None
     transport: httpx.BaseTransport | None = None
 

@@ -23,7 +23,7 @@ _ROUTE = re.compile(r"^(?:ssh://)?(?:(?P<user>[^@/\s]+)@)?(?P<host>\[[^\]]+\]|[^
 
 @final
 @dataclass(frozen=True, slots=True)
-class Route:
+class HostRoute:
     """One way to reach a host. `label` is what the journal and connections.json record."""
 
     target: str
@@ -34,7 +34,7 @@ class Route:
     key_file: str | None = None
     known_hosts: str = DEFAULT_KNOWN_HOSTS
     alias: str | None = None
-    jump: Route | None = None
+    jump: HostRoute | None = None
     proxy_command: str | None = None
     trust_on_first_use: bool = False
 
@@ -55,8 +55,8 @@ class Route:
         return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
 
 
-def parse_route(target: str, text: str, **defaults: Any) -> Route:
-    """`user@host:port` (optionally `ssh://...`) -> Route."""
+def parse_route(target: str, text: str, **defaults: Any) -> HostRoute:
+    """`user@host:port` (optionally `ssh://...`) -> HostRoute."""
     match = _ROUTE.match(text.strip())
     if not match:
         raise UserError(f"cannot read route {text!r}", place=target, hint="write it as user@host:port")
@@ -66,10 +66,10 @@ def parse_route(target: str, text: str, **defaults: Any) -> Route:
     user = match.group("user") or fields.pop("user", None)
     fields.pop("port", None)
     fields.pop("user", None)
-    return Route(target=target, host=host, port=port, user=user, **fields)
+    return HostRoute(target=target, host=host, port=port, user=user, **fields)
 
 
-def from_alias(target: str, alias: str, config_file: str | None = None, **defaults: Any) -> Route:
+def from_alias(target: str, alias: str, config_file: str | None = None, **defaults: Any) -> HostRoute:
     """Resolve an ssh config alias the way OpenSSH would: HostName, Port, User, IdentityFile,
     UserKnownHostsFile, ProxyJump (first hop) and ProxyCommand. paramiko does not apply these itself."""
     path = Path(os.path.expanduser(config_file or DEFAULT_CONFIG))
@@ -83,7 +83,7 @@ def from_alias(target: str, alias: str, config_file: str | None = None, **defaul
     entry = config.lookup(alias)
     identity = entry.get("identityfile")
     known = entry.get("userknownhostsfile")
-    jump: Route | None = None
+    jump: HostRoute | None = None
     if entry.get("proxyjump"):
         first_hop = str(entry["proxyjump"]).split(",")[0].strip()
         if first_hop in config.get_hostnames():
@@ -95,7 +95,7 @@ def from_alias(target: str, alias: str, config_file: str | None = None, **defaul
         fields["key_file"] = os.path.expanduser(identity[0])
     if known:
         fields["known_hosts"] = os.path.expanduser(str(known).split()[0])
-    return Route(target=target, host=str(entry.get("hostname", alias)), port=int(entry.get("port", 22)),
+    return HostRoute(target=target, host=str(entry.get("hostname", alias)), port=int(entry.get("port", 22)),
                  user=entry.get("user") or fields.pop("user", None), alias=alias, jump=jump,
                  proxy_command=None if jump else entry.get("proxycommand"),
                  **{k: v for k, v in fields.items() if k in {"key_file", "known_hosts", "trust_on_first_use"}})
@@ -118,7 +118,7 @@ def live_connection(connections: list[dict[str, Any]], target: str,
 
 
 def resolve(deployment: Deployment, connections: list[dict[str, Any]] | None = None,
-            now: datetime | None = None) -> Route:
+            now: datetime | None = None) -> HostRoute:
     """The route to a deployment: a live connections.json route first, then its ssh block."""
     target = deployment.id
     ssh = deployment.ssh or SshAccess()
@@ -135,16 +135,16 @@ def resolve(deployment: Deployment, connections: list[dict[str, Any]] | None = N
         defaults["user"] = ssh.user
     if entry is not None:
         if entry.get("kind") == "local":
-            return Route(target=target, transport="local")
+            return HostRoute(target=target, transport="local")
         if entry.get("alias"):
             return from_alias(target, entry["alias"], ssh.config_file, **defaults)
         return parse_route(target, entry["route"], **defaults)
     if ssh.is_local:
-        return Route(target=target, transport="local")
+        return HostRoute(target=target, transport="local")
     if ssh.alias:
         return from_alias(target, ssh.alias, ssh.config_file, **defaults)
     if not ssh.host:
         raise UserError(f"deployment {target} has no ssh route", place=f"deployments[{target}].ssh",
                         hint="record ssh.host/ssh.port (or ssh.alias, or transport: local)")
     defaults.pop("user", None)
-    return replace(Route(target=target, host=ssh.host, port=ssh.port or 22, user=ssh.user), **defaults)
+    return replace(HostRoute(target=target, host=ssh.host, port=ssh.port or 22, user=ssh.user), **defaults)

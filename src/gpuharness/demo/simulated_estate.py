@@ -16,7 +16,7 @@ from typing import Any, final
 from gpuharness.core.registry import Registry
 from gpuharness.health.gpu_classes import nvidia_smi_name
 from gpuharness.operations.context import Context
-from gpuharness.operations.wiring import executor_factory, remote_factory
+from gpuharness.operations.seams import executor_factory, remote_factory
 from gpuharness.providers.base import Instance, Provider
 from gpuharness.providers.factory import PhaseOptions, build_provider
 from gpuharness.pytest_plugin.suites import suite_command
@@ -60,8 +60,9 @@ def seed(registry: Registry, root: Path, sim_urls: dict[str, str]) -> None:
 
 
 @final
-class Lab:
-    """`with Lab(root) as lab:` serves the simulator and its hosts; lab.ctx runs the operations against them.
+class SimulatedEstate:
+    """`with SimulatedEstate(root) as estate:` serves the simulator and its hosts; estate.ctx runs the
+    operations against them.
 
     host_faults: deployment id -> a gpuharness.sim.host fault name (oom, full_disk, ...) for its host;
     host_changes: deployment id -> HostSpec fields. sleep: injected into retries so tests do not wait.
@@ -117,7 +118,7 @@ class Lab:
     def host_of(self, deployment_id: str) -> SimHost:
         return self.hosts[str(self.registry.deployment(deployment_id).instance_id)]
 
-    def start(self) -> Lab:
+    def start(self) -> SimulatedEstate:
         self.sim.start()
         if not self.registry.path("providers.json").exists():
             seed(self.registry, self.root, {name: self.sim.url(name) for name in KEY_ENVS})
@@ -128,7 +129,7 @@ class Lab:
         for host in self.hosts.values():
             host.stop()
 
-    def __enter__(self) -> Lab:
+    def __enter__(self) -> SimulatedEstate:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -154,6 +155,6 @@ class Lab:
         return completed.returncode
 
     def cli(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-        """Run `gpuharness ARGS` against this lab's registry, as a subprocess."""
+        """Run `gpuharness ARGS` against this estate's registry, as a subprocess."""
         return subprocess.run([sys.executable, "-m", "gpuharness", *args], env=self.env, cwd=self.root,
                               capture_output=True, text=True, timeout=timeout_s)

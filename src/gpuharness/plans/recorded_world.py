@@ -1,7 +1,7 @@
 """The committed recordings: a small world born in the simulator (registry, inventory cassette, a plan and
 its cassette), recorded with a planted API key that must appear nowhere afterwards.
 
-    python -m gpuharness.plans.recordings [--root .]      # rewrites cassettes/http/ and fixtures/plan/
+    python -m gpuharness.plans.recorded_world [--root .]      # rewrites cassettes/http/ and fixtures/plan/
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def record(world: World) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpuharness.plans.recordings", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m gpuharness.plans.recorded_world", description=__doc__)
     parser.add_argument("--root", type=Path, default=Path("."), help="repository root (default .)")
     args = parser.parse_args(argv)
     for path in record(layout(args.root)):
