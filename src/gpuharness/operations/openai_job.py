@@ -1,26 +1,12 @@
 """Jobs on an OpenAI-compatible server (vLLM, SGLang, TGI): POST /v1/completions, or /v1/chat/completions when
-the workflow says `"api": "chat"`; the completion is kept as a file on the host for retrieve.
+the workflow says `"api": "chat"`.
 
-Where the output lives. A completion comes back in the HTTP answer, so the run process holds it in memory and
-could call it synced at once (as serverless outputs are). It is written to the host instead, as
-`<workspace>/outputs/<job>/completion.json` (request, text, finish_reason, usage), over the run phase's one SSH
-connection, and recorded on the ledger like a ComfyUI output: `remote_path`, `sha256`, `size`, `synced_at`
-null. The reasons:
-
-- `run` has no destination for outputs, and the registry directory is state, not a place for outputs; `gpuharness
-  retrieve --to DIR` stays the one command that puts outputs where the user wants them, sha256-verified, and
-  records `synced_at` (as new ledger lines), for every SSH-reachable runtime alike.
-- "artifacts are synced off the instance before destroy" keeps its meaning: destroy refuses until retrieve ran
-  (or `--discard-artifacts`), exactly as for ComfyUI; nothing is marked synced that no one has put anywhere.
-- The sha256 is computed here from the bytes sent, and checked against the host's copy in the same exec, so
-  retrieve verifies the file it pulls against what the server answered.
-
-A completion that arrived but could not be stored on the host fails the job with that said plainly (its text is
-then lost: the ledger never claims an artifact that does not exist).
-
-The request runs on a worker thread, so `run`'s loop keeps polling: the per_job_usd ceiling and the deadline are
-enforced while the server generates. `cancel` abandons the request and closes its connection (vLLM and SGLang
-abort a request whose client went away); best effort, the ledger says cancelled."""
+The completion is written to the host as `<workspace>/outputs/<job>/completion.json` and recorded on the ledger
+like a ComfyUI output (remote_path, sha256, synced_at null): `gpuharness retrieve` stays the one way outputs
+reach the user, and destroy refuses until it ran. A completion that cannot be stored fails the job. The request
+runs on a worker thread, so the run loop keeps enforcing per_job_usd and the deadline; cancel drops the
+connection (vLLM and SGLang abort a request whose client went away).
+"""
 
 from __future__ import annotations
 

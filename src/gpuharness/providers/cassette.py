@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import yaml
 
-if TYPE_CHECKING:  # vcrpy (~0.3 s to import) is loaded on first use: the audit suite rarely needs it
+if TYPE_CHECKING:  # vcrpy is slow to import: loaded on first use, the audit suite rarely needs it
     import vcr
     from vcr.errors import CannotOverwriteExistingCassetteException
 

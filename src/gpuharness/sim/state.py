@@ -15,7 +15,7 @@ SimStatus = Literal["pending", "running", "stopped", "terminated"]
 
 
 class HostHandle(Protocol):
-    """A simulated host started for a running instance (engineer F supplies these).
+    """A simulated host started for a running instance (gpuharness.sim.host.SimHost is one).
 
     ssh_host/ssh_port are reported as the instance's SSH route; http_ports maps a container port
     (8188, 8000...) to the loopback port of the runtime server answering for it.
