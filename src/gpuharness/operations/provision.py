@@ -15,6 +15,7 @@ from gpuharness.core.policy import Action, Policy
 from gpuharness.core.spend import today_and_month
 from gpuharness.operations.context import Context
 from gpuharness.operations.launch import launch_instance
+from gpuharness.operations.reconcile import machine_record
 from gpuharness.providers.base import (
     KEY_PREFIX,
     Capabilities,
@@ -181,21 +182,6 @@ def check_policy(ctx: Context, request: ProvisionRequest, kind: ProviderKind) ->
         raise UserError(f"refused before any provider call: {decision.reason}", path=registry.path("policy.json"),
                         place=decision.ceiling, hint="raise the ceiling in policy.json, destroy a live deployment, "
                         "or change the request; nothing was launched")
-
-
-def machine_record(instance: Instance, observed_at: str) -> dict[str, Any]:
-    """machines.json entry for an instance as the provider reported it."""
-    record: dict[str, Any] = {
-        "provider": instance.provider, "instance_id": instance.id, "name": instance.name, "gpu": instance.gpu,
-        "gpu_count": instance.gpu_count, "region": instance.region, "cost_hr": instance.cost_hr,
-        "status": instance.status, "raw_status": instance.raw_status, "observed_at": observed_at,
-        "labels": dict(instance.labels),
-        "ssh": ({"host": instance.ssh.host, "port": instance.ssh.port, "user": instance.ssh.user}
-                if instance.ssh else None),
-    }
-    if instance.created_at:
-        record["created_at"] = instance.created_at
-    return record
 
 
 def observe(ctx: Context, instance: Instance) -> None:

@@ -154,7 +154,7 @@ class ReconcileReport:
 
 
 def machine_record(instance: Instance, observed_at: str) -> dict[str, Any]:
-    """machines.json form of an Instance."""
+    """machines.json form of an Instance as the provider reported it (a negative price is no price)."""
     record: dict[str, Any] = {
         "provider": instance.provider, "instance_id": instance.id, "name": instance.name, "gpu": instance.gpu,
         "gpu_count": instance.gpu_count, "region": instance.region, "cost_hr": instance.cost_hr,
