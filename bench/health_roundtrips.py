@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from health_world import MODEL, WORKFLOW, HealthWorld  # noqa: E402
 
-from gpuharness import probe  # noqa: E402
+from gpuharness.health import probe  # noqa: E402
 from gpuharness.health import rules as rules  # noqa: E402
 from gpuharness.remote.connect import HostRoute, open_remote  # noqa: E402
 from gpuharness.sim.host import HostSpec, SimHost  # noqa: E402
@@ -122,7 +122,7 @@ def part_two(targets: int, latency_s: float, workers: int) -> None:
                 world.add(f"dep_{index:03d}", replace(HostSpec(), latency_s=latency_s))
             walls[count] = run_suite(world, root, workers)
             stats = [host.stats for host in world.hosts.values()]
-            ready = sum(1 for d in world.registry.deployments() if d["status"] == "ready")
+            ready = sum(1 for d in world.registry.deployments() if d.status == "ready")
             print(f"{count:3d} target(s): wall={walls[count]:.2f} s ready={ready}/{count} "
                   f"connections/target max={max(s['ssh_connections'] for s in stats)} "
                   f"execs/target max={max(s['ssh_execs'] for s in stats)}")
