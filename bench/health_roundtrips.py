@@ -27,7 +27,7 @@ from health_world import MODEL, WORKFLOW, HealthWorld  # noqa: E402
 
 from gpuharness.health import probe  # noqa: E402
 from gpuharness.health import rules as rules  # noqa: E402
-from gpuharness.remote.connect import Route, open_remote  # noqa: E402
+from gpuharness.remote.connect import HostRoute, open_remote  # noqa: E402
 from gpuharness.sim.host import HostSpec, SimHost  # noqa: E402
 
 Q = "nvidia-smi --format=csv,noheader,nounits --query-gpu="
@@ -50,9 +50,9 @@ BASELINE_COMMANDS = (
 )
 
 
-def route_for(host: SimHost) -> Route:
+def route_for(host: SimHost) -> HostRoute:
     block = host.ssh_block()
-    return Route(target="bench", host=block["host"], port=block["port"], user="root", key_file=block["key_file"],
+    return HostRoute(target="bench", host=block["host"], port=block["port"], user="root", key_file=block["key_file"],
                  known_hosts=block["known_hosts"])
 
 
@@ -122,7 +122,7 @@ def part_two(targets: int, latency_s: float, workers: int) -> None:
                 world.add(f"dep_{index:03d}", replace(HostSpec(), latency_s=latency_s))
             walls[count] = run_suite(world, root, workers)
             stats = [host.stats for host in world.hosts.values()]
-            ready = sum(1 for d in world.registry.deployments() if d["status"] == "ready")
+            ready = sum(1 for d in world.registry.deployments() if d.status == "ready")
             print(f"{count:3d} target(s): wall={walls[count]:.2f} s ready={ready}/{count} "
                   f"connections/target max={max(s['ssh_connections'] for s in stats)} "
                   f"execs/target max={max(s['ssh_execs'] for s in stats)}")

@@ -105,7 +105,7 @@ class HealthWorld:
         return server
 
     def deployment(self, dep_id: str) -> dict[str, Any]:
-        return self.registry.deployment(dep_id)
+        return self.registry.deployment(dep_id).to_json()
 
     def install_checks(self, directory: Path) -> Path:
         target = directory / "test_health.py"

@@ -250,7 +250,7 @@ def mark_ready(registry: Registry, deployment_id: str) -> None:
 
 def provision_comfyui(lab: Any, deployment_id: str, *, cost_hr: float = 0.4, idle_minutes: float = 15) -> None:
     """Provision a ComfyUI deployment on the lab's simulated Vast (up, not yet installed)."""
-    from gpuharness.demo.estate import MODEL, WORKFLOW
+    from gpuharness.demo.simulated_estate import MODEL, WORKFLOW
     from gpuharness.operations.provision import ProvisionRequest, provision
 
     provision(lab.ctx, ProvisionRequest(provider="vast", gpu="RTX 4090", image="comfyui:1", cost_hr=cost_hr,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Instance, LaunchSpec, ProviderError
 
@@ -67,18 +68,18 @@ def instance(provider: str, iid: str, status: str = "running", name: str | None 
 
 
 def deployment(dep_id: str, provider: str, instance_id: str | None, status: str = "ready",
-               cost_hr: float = 0.69, **extra: Any) -> dict[str, Any]:
-    return {"id": dep_id, "provider": provider, "instance_id": instance_id, "status": status,
-            "cost_hr": cost_hr, "created_at": TS, "gpu": "NVIDIA GeForce RTX 4090",
-            "shutdown_rule": {"idle_minutes": 20}, **extra}
+               cost_hr: float = 0.69, **extra: Any) -> Deployment:
+    return Deployment.from_json({"id": dep_id, "provider": provider, "instance_id": instance_id, "status": status,
+                                 "cost_hr": cost_hr, "created_at": TS, "gpu": "NVIDIA GeForce RTX 4090",
+                                 "shutdown_rule": {"idle_minutes": 20}, **extra})
 
 
-def make_registry(root: Any, deployments: list[dict[str, Any]],
+def make_registry(root: Any, deployments: list[Deployment],
                   providers: tuple[str, ...] = ("runpod",)) -> Registry:
     registry = Registry(root)
     registry.init()
     with registry.update("providers.json") as doc:
         doc["providers"] = [{"name": p, "kind": p, "credential_env": f"{p.upper()}_API_KEY"} for p in providers]
     with registry.update("deployments.json") as doc:
-        doc["deployments"] = deployments
+        doc["deployments"] = [d.to_json() for d in deployments]
     return registry

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpuharness.plans.recordings import layout, record
+from gpuharness.plans.recorded_world import layout, record
 from gpuharness.providers import cassette
 
 CHECKS = Path(__file__).resolve().parents[1] / "checks"

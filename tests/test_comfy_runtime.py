@@ -13,6 +13,7 @@ import pytest
 from health_world import CHECKPOINT, sdxl_graph
 from PIL import Image
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.health.diagnose import classify_text
 from gpuharness.operations.comfy_job import ComfyJobExecutor
 from gpuharness.runtimes import run_test_generation
@@ -188,12 +189,15 @@ def test_execution_errors_are_classified(exception_type, message, cause):
     assert classify_text(json.dumps(entry)).cause == cause
 
 
+DEPLOYMENT = Deployment.from_json({"id": "dep", "provider": "sim", "status": "ready", "ssh": {"workspace": "/w"}})
+
+
 def test_a_failed_job_carries_the_cause_to_its_ledger_line(comfy):
     from gpuharness.operations.failure import classify
 
     server, http = comfy
     server.faults = RuntimeFaults(corrupt_checkpoint=True, polls_before_done=0)
-    executor = ComfyJobExecutor({"id": "dep", "ssh": {"workspace": "/w"}}, http=http)
+    executor = ComfyJobExecutor(DEPLOYMENT, http=http)
     handle = executor.submit(workflow(sdxl_graph()), {}, "J-1")
     progress = executor.poll(handle)
     assert progress.state == "failed" and classify(progress.log).cause == "weights_corrupt"
@@ -203,7 +207,7 @@ def test_a_rejected_job_says_why_in_the_servers_words(comfy):
     from gpuharness.operations.failure import classify
 
     _, http = comfy
-    executor = ComfyJobExecutor({"id": "dep", "ssh": {"workspace": "/w"}}, http=http)
+    executor = ComfyJobExecutor(DEPLOYMENT, http=http)
     with pytest.raises(PromptRejected) as caught:
         executor.submit(workflow(sdxl_graph(ckpt="sd_xl_base_1.0.safetensors")), {}, "J-2")
     assert caught.value.cause == "model_missing"

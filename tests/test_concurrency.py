@@ -74,9 +74,9 @@ def test_eight_processes_updating_deployments_concurrently_lose_no_update(tmp_pa
     registry = Registry(tmp_path / "r")
     registry.init()
     run_workers(update_deployments, str(registry.root))
-    deployments = {d["id"]: d for d in registry.deployments()}
+    deployments = {d.id: d for d in registry.deployments()}
     for worker in range(WORKERS):
-        assert deployments[f"dep_w{worker}"]["gpu_count"] == 1 + UPDATES_EACH
+        assert deployments[f"dep_w{worker}"].gpu_count == 1 + UPDATES_EACH
         for n in range(ADD_EVERY, UPDATES_EACH + 1, ADD_EVERY):
             assert f"dep_w{worker}_{n}" in deployments
     assert len(deployments) == WORKERS * (1 + UPDATES_EACH // ADD_EVERY)

@@ -88,7 +88,7 @@ def test_kill_9_at_random_moments_fifty_times_loses_nothing_acknowledged(tmp_pat
         # Every state file still parses and validates.
         for file_name in DOCUMENTS:
             registry.load(file_name)
-        deployments = {d["id"]: d for d in registry.deployments()}
+        deployments = {d.id: d for d in registry.deployments()}
         entries = list(ledger.scan())
         assert all(e.record is not None for e in entries[:-1]), f"a broken line in the middle {where}"
         if entries and entries[-1].record is None:
@@ -103,7 +103,7 @@ def test_kill_9_at_random_moments_fifty_times_loses_nothing_acknowledged(tmp_pat
             elif kind == "L":
                 acked_jobs.add(rest[0])
             elif kind == "D":
-                assert deployments[rest[0]]["gpu_count"] >= int(rest[1]), f"acknowledged update lost {where}"
+                assert deployments[rest[0]].gpu_count >= int(rest[1]), f"acknowledged update lost {where}"
             elif kind == "T":
                 assert len(journal) >= int(rest[1]), f"acknowledged transition not journaled {where}"
         missing = acked_jobs - job_ids

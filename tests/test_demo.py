@@ -38,8 +38,8 @@ def test_demo_oom_deployment_is_never_ready_and_its_cause_is_shown(demo):
     assert "cause cuda_oom" in summary["oom"] and "--lowvram" in summary["oom"]
     registry = Registry(workdir / ".pi" / "gpu")
     bad = registry.deployment("dep_h3_runpod_01")
-    assert bad["ready_at"] is None and bad["health"]["status"] == "failed"
-    assert bad["status"] == "destroyed"
+    assert bad.ready_at is None and bad.health["status"] == "failed"
+    assert bad.status == "destroyed"
 
 
 def test_demo_leaves_real_ledger_lines_artifacts_and_history(demo):
@@ -51,7 +51,7 @@ def test_demo_leaves_real_ledger_lines_artifacts_and_history(demo):
         assert job["status"] == "completed" and job["correction"] and job["reason"] == "artifacts synced"
         [artifact] = job["artifacts"]
         assert artifact["synced_at"] and (workdir / "outputs" / job["id"] / artifact["name"]).exists()
-    assert {d["status"] for d in registry.deployments()} == {"destroyed"}
+    assert {d.status for d in registry.deployments()} == {"destroyed"}
 
 
 def test_demo_leaves_no_process_running(demo):

@@ -19,7 +19,7 @@ def test_destroy_requires_the_exact_id_to_confirm(tmp_path):
         with pytest.raises(UserError, match=f"--confirm {dep_id}"):
             destroy(world.ctx, dep_id, confirm=wrong)
     assert world.provider.terminate_calls == 0
-    assert world.registry.deployment(dep_id)["status"] == "ready"
+    assert world.registry.deployment(dep_id).status == "ready"
 
 
 def test_destroy_refuses_when_artifacts_not_synced(tmp_path):
@@ -29,7 +29,7 @@ def test_destroy_refuses_when_artifacts_not_synced(tmp_path):
         destroy(world.ctx, dep_id, confirm=dep_id)
     assert "J-000001/out.png" in info.value.line() and "gpuharness retrieve" in info.value.line()
     assert world.provider.terminate_calls == 0
-    assert world.registry.deployment(dep_id)["status"] == "ready"
+    assert world.registry.deployment(dep_id).status == "ready"
 
 
 def test_destroy_after_retrieve_terminates_verifies_and_keeps_history(tmp_path):
@@ -38,7 +38,7 @@ def test_destroy_after_retrieve_terminates_verifies_and_keeps_history(tmp_path):
     retrieve(world.ctx, dep_id, tmp_path / "out")
     result = destroy(world.ctx, dep_id, confirm=dep_id)
     dep = world.registry.deployment(dep_id)
-    assert dep["status"] == "destroyed" and dep["destroyed_at"]
+    assert dep.status == "destroyed" and dep.destroyed_at
     assert result.verified and result.terminate_calls == 1
     assert world.provider.instances["i-1"].status == "terminated"
     [machine] = world.registry.items("machines.json")
@@ -70,7 +70,7 @@ def test_destroy_reconciles_a_dropped_terminate_response_without_repeating(tmp_p
     world.provider.faults = ["terminate:drop"]
     result = destroy(world.ctx, dep_id, confirm=dep_id)
     assert result.terminate_calls == 1 and world.provider.terminate_calls == 1
-    assert world.registry.deployment(dep_id)["status"] == "destroyed"
+    assert world.registry.deployment(dep_id).status == "destroyed"
 
 
 def test_destroy_refuses_an_already_destroyed_deployment(tmp_path):

@@ -10,14 +10,14 @@ from lifecycle_fakes import provision_comfyui
 
 from gpuharness.core.clock import now_ts
 from gpuharness.core.ledger import Ledger
-from gpuharness.demo.estate import Lab
+from gpuharness.demo.simulated_estate import SimulatedEstate
 
 DEP = "dep_cli_01"
 
 
 @pytest.fixture
 def lab(tmp_path):
-    with Lab(tmp_path / "lab", say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", say=lambda line: None) as lab:
         provision_comfyui(lab, DEP)
         yield lab
 
@@ -51,7 +51,7 @@ def test_destroy_cli_refuses_unsynced_artifacts_then_discards_on_purpose(lab):
     assert done.returncode == 0, done.stderr
     assert "discarded on purpose: J-000001/out.png" in done.stdout
     assert live_instances(lab) == []
-    assert lab.registry.deployment(DEP)["status"] == "destroyed"
+    assert lab.registry.deployment(DEP).status == "destroyed"
 
 
 def test_reap_apply_cli_refuses_to_destroy_when_artifacts_cannot_be_synced(lab):
@@ -66,4 +66,4 @@ def test_reap_apply_cli_refuses_to_destroy_when_artifacts_cannot_be_synced(lab):
     [decision] = json.loads(applied.stdout)
     assert decision["action"] == "refused" and "could not be synced" in decision["reasons"][-1]
     assert len(live_instances(lab)) == 1
-    assert lab.registry.deployment(DEP)["status"] == "provisioning"
+    assert lab.registry.deployment(DEP).status == "provisioning"

@@ -16,7 +16,7 @@ import pytest
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
-from gpuharness.demo.estate import MODEL, WORKFLOW, Lab
+from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.install import configure, install
 from gpuharness.operations.provision import ProvisionRequest, provision
@@ -28,7 +28,7 @@ DEP = "dep_fault_01"
 
 @dataclass
 class Cell:
-    lab: Lab
+    lab: SimulatedEstate
     steps: list[str] = field(default_factory=list)
     ledger_snapshots: list[bytes] = field(default_factory=list)
     message: str = ""
@@ -64,13 +64,13 @@ class Cell:
 
     def unsynced_destroys(self):
         ledger = Ledger(self.lab.registry.ledger_path)
-        return sum(len(unsynced(ledger, d["id"])) for d in self.lab.registry.deployments()
-                   if d["status"] == "destroyed")
+        return sum(len(unsynced(ledger, d.id)) for d in self.lab.registry.deployments()
+                   if d.status == "destroyed")
 
     def false_ready(self):
         return sum(1 for d in self.lab.registry.deployments()
-                   if (d["status"] == "ready" or d.get("ready_at"))
-                   and (d.get("health") or {}).get("status") != "passed")
+                   if (d.status == "ready" or d.ready_at)
+                   and (d.health or {}).get("status") != "passed")
 
 
 def request(provider="vast", gpu="RTX 4090"):
@@ -89,12 +89,12 @@ def health(cell):
     code = cell.lab.suite("health", ["--gpu-mode", "live", "--deployment", DEP])
     cell.snapshot()
     dep = cell.lab.registry.deployment(DEP)
-    if dep["status"] != "ready":
-        info = dep.get("health") or {}
+    if dep.status != "ready":
+        info = dep.health or {}
         failed = ", ".join(info.get("failed_checks") or [str(info.get("check"))])
-        cell.message = cell.message or f"never ready ({dep['status']}): {failed} failed; cause {info.get('cause')}"
+        cell.message = cell.message or f"never ready ({dep.status}): {failed} failed; cause {info.get('cause')}"
     cell.steps.append(f"health exit {code}")
-    return dep["status"] == "ready"
+    return dep.status == "ready"
 
 
 # --- the cells -------------------------------------------------------------------------------------------------
@@ -109,12 +109,12 @@ def rate_limited_launch(cell, retry_after):
 
 def cell_429_retry_after(cell):
     facts = rate_limited_launch(cell, 7)
-    assert facts["waited_s"] >= 7 and cell.lab.registry.deployment(DEP)["status"] == "health-checking"
+    assert facts["waited_s"] >= 7 and cell.lab.registry.deployment(DEP).status == "health-checking"
 
 
 def cell_429_no_retry_after(cell):
     facts = rate_limited_launch(cell, None)
-    assert facts["waited_s"] >= 5 and cell.lab.registry.deployment(DEP)["status"] == "health-checking"
+    assert facts["waited_s"] >= 5 and cell.lab.registry.deployment(DEP).status == "health-checking"
 
 
 def cell_capacity_500(cell):
@@ -123,7 +123,7 @@ def cell_capacity_500(cell):
                                                         up_deadline_s=30, poll_s=0.1))
     assert "capacity" in cell.message and "nothing was created" in cell.message
     assert cell.lab.sim.state.instances == {}
-    assert cell.lab.registry.deployment(DEP)["status"] == "destroyed"
+    assert cell.lab.registry.deployment(DEP).status == "destroyed"
 
 
 def cell_dropped_launch_response(cell):
@@ -155,7 +155,7 @@ def cell_ssh_timeout(cell):
     assert cell.step("provision", lambda: provision(ctx, request(), up_deadline_s=30, poll_s=0.1))
     assert not cell.step("install", lambda: install(ctx, DEP, deadline_s=0.5))
     assert "timeout" in cell.message or "timed out" in cell.message
-    assert cell.lab.registry.deployment(DEP)["status"] == "error"
+    assert cell.lab.registry.deployment(DEP).status == "error"
 
 
 def cell_oom_at_test_generation(cell):
@@ -220,7 +220,7 @@ def test_fault_cell_keeps_every_invariant(name, tmp_path):
     slept: list[float] = []
     changes = {DEP: {"latency_s": 3.0}} if "ssh_latency_3s" in faults else {}
     host_faults = {k: v for k, v in faults.items() if k == DEP}
-    with Lab(tmp_path / "lab", host_faults=host_faults, host_changes=changes, sleep=slept.append,
+    with SimulatedEstate(tmp_path / "lab", host_faults=host_faults, host_changes=changes, sleep=slept.append,
              say=lambda line: None) as lab:
         lab.slept = slept
         cell = Cell(lab)

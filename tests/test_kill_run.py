@@ -15,7 +15,7 @@ import pytest
 from lifecycle_fakes import provision_comfyui
 
 from gpuharness.core.ledger import Ledger
-from gpuharness.demo.estate import Lab
+from gpuharness.demo.simulated_estate import SimulatedEstate
 from gpuharness.operations.install import configure, install
 from gpuharness.sim.runtimes import RuntimeFaults
 
@@ -33,7 +33,7 @@ def wait_for(predicate, what, limit_s=60.0):
 
 @pytest.mark.slow
 def test_kill_9_of_run_mid_job_leaves_a_consistent_state_with_the_job_interrupted(tmp_path):
-    with Lab(tmp_path / "lab", say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", say=lambda line: None) as lab:
         registry = lab.registry
         provision_comfyui(lab, DEP, cost_hr=0.5)
         install(lab.ctx, DEP, deadline_s=30)
@@ -47,7 +47,7 @@ def test_kill_9_of_run_mid_job_leaves_a_consistent_state_with_the_job_interrupte
                                   env=lab.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         ledger = Ledger(registry.ledger_path)
         wait_for(lambda: any(r["status"] == "running" for r in ledger.records()), "the running line")
-        wait_for(lambda: registry.deployment(DEP)["status"] == "running", "the deployment to be running")
+        wait_for(lambda: registry.deployment(DEP).status == "running", "the deployment to be running")
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait(timeout=30)
         assert runner.returncode == -signal.SIGKILL
@@ -69,7 +69,7 @@ def test_kill_9_of_run_mid_job_leaves_a_consistent_state_with_the_job_interrupte
         assert [(r["id"], r["status"]) for r in lines] == [(running["id"], "running"),
                                                           (running["id"], "interrupted")]
         assert "process died" in lines[-1]["error"]
-        assert registry.deployment(DEP)["status"] == "ready"
+        assert registry.deployment(DEP).status == "ready"
 
         audit = lab.suite("audit", [])
         assert audit == 0, (lab.root / "audit.log").read_text()

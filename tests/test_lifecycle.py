@@ -66,7 +66,7 @@ def test_every_transition_is_journaled_in_order(provisioning: Registry) -> None:
     assert all(e["route"] == "ssh://127.0.0.1:2222" and e["provider"] == "vast" and e["target_id"] == "inst-1"
                for e in entries)
     final = provisioning.deployment("dep_p")
-    assert final["status"] == "destroyed" and final["destroyed_at"].endswith("Z")
+    assert final.status == "destroyed" and final.destroyed_at.endswith("Z")
 
 
 def test_a_refused_transition_changes_nothing_and_journals_nothing(provisioning: Registry) -> None:
@@ -83,8 +83,8 @@ def test_transition_sets_extra_fields_in_the_same_write(provisioning: Registry) 
         transition(provisioning, "dep_p", target)
     result = transition(provisioning, "dep_p", "ready", ready_at="2026-11-02T09:20:00Z",
                         health={"test_generation": "ok"})
-    assert result["ready_at"] == "2026-11-02T09:20:00Z"
-    assert provisioning.deployment("dep_p")["health"] == {"test_generation": "ok"}
+    assert result.ready_at == "2026-11-02T09:20:00Z"
+    assert provisioning.deployment("dep_p").health == {"test_generation": "ok"}
 
 
 def test_transition_with_a_field_breaking_the_schema_saves_and_journals_nothing(provisioning: Registry) -> None:
@@ -102,7 +102,7 @@ def test_transition_of_an_unknown_deployment_is_a_user_error(registry: Registry)
 
 def test_error_keeps_the_reason(registry: Registry) -> None:
     transition(registry, "dep_a", "error", error="CUDA driver mismatch")
-    assert registry.deployment("dep_a")["error"] == "CUDA driver mismatch"
+    assert registry.deployment("dep_a").error == "CUDA driver mismatch"
     assert [e["to"] for e in read_journal(registry.journal_path)] == ["error"]
 
 
@@ -120,10 +120,13 @@ def test_journal_reader_skips_a_torn_tail_and_names_a_broken_middle_line(registr
 
 
 def test_live_burn_counts_what_bills_and_leaves_out_stopped_and_destroyed():
+    from gpuharness.core.deployment import Deployment
     from gpuharness.core.lifecycle import live_burn
 
     deployments = [{"status": "running", "cost_hr": 0.7}, {"status": "provisioning", "cost_hr": 2.0},
                    {"status": "stopped", "cost_hr": 3.0}, {"status": "destroyed", "cost_hr": 9.0},
                    {"status": "error", "cost_hr": 0.3}]
-    burn, count = live_burn(deployments)
+    burn, count = live_burn(Deployment.from_json({"id": f"d{n}", "provider": "vast",
+                                                  "created_at": "2026-11-30T20:00:00Z", **d})
+                            for n, d in enumerate(deployments))
     assert count == 3 and abs(burn - 3.0) < 1e-9

@@ -10,7 +10,7 @@ import pytest
 
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import read_journal
-from gpuharness.demo.estate import MODEL, WORKFLOW, Lab
+from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.install import configure, install
 from gpuharness.operations.provision import ProvisionRequest, provision
@@ -32,7 +32,7 @@ def ledger_bytes(lab):
 @pytest.fixture
 def lab(tmp_path):
     slept: list[float] = []
-    with Lab(tmp_path / "lab", sleep=slept.append, say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", sleep=slept.append, say=lambda line: None) as lab:
         lab.slept = slept
         yield lab
 
@@ -45,10 +45,10 @@ def test_full_lifecycle_over_loopback_http_and_ssh(lab, tmp_path):
                                     runtime="comfyui", model=MODEL, workflow=WORKFLOW, idle_minutes=15,
                                     deployment_id=DEP), up_deadline_s=30, poll_s=0.1)
     dep = registry.deployment(DEP)
-    assert dep["status"] == "provisioning" and dep["instance_id"] and dep["ssh"]["port"] > 0
+    assert dep.status == "provisioning" and dep.instance_id and dep.ssh.port > 0
     assert lab.sim.stats()["launches"] == 1
     [machine] = registry.items("machines.json")
-    assert machine["instance_id"] == dep["instance_id"] and machine["status"] == "running"
+    assert machine["instance_id"] == dep.instance_id and machine["status"] == "running"
     assert journal_tos(lab)[0] == (None, "provisioning")
 
     # install + configure: one SSH exec each, model verified on the host
@@ -60,7 +60,7 @@ def test_full_lifecycle_over_loopback_http_and_ssh(lab, tmp_path):
     weights = host.workspace / "models" / "checkpoints" / "h3-mini.safetensors"  # where ComfyUI lists it
     expected = registry.items("models.json")[0]["files"][0]["sha256"]
     assert hashlib.sha256(weights.read_bytes()).hexdigest() == expected
-    assert registry.deployment(DEP)["status"] == "health-checking"
+    assert registry.deployment(DEP).status == "health-checking"
     assert journal_tos(lab)[-3:] == [("provisioning", "installing"), ("installing", "configuring"),
                                      ("configuring", "health-checking")]
 
@@ -68,7 +68,7 @@ def test_full_lifecycle_over_loopback_http_and_ssh(lab, tmp_path):
     assert lab.suite("health", ["--gpu-mode", "live", "--deployment", DEP]) == 0, \
         (lab.root / "health.log").read_text()
     dep = registry.deployment(DEP)
-    assert dep["status"] == "ready" and dep["ready_at"] and dep["health"]["status"] == "passed"
+    assert dep.status == "ready" and dep.ready_at and dep.health["status"] == "passed"
     assert journal_tos(lab)[-1] == ("health-checking", "ready")
 
     # run: running then completed lines, billed, artifacts left on the host
@@ -80,7 +80,7 @@ def test_full_lifecycle_over_loopback_http_and_ssh(lab, tmp_path):
                                                       ("J-000002", "running"), ("J-000002", "completed")]
     assert all(r["cost_usd"] >= 0 and r["duration_s"] >= 0 for r in lines if r["status"] == "completed")
     assert lines[1]["inputs"] == {"text": "a cat"} and lines[1]["artifacts"][0]["synced_at"] is None
-    assert registry.deployment(DEP)["status"] == "ready"
+    assert registry.deployment(DEP).status == "ready"
 
     # retrieve: SFTP, checksummed, correction lines appended (nothing rewritten)
     before = ledger_bytes(lab)
@@ -96,7 +96,7 @@ def test_full_lifecycle_over_loopback_http_and_ssh(lab, tmp_path):
     # destroy: confirmed, terminated, verified, kept as history
     destroy(ctx, DEP, confirm=DEP)
     dep = registry.deployment(DEP)
-    assert dep["status"] == "destroyed" and dep["destroyed_at"]
+    assert dep.status == "destroyed" and dep.destroyed_at
     assert [i.status for i in lab.sim.state.instances.values()] == ["terminated"]
     assert registry.items("machines.json")[0]["status"] == "terminated"
     assert journal_tos(lab)[-2:] == [("ready", "destroying"), ("destroying", "destroyed")]

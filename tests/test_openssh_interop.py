@@ -21,7 +21,7 @@ import pytest
 
 from gpuharness.health import probe
 from gpuharness.remote import RemoteError
-from gpuharness.remote.connect import Route, open_remote
+from gpuharness.remote.connect import HostRoute, open_remote
 
 pytestmark = pytest.mark.sshd
 
@@ -123,7 +123,7 @@ def sshd():
             time.sleep(0.05)
     known = directory / "known_hosts"
     known.write_text(f"[127.0.0.1]:{port} {host_key.get_name()} {host_key.get_base64()}\n")
-    route = Route(target="dep_openssh", host="127.0.0.1", port=port, user=user, key_file=str(client_key_path),
+    route = HostRoute(target="dep_openssh", host="127.0.0.1", port=port, user=user, key_file=str(client_key_path),
                   known_hosts=str(known))
     yield route, directory, sftp is not None
     proc.terminate()

@@ -13,7 +13,7 @@ from gpuharness.core.registry import Registry
 from gpuharness.operations.context import Context
 from gpuharness.plans.apply import apply_plan
 from gpuharness.plans.plan import LaunchRequest, make_plan
-from gpuharness.plans.recordings import seed
+from gpuharness.plans.recorded_world import seed
 from gpuharness.plans.replay import rehearse_with_mirror
 from gpuharness.providers import cassette, inventory
 from gpuharness.sim.server import Simulator
@@ -52,7 +52,7 @@ def test_apply_discloses_each_mutation_then_journals_its_transitions(live, tmp_p
     assert disclosures[1].startswith(f"s3 TERMINATE vast target={plan['steps'][2]['confirm']} image=(as running) "
                                      "quantity=1 x RTX 4090 region=sim-1 burn=$0.350/hr")
     assert sim.stats()["launches"] == 1
-    states = {d["id"]: d["status"] for d in registry.deployments()}
+    states = {d.id: d.status for d in registry.deployments()}
     assert states["plan-apply-1"] == "provisioning" and states["dep-vast-1"] == "destroyed"
     journal = [(j["deployment"], j["from"], j["to"]) for j in lifecycle.read_journal(registry.journal_path)]
     assert ("plan-apply-1", None, "provisioning") in journal

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness.plans.recordings import World, layout, record
+from gpuharness.plans.recorded_world import World, layout, record
 from gpuharness.providers import cassette
 
 CHECKS = Path(__file__).resolve().parents[1] / "checks" / "plan"

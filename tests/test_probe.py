@@ -8,14 +8,14 @@ from dataclasses import replace
 import pytest
 
 from gpuharness.health import probe
-from gpuharness.remote.connect import LocalRemote, Route, open_remote
+from gpuharness.remote.connect import HostRoute, LocalRemote, open_remote
 from gpuharness.sim.host import HostSpec, SimHost, with_fault
 
 
 def run_probe(tmp_path, spec: HostSpec, **targets):
     with SimHost(spec, root=tmp_path / "host") as host:
         block = host.ssh_block()
-        route = Route(target="dep_p", host=block["host"], port=block["port"], user="root",
+        route = HostRoute(target="dep_p", host=block["host"], port=block["port"], user="root",
                       key_file=block["key_file"], known_hosts=block["known_hosts"])
         remote = open_remote(route)
         options = {"workspace": block["workspace"], "process_pattern": "main.py",

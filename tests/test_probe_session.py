@@ -16,7 +16,7 @@ from gpuharness.health.probing import ProbeRecord
 from gpuharness.health.session import ProbeSession
 from gpuharness.providers.cassette import Mode
 from gpuharness.remote.connections import record_probe
-from gpuharness.remote.route import Route
+from gpuharness.remote.route import HostRoute
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_the_probe_record_survives_the_shared_cache(world, tmp_path):
 
 
 def test_the_connection_registry_records_the_route_its_last_probe_and_an_accepted_key(registry):
-    route = Route(target="dep_a", host="10.0.0.5", port=2222, user="root", key_file="/keys/id_ed25519")
+    route = HostRoute(target="dep_a", host="10.0.0.5", port=2222, user="root", key_file="/keys/id_ed25519")
     record_probe(registry, route, phase="health", result="failed: unreachable")
     record_probe(registry, route, phase="health", result="exit 0", accepted_key="ssh-ed25519 SHA256:abc")
     (entry,) = registry.items("connections.json")

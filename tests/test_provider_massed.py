@@ -87,7 +87,7 @@ def test_402_on_launch_is_a_balance_error_with_advice(respx_mock):
 
 def test_stop_is_refused_as_unsupported():
     massed = adapter()
-    assert massed.supports_stop is False
+    assert massed.capabilities.stop_start is False
     with pytest.raises(ProviderError) as caught:
         massed.stop("x")
     assert caught.value.kind == "unsupported"

@@ -9,6 +9,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.lifecycle import read_journal
 from gpuharness.operations.provision import ProvisionRequest, provision
 from gpuharness.providers.base import LaunchSpec
+from gpuharness.providers.vast import VastAi
 
 
 def request(**fields):
@@ -21,19 +22,19 @@ def request(**fields):
 def test_provision_records_machine_deployment_and_journal(tmp_path):
     world = make_world(tmp_path)
     result = provision(world.ctx, request(), poll_s=5)
-    dep = world.registry.deployment(result.deployment["id"])
-    assert dep["status"] == "provisioning"
-    assert dep["instance_id"] == "i-1"
-    assert dep["idempotency_key"] == f"gh-{dep['id']}"
-    assert dep["ssh"]["host"] == "127.0.0.1"
-    assert dep["shutdown_rule"] == {"idle_minutes": 15}
+    dep = world.registry.deployment(result.deployment.id)
+    assert dep.status == "provisioning"
+    assert dep.instance_id == "i-1"
+    assert dep.idempotency_key == f"gh-{dep.id}"
+    assert dep.ssh.host == "127.0.0.1"
+    assert dep.shutdown_rule.to_json() == {"idle_minutes": 15}
     machines = world.registry.items("machines.json")
     assert [(m["instance_id"], m["status"]) for m in machines] == [("i-1", "running")]
-    assert machines[0]["labels"]["gh_key"] == dep["idempotency_key"]
+    assert machines[0]["labels"]["gh_key"] == dep.idempotency_key
     journal = list(read_journal(world.registry.journal_path))
     assert journal[0]["from"] is None and journal[0]["to"] == "provisioning"
     assert journal[0]["target_id"] is None  # recorded before the launch call
-    assert journal[-1]["next_action"] == f"gpuharness install {dep['id']}"
+    assert journal[-1]["next_action"] == f"gpuharness install {dep.id}"
     assert world.provider.launch_calls == 1
 
 
@@ -74,7 +75,7 @@ def test_provision_reuses_a_live_matching_deployment(tmp_path):
     world = make_world(tmp_path)
     first = provision(world.ctx, request())
     second = provision(world.ctx, request())
-    assert second.reused and second.deployment["id"] == first.deployment["id"]
+    assert second.reused and second.deployment.id == first.deployment.id
     assert world.provider.launch_calls == 1
     assert len(world.registry.deployments()) == 1
 
@@ -85,7 +86,7 @@ def test_provision_reconciles_a_dropped_launch_response_without_a_second_launch(
     result = provision(world.ctx, request())
     assert world.provider.launch_calls == 1
     assert len(world.provider.instances) == 1
-    assert result.deployment["instance_id"] == "i-1"
+    assert result.deployment.instance_id == "i-1"
     markers = [j["marker"] for j in read_journal(world.registry.journal_path) if j.get("note") == "launched"]
     assert markers == [{"launch_calls": 1, "reconciled": True}]
 
@@ -106,7 +107,7 @@ def test_provision_capacity_error_leaves_history_and_nothing_live(tmp_path):
     assert "nothing was created" in info.value.line()
     assert world.provider.launch_calls == 2  # policy retry.max_launch_attempts, each one refused
     [dep] = world.registry.deployments()
-    assert dep["status"] == "destroyed" and dep["destroyed_at"]
+    assert dep.status == "destroyed" and dep.destroyed_at
     statuses = [j["to"] for j in read_journal(world.registry.journal_path)]
     assert statuses == ["provisioning", "error", "destroying", "destroyed"]
 
@@ -130,7 +131,7 @@ def test_provision_interruptible_on_vast_needs_a_bid(tmp_path):
 def test_provision_interruptible_is_recorded_where_supported(tmp_path):
     world = make_world(tmp_path)
     result = provision(world.ctx, request(interruptible=True, bid_price=0.3))
-    assert result.deployment["interruptible"] is True
+    assert result.deployment.interruptible is True
     assert "interruptible, bid $0.300/hr" in "\n".join(world.said)
 
 
@@ -140,7 +141,7 @@ def test_provision_times_out_waiting_and_marks_error(tmp_path):
     with pytest.raises(UserError, match="did not come up"):
         provision(world.ctx, request(), up_deadline_s=30, poll_s=10)
     [dep] = world.registry.deployments()
-    assert dep["status"] == "error" and dep["instance_id"] == "i-1"
+    assert dep.status == "error" and dep.instance_id == "i-1"
 
 
 def test_provision_runpod_serverless_registers_the_endpoint_without_launching(tmp_path):
@@ -150,8 +151,8 @@ def test_provision_runpod_serverless_registers_the_endpoint_without_launching(tm
                                  "api_base": "http://127.0.0.1:9/runpod-serverless"})
     result = provision(world.ctx, request(provider="rp-sls", runtime=None))
     dep = result.deployment
-    assert dep["status"] == "health-checking" and dep["ssh"] is None and dep["runtime"] == "serverless"
-    assert dep["endpoint"] == "http://127.0.0.1:9/runpod-serverless/v2/abc123"
+    assert dep.status == "health-checking" and dep.ssh is None and dep.runtime == "serverless"
+    assert dep.endpoint == "http://127.0.0.1:9/runpod-serverless/v2/abc123"
     assert world.provider.launch_calls == 0 and world.provider.list_calls == 0
 
 
@@ -159,7 +160,7 @@ def test_provision_warns_when_the_provider_bills_more_than_accepted(tmp_path):
     world = make_world(tmp_path)
     world.provider.cost_hr = 0.9
     result = provision(world.ctx, request(cost_hr=0.5))
-    assert result.deployment["cost_hr"] == 0.9
+    assert result.deployment.cost_hr == 0.9
     assert any(line.startswith("WARNING: the provider bills $0.900/hr") for line in world.said)
     notes = [j.get("note") or "" for j in read_journal(world.registry.journal_path)]
     assert any("above the accepted $0.500/hr" in note for note in notes)
@@ -168,12 +169,12 @@ def test_provision_warns_when_the_provider_bills_more_than_accepted(tmp_path):
 def test_provision_resumes_a_record_whose_launch_answer_was_never_seen(tmp_path):
     world = make_world(tmp_path)
     from gpuharness.operations.provision import _create_record
-    record = _create_record(world.ctx, request(), "vast")  # a provision that died right after its record
+    record = _create_record(world.ctx, request(), VastAi.capabilities)  # a provision that died right after its record
     world.provider.launch(LaunchSpec(gpu="RTX 4090", image="comfyui:latest",
-                                     idempotency_key=record["idempotency_key"]))
+                                     idempotency_key=record.idempotency_key))
     calls = world.provider.launch_calls
     result = provision(world.ctx, request())
-    assert result.deployment["id"] == record["id"] and result.deployment["instance_id"] == "i-1"
+    assert result.deployment.id == record.id and result.deployment.instance_id == "i-1"
     assert world.provider.launch_calls == calls and len(world.provider.instances) == 1
 
 
@@ -189,10 +190,10 @@ def test_provision_unknown_outcome_it_cannot_check_is_never_called_nothing_creat
         provision(world.ctx, request())
     assert "status --refresh" in info.value.line()
     [dep] = world.registry.deployments()
-    assert dep["status"] == "error"
+    assert dep.status == "error"
     # it had in fact been created; provisioning again adopts it by key instead of launching a second one
     del world.provider.launch
-    world.provider.launch(LaunchSpec(gpu="RTX 4090", image="comfyui:latest", idempotency_key=dep["idempotency_key"]))
+    world.provider.launch(LaunchSpec(gpu="RTX 4090", image="comfyui:latest", idempotency_key=dep.idempotency_key))
     again = provision(world.ctx, request())
-    assert again.deployment["id"] == dep["id"] and again.deployment["instance_id"] == "i-1"
+    assert again.deployment.id == dep.id and again.deployment.instance_id == "i-1"
     assert len(world.provider.instances) == 1 and world.provider.launch_calls == 1

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpuharness.demo.estate import Lab
+from gpuharness.demo.simulated_estate import SimulatedEstate
 
 ARGS = ("provision", "--provider", "vast", "--gpu", "RTX 4090", "--image", "comfyui:1", "--cost-hr", "0.40",
         "--runtime", "comfyui", "--model", "minimax-h3-mini", "--workflow", "h3-text-to-image",
@@ -15,7 +15,7 @@ ARGS = ("provision", "--provider", "vast", "--gpu", "RTX 4090", "--image", "comf
 
 @pytest.fixture
 def lab(tmp_path):
-    with Lab(tmp_path / "lab", say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", say=lambda line: None) as lab:
         yield lab
 
 
@@ -27,7 +27,7 @@ def test_provision_cli_discloses_records_and_then_reuses(lab):
     assert "hourly burn:     $0.400/hr" in payload["disclosure"]
     dep = payload["deployment"]
     assert dep["status"] == "provisioning" and dep["ssh"]["host"] == "127.0.0.1"
-    assert lab.registry.deployment(dep["id"])["instance_id"] == dep["instance_id"]
+    assert lab.registry.deployment(dep["id"]).instance_id == dep["instance_id"]
     second = lab.cli(*ARGS, "--registry", str(lab.registry.root))
     assert second.returncode == 0 and json.loads(second.stdout)["reused"] is True
     assert lab.sim.stats()["launches"] == 1

@@ -16,16 +16,16 @@ from gpuharness.operations.provision import provision
 
 def provisioned(tmp_path):
     world = make_world(tmp_path)
-    dep_id = provision(world.ctx, request()).deployment["id"]
+    dep_id = provision(world.ctx, request()).deployment.id
     return world, dep_id
 
 
 def test_install_then_configure_reach_health_checking_with_one_exec_each(tmp_path):
     world, dep_id = provisioned(tmp_path)
     install(world.ctx, dep_id)
-    assert world.registry.deployment(dep_id)["status"] == "configuring"
+    assert world.registry.deployment(dep_id).status == "configuring"
     configure(world.ctx, dep_id)
-    assert world.registry.deployment(dep_id)["status"] == "health-checking"
+    assert world.registry.deployment(dep_id).status == "health-checking"
     assert len(world.host.execs) == 2 and world.host.connections == 2
     weights = world.host.root / "gh-workspace/models/h3/weights.safetensors"
     assert weights.read_bytes() == b"weights" * 1000
@@ -44,7 +44,7 @@ def test_install_redownloads_once_then_errors_on_hash_mismatch(tmp_path):
         install(world.ctx, dep_id)
     assert "cause: weights_corrupt" in info.value.line()
     dep = world.registry.deployment(dep_id)
-    assert dep["status"] == "error" and "checksum mismatch" in dep["error"]
+    assert dep.status == "error" and "checksum mismatch" in dep.error
     assert any("re-downloading once" in line for line in world.said)
     assert not (world.host.root / "gh-workspace/models/h3/weights.safetensors").exists()
 
@@ -80,7 +80,7 @@ def test_install_full_disk_is_classified_and_marks_error(tmp_path):
         doc["models"][0]["files"][0]["size"] = 10**18
     with pytest.raises(UserError, match="disk_full"):
         install(world.ctx, dep_id)
-    assert world.registry.deployment(dep_id)["status"] == "error"
+    assert world.registry.deployment(dep_id).status == "error"
 
 
 def test_install_ssh_timeout_is_one_attempt_and_classified(tmp_path):
@@ -89,7 +89,7 @@ def test_install_ssh_timeout_is_one_attempt_and_classified(tmp_path):
     with pytest.raises(UserError, match="ssh_timeout"):
         install(world.ctx, dep_id)
     assert world.host.connections == 1 and len(world.host.execs) == 1
-    assert world.registry.deployment(dep_id)["status"] == "error"
+    assert world.registry.deployment(dep_id).status == "error"
 
 
 def test_configure_refuses_before_install(tmp_path):
@@ -104,6 +104,6 @@ def test_install_starts_over_after_an_install_that_died_mid_way(tmp_path):
     from gpuharness.core.lifecycle import transition
     transition(world.registry, dep_id, "installing")  # the process running it was killed
     install(world.ctx, dep_id)
-    assert world.registry.deployment(dep_id)["status"] == "configuring"
+    assert world.registry.deployment(dep_id).status == "configuring"
     tos = [j["to"] for j in read_journal(world.registry.journal_path)]
     assert tos[-4:] == ["installing", "error", "installing", "configuring"]

@@ -104,7 +104,7 @@ EVIDENCE = gate.RunEvidence(probe_digest="sha256:" + "a" * 64, route="root@127.0
 def test_the_gate_marks_ready_with_the_evidence_and_journals_it(awaiting):
     line = gate.conclude(awaiting, "dep_h", all_passed(), EVIDENCE)
     assert line == "dep_h: READY (probe sha256:aaaaaaaaaaaa)"
-    deployment = awaiting.deployment("dep_h")
+    deployment = awaiting.deployment("dep_h").to_json()
     assert deployment["status"] == "ready" and deployment["ready_at"] == deployment["health"]["passed_at"]
     assert deployment["health"]["checks"] == {name: "passed" for name in HEALTH_CHECKS.ids()}
     moves = [e for e in read_journal(awaiting.journal_path) if e["deployment"] == "dep_h"]
@@ -117,12 +117,12 @@ def test_the_gate_records_a_failure_and_a_second_one_is_error(awaiting):
     assert first == "dep_h: NOT ready: temperature_under_limit failed (overheating); status health-checking (failure 1)"
     second = gate.conclude(awaiting, "dep_h", results, EVIDENCE)
     assert second.endswith("status error (failure 2)")
-    deployment = awaiting.deployment("dep_h")
+    deployment = awaiting.deployment("dep_h").to_json()
     assert deployment["error"] == "health failed twice: overheating: dep_h: GPU 0 is at 95 C"
 
 
 def test_the_gate_leaves_a_deployment_outside_health_checking_as_it_is(registry):
-    dep_id = registry.deployments()[0]["id"]
+    dep_id = registry.deployments()[0].id
     line = gate.conclude(registry, dep_id, all_passed(gpu_matches_order=CheckResult("failed", "x", "gpu_model")),
                          EVIDENCE)
     assert "health failed; status ready left as is" in line
@@ -134,7 +134,7 @@ def test_an_offline_replay_says_what_the_gate_would_do(awaiting):
     assert gate.offline_verdict("dep_h", failing) == (
         "dep_h: offline replay: would fail (disk_has_room_for_model); status unchanged (run with --gpu-mode live to "
         "gate it)")
-    assert awaiting.deployment("dep_h")["status"] == "health-checking"
+    assert awaiting.deployment("dep_h").to_json()["status"] == "health-checking"
 
 
 def test_an_unknown_deployment_is_reported_not_raised(awaiting):

@@ -28,8 +28,8 @@ def run_checks(pytester, world, *args, mode="live"):
 def verdicts(world):
     out = {}
     for dep in world.registry.deployments():
-        health = dep.get("health") or {}
-        out[dep["id"]] = (dep["status"], health.get("cause"), health.get("checks"), health.get("failed_checks"))
+        health = dep.health or {}
+        out[dep.id] = (dep.status, health.get("cause"), health.get("checks"), health.get("failed_checks"))
     return out
 
 

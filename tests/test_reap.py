@@ -26,7 +26,7 @@ def test_reap_dry_run_shows_what_and_why_and_acts_on_nothing(tmp_path):
     assert any("idle_minutes rule" in r for r in decision.reasons)
     assert any(line.startswith("gap_cost") and "× $0.5" in line for line in decision.arithmetic)
     assert world.provider.terminate_calls == 0
-    assert world.registry.deployment(dep_id)["status"] == "ready"
+    assert world.registry.deployment(dep_id).status == "ready"
 
 
 def test_reap_never_judges_idleness_from_one_observation(tmp_path):
@@ -46,7 +46,7 @@ def test_reap_needs_observations_spanning_the_idle_window(tmp_path):
     [decision] = reap(world.ctx, apply=True)
     assert decision.action == "keep"
     assert any("span 1.0 min < the 15 min window" in a for a in decision.arithmetic)
-    assert world.registry.deployment(dep_id)["status"] == "ready"
+    assert world.registry.deployment(dep_id).status == "ready"
 
 
 def test_reap_apply_syncs_artifacts_first_then_destroys(tmp_path):
@@ -59,7 +59,7 @@ def test_reap_apply_syncs_artifacts_first_then_destroys(tmp_path):
     assert decision.action == "destroyed"
     assert (tmp_path / "synced" / "J-000001" / "out.png").exists()
     assert lines(world)[-1]["reason"] == "artifacts synced"
-    assert world.registry.deployment(dep_id)["status"] == "destroyed"
+    assert world.registry.deployment(dep_id).status == "destroyed"
     assert world.provider.terminate_calls == 1
 
 
@@ -99,7 +99,7 @@ def test_reap_apply_refuses_to_destroy_when_artifacts_cannot_be_synced(tmp_path)
     assert decision.action == "refused"
     assert "could not be synced" in decision.reasons[-1]
     assert world.provider.terminate_calls == 0
-    assert world.registry.deployment(dep_id)["status"] == "ready"
+    assert world.registry.deployment(dep_id).status == "ready"
 
 
 def test_reap_max_hours_and_deadline_are_reasons(tmp_path):

@@ -11,7 +11,7 @@ from lifecycle_fakes import provision_comfyui
 
 from gpuharness.core.clock import format_ts, parse_ts, utcnow
 from gpuharness.core.jsonl import append_record
-from gpuharness.demo.estate import Lab
+from gpuharness.demo.simulated_estate import SimulatedEstate
 from gpuharness.operations.reap import OBSERVATIONS, activity
 
 DEP = "dep_reap_01"
@@ -19,7 +19,7 @@ DEP = "dep_reap_01"
 
 @pytest.fixture
 def lab(tmp_path):
-    with Lab(tmp_path / "lab", say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", say=lambda line: None) as lab:
         provision_comfyui(lab, DEP, idle_minutes=0.001)
         # two earlier idle observations with the current progress marker (written as a person could)
         deployment = lab.registry.deployment(DEP)
@@ -27,7 +27,7 @@ def lab(tmp_path):
         for minutes in (10, 5):
             append_record(lab.registry.root / OBSERVATIONS, {
                 "deployment": DEP, "observed_at": format_ts(utcnow() - timedelta(minutes=minutes)),
-                "status": deployment["status"], "running_jobs": [], "last_activity": last, "marker": marker})
+                "status": deployment.status, "running_jobs": [], "last_activity": last, "marker": marker})
         yield lab
 
 
@@ -43,7 +43,7 @@ def test_reap_apply_destroys_an_idle_deployment_after_checking_the_host(lab):
     decision = reap_apply(lab)
     assert decision["action"] == "destroyed", decision
     assert lab.host_of(DEP).stats["ssh_execs"] == execs + 1  # the one output-progress look
-    assert lab.registry.deployment(DEP)["status"] == "destroyed"
+    assert lab.registry.deployment(DEP).status == "destroyed"
 
 
 def test_reap_apply_keeps_it_when_the_host_shows_new_output(lab):
@@ -54,4 +54,4 @@ def test_reap_apply_keeps_it_when_the_host_shows_new_output(lab):
     os.utime(frame, (stamp, stamp))
     decision = reap_apply(lab)
     assert decision["action"] == "keep" and "frame_0001.png" in decision["reasons"][-1]
-    assert lab.registry.deployment(DEP)["status"] == "provisioning"
+    assert lab.registry.deployment(DEP).status == "provisioning"

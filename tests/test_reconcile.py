@@ -61,13 +61,13 @@ def test_vanished_deployment_moves_to_error_and_the_change_is_journaled(tmp_path
                                         deployment("d3", "runpod", "c", status="destroying")])
     report = reconcile(registry, _inventory(runpod))
     assert sorted(v.deployment_id for v in report.vanished) == ["d1", "d2"]
-    assert {d["id"]: d["status"] for d in registry.deployments()} == {"d1": "error", "d2": "error",
+    assert {d.id: d.status for d in registry.deployments()} == {"d1": "error", "d2": "error",
                                                                       "d3": "destroying"}
     journal = list(lifecycle.read_journal(registry.journal_path))
     assert [(j["deployment"], j["from"], j["to"]) for j in journal] == [("d1", "ready", "error"),
                                                                         ("d2", "ready", "error")]
-    assert "no longer lists it" in registry.deployment("d1")["error"]
-    assert "reports it terminated" in registry.deployment("d2")["error"]
+    assert "no longer lists it" in registry.deployment("d1").error
+    assert "reports it terminated" in registry.deployment("d2").error
 
 
 def test_deployment_of_an_unlisted_provider_is_not_judged(tmp_path):
@@ -99,7 +99,7 @@ def test_provider_stopped_instance_moves_a_ready_deployment_to_stopped(tmp_path)
     runpod.instances["a"] = instance("runpod", "a", status="stopped")
     report = reconcile(registry, _inventory(runpod))
     assert report.transitions == ["d1 ready -> stopped"]
-    assert registry.deployment("d1")["status"] == "stopped"
+    assert registry.deployment("d1").status == "stopped"
 
 
 def test_stale_running_jobs_lists_dead_runner_and_gone_deployment(tmp_path):
@@ -124,4 +124,4 @@ def test_a_provisioning_deployment_whose_instance_is_not_listed_is_flagged_but_l
     report = reconcile(registry, _inventory(FakeProvider("runpod")))
     assert [v.deployment_id for v in report.vanished] == ["d1"]
     assert report.transitions == []
-    assert registry.deployment("d1")["status"] == "provisioning"
+    assert registry.deployment("d1").status == "provisioning"

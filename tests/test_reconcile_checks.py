@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuharness.plans.recordings import World, layout, record
+from gpuharness.plans.recorded_world import World, layout, record
 from gpuharness.providers import cassette
 
 CHECK = Path(__file__).resolve().parents[1] / "checks" / "audit" / "test_inventory.py"
@@ -85,7 +85,7 @@ def test_live_mode_lists_the_providers_and_record_mode_writes_the_inventory(pyte
     import httpx
 
     from gpuharness.core.registry import Registry
-    from gpuharness.plans.recordings import seed
+    from gpuharness.plans.recorded_world import seed
     from gpuharness.sim.server import Simulator
 
     monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "9f8e" * 10)

@@ -10,7 +10,7 @@ import pytest
 
 from gpuharness.cli import main
 from gpuharness.core.registry import Registry
-from gpuharness.plans.recordings import seed
+from gpuharness.plans.recorded_world import seed
 from gpuharness.providers import cassette
 from gpuharness.sim.server import Simulator
 
@@ -61,7 +61,7 @@ def test_status_refresh_flags_orphans_and_vanished_and_exits_1(world, capsys):
     assert [o["key"] for o in payload["orphans"]] == ["gh-leak-00004"]
     assert [v["deployment_id"] for v in payload["vanished"]] == ["dep-gone"]
     assert payload["transitions"] == ["dep-gone ready -> error (vanished)"]
-    assert registry.deployment("dep-gone")["status"] == "error"
+    assert registry.deployment("dep-gone").status == "error"
 
 
 def test_status_refresh_records_then_replays_offline_without_the_simulator(world, tmp_path, capsys):
@@ -135,3 +135,20 @@ def test_plan_make_offline_from_a_recorded_inventory_needs_no_provider(world, tm
     plan = json.loads((tmp_path / "teardown.json").read_text())
     assert [s["action"] for s in plan["steps"]] == ["retrieve", "terminate"]
     assert plan["steps"][1]["calls"][0]["path"] == "/massed/api/v1/instance/terminate"
+
+
+def test_one_current_inventory_lists_live_records_and_replays_the_same_instances(world, tmp_path):
+    from gpuharness.providers.inventory import current
+
+    sim, registry = world
+    path = tmp_path / "inventory.yaml"
+    live = current(registry, cassette.Mode.LIVE, path)
+    recorded = current(registry, cassette.Mode.RECORD, path)
+    sim.stop()  # offline: nothing answers but the cassette
+    replayed = current(registry, cassette.Mode.OFFLINE, path)
+
+    def ids(found):
+        return {p: sorted(i.id for i in items) for p, items in found.instances.items()}
+
+    assert ids(live) == ids(recorded) == ids(replayed) and sum(map(len, ids(live).values())) == 4
+    assert live.source == "live" and replayed.source == f"cassette:{path}"

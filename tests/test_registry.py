@@ -95,7 +95,7 @@ def test_update_saves_atomically_and_keeps_the_file_mode(registry: Registry, dep
         doc["deployments"].append(deployment_item("dep_b"))
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     assert path.stat().st_ino != inode  # replaced by rename, not rewritten in place
-    assert [d["id"] for d in registry.deployments()] == ["dep_a", "dep_b"]
+    assert [d.id for d in registry.deployments()] == ["dep_a", "dep_b"]
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -139,7 +139,7 @@ def test_failed_atomic_write_leaves_the_old_file_and_no_temp(tmp_path: Path) -> 
 
 
 def test_deployment_and_provider_lookup(registry: Registry) -> None:
-    assert registry.deployment("dep_a")["cost_hr"] == 0.70
+    assert registry.deployment("dep_a").cost_hr == 0.70
     assert registry.provider("vast")["kind"] == "vast"
     with pytest.raises(UserError, match="no deployment 'dep_zz'"):
         registry.deployment("dep_zz")

@@ -30,7 +30,7 @@ def test_retrieve_copies_verifies_and_appends_a_correction_line(tmp_path):
     assert artifact["uri"] == local.as_uri() and artifact["synced_at"]
     assert artifact["sha256"] == hashlib.sha256(local.read_bytes()).hexdigest()
     assert result.bytes_transferred == local.stat().st_size
-    assert world.registry.deployment(dep_id)["status"] == "ready"
+    assert world.registry.deployment(dep_id).status == "ready"
     assert world.host.connections == 1
     assert any("[########################]" in s for s in world.said)
 
@@ -69,7 +69,7 @@ def test_retrieve_reports_a_missing_remote_file_and_records_nothing(tmp_path):
         retrieve(world.ctx, dep_id, tmp_path / "outputs")
     assert len(lines(world)) == count
     assert unsynced(Ledger(world.registry.ledger_path), dep_id)
-    assert world.registry.deployment(dep_id)["status"] == "ready"
+    assert world.registry.deployment(dep_id).status == "ready"
 
 
 def test_retrieve_with_nothing_to_sync_opens_no_connection(tmp_path):

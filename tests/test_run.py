@@ -19,7 +19,7 @@ FLAKY = "ConnectionResetError: [Errno 104] Connection reset by peer"
 
 def ready_world(tmp_path, **kwargs):
     world = make_world(tmp_path, **kwargs)
-    dep_id = provision(world.ctx, request()).deployment["id"]
+    dep_id = provision(world.ctx, request()).deployment.id
     from gpuharness.core.lifecycle import transition
     transition(world.registry, dep_id, "health-checking")
     mark_ready(world.registry, dep_id)
@@ -32,7 +32,7 @@ def lines(world):
 
 def test_run_refuses_a_deployment_that_is_not_ready(tmp_path):
     world = make_world(tmp_path)
-    dep_id = provision(world.ctx, request()).deployment["id"]
+    dep_id = provision(world.ctx, request()).deployment.id
     with pytest.raises(UserError, match="not ready") as info:
         run_job(world.ctx, dep_id, inputs={"prompt": "a cat"})
     assert "pytest checks/health" in info.value.line()
@@ -49,7 +49,7 @@ def test_run_appends_running_then_completed_with_duration_cost_and_artifacts(tmp
     assert last["cost_usd"] == round(60 / 3600 * 0.5, 6)
     assert last["artifacts"][0]["name"] == "out.png" and last["artifacts"][0]["synced_at"] is None
     assert last["inputs"] == {"prompt": "a cat"} and last["workflow_version"] == 1
-    assert world.registry.deployment(dep_id)["status"] == "ready"
+    assert world.registry.deployment(dep_id).status == "ready"
     tos = [j["to"] for j in read_journal(world.registry.journal_path)]
     assert tos[-2:] == ["running", "ready"]
 
@@ -63,7 +63,7 @@ def test_run_cancels_a_job_whose_running_cost_would_exceed_per_job_usd(tmp_path)
     assert last["status"] == "cancelled" and "per_job_usd" in last["error"]
     assert last["cost_usd"] <= 0.05
     assert world.executor.cancelled == ["p-J-000001"]
-    assert world.registry.deployment(dep_id)["status"] == "ready"
+    assert world.registry.deployment(dep_id).status == "ready"
 
 
 def test_run_never_retries_a_cuda_oom(tmp_path):
@@ -75,7 +75,7 @@ def test_run_never_retries_a_cuda_oom(tmp_path):
     last = lines(world)[-1]
     assert last["cause"] == "cuda_oom" and "lowvram" in last["error"]
     assert len(world.executor.jobs) == 1
-    assert world.registry.deployment(dep_id)["status"] == "ready"
+    assert world.registry.deployment(dep_id).status == "ready"
 
 
 def test_run_retries_once_when_the_cause_allows_then_succeeds(tmp_path):
@@ -94,7 +94,7 @@ def test_run_second_failure_marks_the_deployment_error(tmp_path):
     result = run_job(world.ctx, dep_id, inputs={}, poll_s=1)
     assert result.status == "failed" and result.attempts == 2
     dep = world.registry.deployment(dep_id)
-    assert dep["status"] == "error" and "two failed jobs" in dep["error"]
+    assert dep.status == "error" and "two failed jobs" in dep.error
 
 
 def test_spend_line_shows_spend_against_the_ceilings(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import read_journal
-from gpuharness.demo.estate import Lab
+from gpuharness.demo.simulated_estate import SimulatedEstate
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.failure import classify
 from gpuharness.operations.install import configure, install
@@ -30,7 +30,7 @@ COMPLETE = {"id": "qwen-complete", "version": 1, "runtime": "openai", "model": Q
 CHAT = {**COMPLETE, "id": "qwen-chat", "api": "chat"}
 
 
-def seed_llm(lab: Lab) -> None:
+def seed_llm(lab: SimulatedEstate) -> None:
     weights = lab.root / "model-store" / "qwen-0.5b.safetensors"
     weights.write_bytes(hashlib.sha256(b"qwen").digest() * 1024)
     with lab.registry.update("models.json") as doc:
@@ -43,12 +43,12 @@ def seed_llm(lab: Lab) -> None:
 
 @pytest.fixture
 def lab(tmp_path):
-    with Lab(tmp_path / "lab", sleep=lambda s: None, say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", sleep=lambda s: None, say=lambda line: None) as lab:
         seed_llm(lab)
         yield lab
 
 
-def ready_llm(lab: Lab) -> None:
+def ready_llm(lab: SimulatedEstate) -> None:
     """Provision a vLLM image, install and configure over SSH, and pass the real health suite."""
     provision(lab.ctx, ProvisionRequest(provider="vast", gpu="RTX 4090", image="vllm/vllm-openai:v0.6.3",
                                         cost_hr=0.4, runtime="openai", model=QWEN, workflow=COMPLETE["id"],
@@ -57,10 +57,10 @@ def ready_llm(lab: Lab) -> None:
     configure(lab.ctx, DEP, deadline_s=60)
     assert lab.suite("health", ["--gpu-mode", "live", "--deployment", DEP]) == 0, \
         (lab.root / "health.log").read_text()
-    assert lab.registry.deployment(DEP)["status"] == "ready"
+    assert lab.registry.deployment(DEP).status == "ready"
 
 
-def records(lab: Lab) -> list[dict]:
+def records(lab: SimulatedEstate) -> list[dict]:
     return list(Ledger(lab.registry.ledger_path).records())
 
 
@@ -81,7 +81,7 @@ def test_openai_job_keeps_the_completion_on_the_host_until_retrieve_syncs_it(lab
     assert record["text"] == " world! This is a test." and record["usage"]["completion_tokens"] == 8
     assert record["request"] == {"model": QWEN, "prompt": "Hello", "max_tokens": 8}
     assert "POST /v1/completions" in host.runtime.requests
-    assert lab.registry.deployment(DEP)["status"] == "ready"
+    assert lab.registry.deployment(DEP).status == "ready"
 
     # destroy refuses while the completion is only on the host
     with pytest.raises(UserError, match=r"artifacts not synced off the instance: J-000001/completion\.json"):
@@ -94,7 +94,7 @@ def test_openai_job_keeps_the_completion_on_the_host_until_retrieve_syncs_it(lab
     assert Ledger(lab.registry.ledger_path).current(result.job_id)["artifacts"][0]["synced_at"]
 
     destroy(lab.ctx, DEP, confirm=DEP)
-    assert lab.registry.deployment(DEP)["status"] == "destroyed"
+    assert lab.registry.deployment(DEP).status == "destroyed"
     assert [i.status for i in lab.sim.state.instances.values()] == ["terminated"]
 
 
@@ -128,12 +128,12 @@ def test_openai_cuda_oom_from_the_server_fails_the_job_once_and_is_never_retried
     failed = records(lab)[-1]
     assert failed["cause"] == "cuda_oom" and "CUDA out of memory" in failed["error"] and failed["artifacts"] == []
     assert runtime.requests.count("POST /v1/completions") - before == 1
-    assert lab.registry.deployment(DEP)["status"] == "ready"
+    assert lab.registry.deployment(DEP).status == "ready"
     tos = [e["to"] for e in read_journal(lab.registry.journal_path) if e["deployment"] == DEP]
     assert tos[-2:] == ["running", "ready"]
 
     destroy(lab.ctx, DEP, confirm=DEP)  # nothing to sync: a failed job has no artifacts
-    assert lab.registry.deployment(DEP)["status"] == "destroyed"
+    assert lab.registry.deployment(DEP).status == "destroyed"
 
 
 def test_openai_job_over_the_per_job_ceiling_is_cancelled_while_the_server_still_generates(lab):
@@ -148,7 +148,7 @@ def test_openai_job_over_the_per_job_ceiling_is_cancelled_while_the_server_still
     last = records(lab)[-1]
     assert last["cause"] == "per-job-ceiling" and "per_job_usd" in last["error"] and last["artifacts"] == []
     assert runtime.requests.count("POST /v1/completions") - before == 1
-    assert lab.registry.deployment(DEP)["status"] == "ready"
+    assert lab.registry.deployment(DEP).status == "ready"
 
 
 @pytest.mark.parametrize(("status", "body", "cause", "words"), [

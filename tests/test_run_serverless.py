@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuharness.core.ledger import Ledger
-from gpuharness.demo.estate import KEY_ENVS, MODEL, WORKFLOW, Lab
+from gpuharness.demo.simulated_estate import KEY_ENVS, MODEL, WORKFLOW, SimulatedEstate
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.provision import ProvisionRequest, provision
 from gpuharness.operations.run import run_job
@@ -20,7 +20,7 @@ def test_serverless_outputs_are_urls_already_off_the_workers():
 
 
 def test_serverless_deployment_runs_jobs_and_closes_without_a_terminate(tmp_path):
-    with Lab(tmp_path / "lab", say=lambda line: None) as lab:
+    with SimulatedEstate(tmp_path / "lab", say=lambda line: None) as lab:
         with lab.registry.update("providers.json") as doc:
             doc["providers"].append({"name": "rp-sls", "kind": "runpod-serverless",
                                      "credential_env": KEY_ENVS["runpod"], "endpoint_id": "ep-h3",
@@ -28,15 +28,15 @@ def test_serverless_deployment_runs_jobs_and_closes_without_a_terminate(tmp_path
         provision(lab.ctx, ProvisionRequest(provider="rp-sls", gpu="RTX 4090", image="worker:1", cost_hr=0.5,
                                             model=MODEL, workflow=WORKFLOW, max_hours=1, deployment_id=DEP))
         dep = lab.registry.deployment(DEP)
-        assert dep["status"] == "health-checking" and dep["ssh"] is None and dep["instance_id"] == "ep-h3"
+        assert dep.status == "health-checking" and dep.ssh is None and dep.instance_id == "ep-h3"
         from gpuharness.core.lifecycle import transition  # stands in for the health suite (serverless health: F)
-        transition(lab.registry, DEP, "ready", ready_at=dep["created_at"], health={"status": "passed"})
+        transition(lab.registry, DEP, "ready", ready_at=dep.created_at, health={"status": "passed"})
         ok = run_job(lab.ctx, DEP, inputs={"text": "a cat"}, poll_s=0.05)
         failed = run_job(lab.ctx, DEP, inputs={"text": "x", "fail": True}, poll_s=0.05)
         assert ok.status == "completed"
         assert failed.status == "failed" and failed.attempts == 2  # an unknown cause is retried once
-        assert lab.registry.deployment(DEP)["status"] == "error"  # ... and a second failure marks it error
+        assert lab.registry.deployment(DEP).status == "error"  # ... and a second failure marks it error
         statuses = [r["status"] for r in Ledger(lab.registry.ledger_path).records()]
         assert statuses == ["running", "completed", "running", "failed", "running", "failed"]
         result = destroy(lab.ctx, DEP, confirm=DEP)
-        assert result.terminate_calls == 0 and lab.registry.deployment(DEP)["status"] == "destroyed"
+        assert result.terminate_calls == 0 and lab.registry.deployment(DEP).status == "destroyed"

@@ -5,14 +5,15 @@ from __future__ import annotations
 import httpx
 
 from gpuharness.health import probe
-from gpuharness.remote.connect import Route, open_remote
-from gpuharness.sim.host import HostSpec, SimHost, full_gpu_name, host_factory, with_fault
+from gpuharness.health.gpu_classes import nvidia_smi_name
+from gpuharness.remote.connect import HostRoute, open_remote
+from gpuharness.sim.host import HostSpec, SimHost, host_factory, with_fault
 from gpuharness.sim.server import Simulator
 
 
 def probe_host(host: SimHost) -> probe.ProbeResult:
     block = host.ssh_block()
-    remote = open_remote(Route(target="t", host=block["host"], port=block["port"], user="root",
+    remote = open_remote(HostRoute(target="t", host=block["host"], port=block["port"], user="root",
                                key_file=block["key_file"], known_hosts=block["known_hosts"]))
     _, facts = probe.run(remote, probe.ProbeTargets(workspace=block["workspace"], process_pattern="main.py"),
                          deadline_s=60)
@@ -31,7 +32,7 @@ def test_simulator_starts_a_host_with_the_ordered_gpu_and_counts_ssh_in_sim_stat
         assert host.service_port == 8188 and host.runtime is not None
         assert host.http_ports == {8188: host.runtime.port}
         facts = probe_host(host)
-        assert [g.name for g in facts.gpus] == [full_gpu_name("RTX 4090")] == ["NVIDIA GeForce RTX 4090"]
+        assert [g.name for g in facts.gpus] == [nvidia_smi_name("RTX 4090")] == ["NVIDIA GeForce RTX 4090"]
         stats = httpx.get(sim.base_url + "/_sim/stats").json()
         counters = stats.get("counters", stats)
         assert (counters["ssh_connections"], counters["ssh_execs"]) == (1, 1)

@@ -11,8 +11,9 @@ from dataclasses import replace
 import paramiko
 import pytest
 
+from gpuharness.core.deployment import Deployment, SshAccess
 from gpuharness.remote import RemoteError
-from gpuharness.remote.connect import LocalRemote, Route, open_remote, resolve
+from gpuharness.remote.connect import HostRoute, LocalRemote, open_remote, resolve
 from gpuharness.remote.route import from_alias
 from gpuharness.sim.host import HostSpec, SimHost
 
@@ -23,11 +24,11 @@ def host(tmp_path):
         yield sim
 
 
-def route_to(sim: SimHost, **fields) -> Route:
+def route_to(sim: SimHost, **fields) -> HostRoute:
     block = sim.ssh_block()
     values = {"target": "dep_t", "host": block["host"], "port": block["port"], "user": "root",
               "key_file": block["key_file"], "known_hosts": block["known_hosts"], **fields}
-    return Route(**values)
+    return HostRoute(**values)
 
 
 def test_exec_returns_stdout_stderr_and_exit_status(host):
@@ -103,7 +104,7 @@ def test_connection_error_is_one_attempt_and_no_retry(tmp_path):
             conn.close()
 
     threading.Thread(target=refuse, daemon=True).start()
-    route = Route(target="dep_x", host="127.0.0.1", port=listener.getsockname()[1], user="root",
+    route = HostRoute(target="dep_x", host="127.0.0.1", port=listener.getsockname()[1], user="root",
                   known_hosts=str(tmp_path / "kh"))
     with pytest.raises(RemoteError) as info:
         open_remote(route, connect_timeout_s=5)
@@ -186,7 +187,8 @@ def test_local_transport_runs_the_script_as_a_subprocess_with_a_deadline(tmp_pat
 
 
 def test_live_route_from_connections_is_reused_and_stale_one_ignored(host):
-    deployment = {"id": "dep_t", "ssh": {**host.ssh_block(), "port": 1}}
+    deployment = Deployment(id="dep_t", provider="owned", status="ready", cost_hr=0.0,
+                            created_at="2026-11-30T20:00:00Z", ssh=SshAccess.from_json({**host.ssh_block(), "port": 1}))
     live = {"target": "dep_t", "kind": "ssh", "route": f"root@127.0.0.1:{host.ssh_port}",
             "heartbeat_at": "2026-11-30T20:00:00Z", "ttl_s": 600}
     from gpuharness.core.clock import parse_ts

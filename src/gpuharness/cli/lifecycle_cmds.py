@@ -92,7 +92,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _ctx(args: argparse.Namespace) -> Any:
-    from gpuharness.operations.wiring import cli_context
+    from gpuharness.operations.seams import cli_context
     return cli_context(Registry.locate(args.registry))
 
 
@@ -108,16 +108,16 @@ def cmd_provision(args: argparse.Namespace) -> int:
     result = provision(_ctx(args), request, up_deadline_s=args.up_deadline)
     dep = result.deployment
     verb = "reused" if result.reused else "provisioned"
-    emit(args, {"deployment": dep, "reused": result.reused, "disclosure": result.disclosure.splitlines()},
-         f"{verb} {dep['id']} ({dep['status']}) on {dep['provider']} instance {dep.get('instance_id')}\n"
-         f"next: gpuharness install {dep['id']} && gpuharness configure {dep['id']}")
+    emit(args, {"deployment": dep.to_json(), "reused": result.reused, "disclosure": result.disclosure.splitlines()},
+         f"{verb} {dep.id} ({dep.status}) on {dep.provider} instance {dep.instance_id}\n"
+         f"next: gpuharness install {dep.id} && gpuharness configure {dep.id}")
     return 0
 
 
 def cmd_install(args: argparse.Namespace) -> int:
     from gpuharness.operations.install import install
     result = install(_ctx(args), args.deployment, deadline_s=args.deadline)
-    emit(args, {"deployment": result.deployment, "duration_s": result.duration_s},
+    emit(args, {"deployment": result.deployment.to_json(), "duration_s": result.duration_s},
          f"installed {args.deployment} in {result.duration_s:.1f} s; next: gpuharness configure {args.deployment}")
     return 0
 
@@ -125,7 +125,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 def cmd_configure(args: argparse.Namespace) -> int:
     from gpuharness.operations.install import configure
     result = configure(_ctx(args), args.deployment, deadline_s=args.deadline)
-    emit(args, {"deployment": result.deployment, "duration_s": result.duration_s},
+    emit(args, {"deployment": result.deployment.to_json(), "duration_s": result.duration_s},
          f"configured {args.deployment}; next: pytest checks/health --deployment {args.deployment} "
          "(the only path to ready)")
     return 0
@@ -160,7 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             code = 1
             if result.failure is not None:
                 ctx.say(f"{result.job_id}: {result.failure.message()}")
-            if ctx.registry.deployment(args.deployment)["status"] != "ready":
+            if ctx.registry.deployment(args.deployment).status != "ready":
                 break
     lines = [f"{r['job']} {r['status']} ${r['cost_usd']:.4f} {r['duration_s']:.1f}s"
              + (f" (cause {r['cause']})" if r["cause"] else "") for r in results]
@@ -182,7 +182,7 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     text = f"destroyed {args.deployment} (terminate verified by listing: {result.verified})"
     if result.discarded:
         text += f"; discarded on purpose: {', '.join(result.discarded)}"
-    emit(args, {"deployment": result.deployment, "discarded": list(result.discarded)}, text)
+    emit(args, {"deployment": result.deployment.to_json(), "discarded": list(result.discarded)}, text)
     return 0
 
 

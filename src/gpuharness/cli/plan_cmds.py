@@ -78,30 +78,11 @@ def provider_errors_as_user_errors(handler: Callable[[argparse.Namespace], int])
     return run
 
 
-def current_inventory(registry: Registry, mode: str, path: Path) -> inventory.Inventory:
-    """The provider inventory: live lists, live lists recorded to path, or replayed from path."""
-    entries = registry.providers()
-    if mode == "offline":
-        return inventory.recorded_inventory(path, entries, inventory.adapter_factory(offline=True))
-    if mode == "record":
-        names = [e.get("credential_env") for e in entries]
-        return inventory.record_inventory(path, entries, inventory.adapter_factory(),
-                                          secrets=cassette.secret_values(names), registry_root=registry.root)
-    factory = inventory.adapter_factory()
-    chosen = inventory.listed_providers(entries)
-    providers = {str(e["name"]): factory(e) for e in chosen}
-    try:
-        return inventory.fetch_inventory(providers)
-    finally:
-        for provider in providers.values():
-            provider.close()
-
-
 def _registry_view(registry: Registry) -> tuple[list[dict[str, Any]], str]:
     deployments = registry.deployments()
-    lines = [f"{d['id']:<24} {d['provider']:<10} {d.get('instance_id') or '-'!s:<38} {d['status']:<16} "
-             f"${float(d.get('cost_hr') or 0):.3f}/hr" for d in deployments]
-    return deployments, "\n".join(lines) or "(no deployments)"
+    lines = [f"{d.id:<24} {d.provider:<10} {d.instance_id or '-'!s:<38} {d.status:<16} ${d.cost_hr:.3f}/hr"
+             for d in deployments]
+    return [d.to_json() for d in deployments], "\n".join(lines) or "(no deployments)"
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -110,7 +91,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         deployments, text = _registry_view(registry)
         emit(args, {"deployments": deployments}, text)
         return 0
-    found = current_inventory(registry, args.gpu_mode, args.cassette)
+    found = inventory.current(registry, cassette.Mode.parse(args.gpu_mode), args.cassette)
     report = reconcile.reconcile(registry, found)
     stale = reconcile.stale_running_jobs(Ledger(registry.ledger_path), registry.deployments(),
                                          vanished=report.vanished)
@@ -164,7 +145,7 @@ def cmd_plan_make(args: argparse.Namespace) -> int:
     request = _launch_request(args, registry)
     if request is not None:
         registry.provider(request.provider)
-    found = current_inventory(registry, args.gpu_mode, args.inventory)
+    found = inventory.current(registry, cassette.Mode.parse(args.gpu_mode), args.inventory)
     output: Path = args.output
     cassette_path: Path = args.cassette or Path("cassettes/http") / f"{output.stem}.yaml"
     relative = os.path.relpath(cassette_path.resolve(), output.resolve().parent)
@@ -183,7 +164,7 @@ def cmd_plan_make(args: argparse.Namespace) -> int:
 
 
 def cmd_plan_apply(args: argparse.Namespace) -> int:
-    from gpuharness.operations.wiring import cli_context
+    from gpuharness.operations.seams import cli_context
     from gpuharness.plans.apply import apply_plan
 
     registry = Registry.locate(args.registry)

@@ -7,16 +7,14 @@ import sys
 from typing import Any
 
 from gpuharness.cli import emit
+from gpuharness.core.deployment import live_burn
 from gpuharness.core.errors import UserError
-from gpuharness.core.lifecycle import live_burn
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.providers.authentication import check_all
 from gpuharness.providers.base import OfferSource
-from gpuharness.providers.factory import PhaseOptions, build_provider
+from gpuharness.providers.factory import PhaseOptions, build_provider, capabilities_of
 from gpuharness.providers.offers import gather
-
-OFFER_KINDS = ("runpod", "vast", "massed")
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -104,9 +102,11 @@ def cmd_offers(args: argparse.Namespace) -> int:
     failures: dict[str, str] = {}
     opened: list[Any] = []
     for entry in registry.providers():
-        if entry["kind"] not in OFFER_KINDS or (args.provider and entry["name"] not in args.provider):
+        if args.provider and entry["name"] not in args.provider:
             continue
         try:
+            if not capabilities_of(entry).offers:
+                continue
             provider = build_provider(entry, options=options, registry=registry)
         except UserError as exc:
             failures[entry["name"]] = exc.what

@@ -171,8 +171,7 @@ def cmd_economics(args: argparse.Namespace) -> int:
     if cost_hr is None:
         if not args.deployment:
             raise UserError("give --deployment ID or --cost-hr X", place="economics")
-        deployment = Registry.locate(args.registry).deployment(args.deployment)
-        cost_hr = float(deployment["cost_hr"])
+        cost_hr = Registry.locate(args.registry).deployment(args.deployment).cost_hr
     try:
         result = keep_alive(cost_hr=cost_hr, gap_minutes=args.gap_minutes, startup_minutes=args.startup_minutes,
                             jobs=args.jobs, avg_job_minutes=args.avg_job_minutes, retryable=retryable)

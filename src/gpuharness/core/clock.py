@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-Clock = Callable[[], datetime]
+#: The wall clock: now, timezone-aware (injectable: tests pass a fake).
+WallClock = Callable[[], datetime]
 
 
 def utcnow() -> datetime:

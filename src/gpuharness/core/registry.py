@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, final
 
 from gpuharness.core import schema
+from gpuharness.core.deployment import Deployment, json_value
 from gpuharness.core.errors import UserError
 from gpuharness.core.statefile import atomic_write_json, exclusive_lock, read_json, sweep_stale_temps
 
@@ -162,16 +163,48 @@ class Registry:
             atomic_write_json(path, document)
             sweep_stale_temps(path)
 
-    # Convenience accessors used across the core.
-    def deployments(self) -> list[dict[str, Any]]:
-        return self.items("deployments.json")
+    # Deployments: typed records, one lookup by id, changes under the lock.
+    def deployments(self) -> list[Deployment]:
+        """Every deployment of deployments.json (an empty list when the file does not exist yet)."""
+        return [Deployment.from_json(item) for item in self.items("deployments.json")]
 
-    def deployment(self, deployment_id: str) -> dict[str, Any]:
-        for item in self.deployments():
-            if item["id"] == deployment_id:
-                return item
-        raise UserError(f"no deployment {deployment_id!r}", path=self.path("deployments.json"),
-                        hint="see `gpuharness status` for the known ids")
+    def deployment(self, deployment_id: str) -> Deployment:
+        """The deployment with this id; a UserError naming the known ids when there is none."""
+        return Deployment.from_json(self._record(self.items("deployments.json"), deployment_id))
+
+    def _record(self, records: list[dict[str, Any]], deployment_id: str) -> dict[str, Any]:
+        for record in records:
+            if record["id"] == deployment_id:
+                return record
+        known = [str(r["id"]) for r in records]
+        listed = ", ".join(known[:12]) + (f", … ({len(known)} in all)" if len(known) > 12 else "")
+        raise UserError(f"no deployment {deployment_id!r} (known: {listed or 'none'})",
+                        path=self.path("deployments.json"), hint="see `gpuharness status` for the known ids")
+
+    @contextlib.contextmanager
+    def change_deployment(self, deployment_id: str) -> Iterator[DeploymentChange]:
+        """Locked read-modify-write of one deployment: the change is saved (atomically, if the document still
+        validates) when the block ends; fields not set stay exactly as they were written."""
+        with self.update("deployments.json") as document:
+            yield DeploymentChange(self, document, self._record(document["deployments"], deployment_id))
+
+    def update_deployment(self, deployment_id: str, **changes: Any) -> Deployment:
+        """Set fields of one deployment under the lock; returns it as saved."""
+        with self.change_deployment(deployment_id) as change:
+            change.set(**changes)
+        return change.after
+
+    def add_deployment(self, build: Callable[[frozenset[str]], Deployment]) -> Deployment:
+        """Append the deployment build(taken ids) makes, under the lock; an id already taken is refused."""
+        with self.update("deployments.json") as document:
+            taken = frozenset(str(d["id"]) for d in document["deployments"])
+            deployment = build(taken)
+            if deployment.id in taken:
+                raise UserError(f"deployment id {deployment.id!r} already exists",
+                                path=self.path("deployments.json"),
+                                hint="ids are never reused; pick another or omit --id")
+            document["deployments"].append(deployment.to_json())
+        return deployment
 
     def providers(self) -> list[dict[str, Any]]:
         return self.items("providers.json")
@@ -185,3 +218,29 @@ class Registry:
 
     def policy_document(self) -> dict[str, Any]:
         return self.load("policy.json", missing_ok=True)
+
+
+@final
+class DeploymentChange:
+    """One deployment being changed inside Registry.change_deployment (the registry's lock is held)."""
+
+    __slots__ = ("_document", "_record", "_registry", "before")
+
+    def __init__(self, registry: Registry, document: dict[str, Any], record: dict[str, Any]) -> None:
+        self._registry = registry
+        self._document = document
+        self._record = record
+        self.before = Deployment.from_json(record)
+
+    def set(self, **changes: Any) -> None:
+        """Set fields (typed values are written in the file's form)."""
+        self._record.update({name: json_value(value) for name, value in changes.items()})
+
+    @property
+    def after(self) -> Deployment:
+        """The deployment with the changes set so far."""
+        return Deployment.from_json(self._record)
+
+    def validate(self) -> None:
+        """Raise UserError now if the changed document would not validate (it is checked again on save)."""
+        self._registry.validate("deployments.json", self._document)

@@ -12,7 +12,7 @@ from typing import Any, final
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
-from gpuharness.demo.estate import MODEL, WORKFLOW, Lab
+from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
 from gpuharness.health.diagnose import REMEDIES
 from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy
@@ -76,18 +76,18 @@ def run_demo(*, workdir: str | Path | None = None, suites: bool = True) -> Summa
     summary = Summary(root, registry.root)
     reports = root / "reports"
     reports.mkdir(parents=True, exist_ok=True)
-    with Lab(root, host_faults={OOM: "oom"}) as lab:
+    with SimulatedEstate(root, host_faults={OOM: "oom"}) as estate:
         try:
-            _lifecycle(lab, summary, reports, suites)
+            _lifecycle(estate, summary, reports, suites)
         except UserError as exc:
             summary.problems.append(exc.line())
         finally:
-            _cleanup(lab.ctx, summary)
+            _cleanup(estate.ctx, summary)
     if suites and not summary.problems:
         for name, args in (("audit", []), ("plan", ["--plan", str(root / "plan.json"),
                                                     "--cassettes", str(root / "cassettes")])):
             report = reports / f"{name}.html"
-            summary.suites[name] = lab.suite(name, args, report)
+            summary.suites[name] = estate.suite(name, args, report)
             summary.reports[name] = str(report)
             if summary.suites[name] not in (0, 1):
                 summary.problems.append(f"the {name} suite did not run (exit {summary.suites[name]}); see "
@@ -96,8 +96,8 @@ def run_demo(*, workdir: str | Path | None = None, suites: bool = True) -> Summa
     return summary
 
 
-def _lifecycle(lab: Lab, summary: Summary, reports: Path, suites: bool) -> None:
-    ctx, registry, root = lab.ctx, lab.registry, lab.root
+def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites: bool) -> None:
+    ctx, registry, root = estate.ctx, estate.registry, estate.root
     plan = ((GOOD, "vast", "RTX 4090", 0.40), (OOM, "runpod", "NVIDIA GeForce RTX 5090", 0.89))
     for dep_id, provider, gpu, cost in plan:
         result = provision(ctx, ProvisionRequest(
@@ -105,30 +105,30 @@ def _lifecycle(lab: Lab, summary: Summary, reports: Path, suites: bool) -> None:
             model=MODEL, workflow=WORKFLOW, idle_minutes=15, owner="demo", deployment_id=dep_id,
             checkpoint_path="/workspace/output"), up_deadline_s=30, poll_s=0.1)
         dep = result.deployment
-        summary.steps.append(f"provisioned {dep_id} on {provider} ({gpu}, ${dep['cost_hr']:.2f}/hr), "
-                             f"instance {dep['instance_id']}")
+        summary.steps.append(f"provisioned {dep_id} on {provider} ({gpu}, ${dep.cost_hr:.2f}/hr), "
+                             f"instance {dep.instance_id}")
         install(ctx, dep_id, deadline_s=60)
         configure(ctx, dep_id, deadline_s=60)
         summary.steps.append(f"installed (sha256-verified) and configured {dep_id}")
     health_report = reports / "health.html"
-    summary.suites["health"] = lab.suite("health", ["--gpu-mode", "live", "--deployment", GOOD, "--deployment", OOM],
+    summary.suites["health"] = estate.suite("health", ["--gpu-mode", "live", "--deployment", GOOD, "--deployment", OOM],
                                          health_report)
     summary.reports["health"] = str(health_report)
     if summary.suites["health"] not in (0, 1):
         raise UserError(f"the health suite did not run (pytest exit {summary.suites['health']})",
                         path=reports / "health.log", hint="read the log: an internal error, not a failed check")
     good, bad = registry.deployment(GOOD), registry.deployment(OOM)
-    if good["status"] != "ready":
-        raise UserError(f"{GOOD} did not pass the health suite (status {good['status']})",
+    if good.status != "ready":
+        raise UserError(f"{GOOD} did not pass the health suite (status {good.status})",
                         path=reports / "health.log", hint="read the health report")
     summary.steps.append(f"health suite: {GOOD} READY after a real test generation")
-    if bad["status"] == "ready":
+    if bad.status == "ready":
         summary.problems.append(f"{OOM} was marked ready although its test generation hit a CUDA OOM")
-    health = bad.get("health") or {}
+    health = bad.health or {}
     cause = str(health.get("cause") or "unknown")
     failed = ", ".join(health.get("failed_checks") or [str(health.get("check"))])
     remedy = {str(k): v for k, v in REMEDIES.items()}.get(cause, "read the log")
-    summary.oom = f"status {bad['status']}; failed checks: {failed}; cause {cause}; remedy: {remedy}"
+    summary.oom = f"status {bad.status}; failed checks: {failed}; cause {cause}; remedy: {remedy}"
     if cause != "cuda_oom":
         summary.problems.append(f"{OOM}'s failure was classified {cause!r}, expected cuda_oom")
     ctx.say(spend_line(ctx))
@@ -147,7 +147,7 @@ def _lifecycle(lab: Lab, summary: Summary, reports: Path, suites: bool) -> None:
         destroy(ctx, dep_id, confirm=dep_id)
     summary.steps.append(f"destroyed {GOOD} and {OOM} (verified by listing; both kept as history)")
     if suites:
-        _make_plan(lab)
+        _make_plan(estate)
         summary.steps.append("made a plan for the next batch, rehearsed against the simulator into a cassette")
     lines = list(Ledger(registry.ledger_path).records())
     with open(registry.journal_path, "rb") as journal:
@@ -155,11 +155,11 @@ def _lifecycle(lab: Lab, summary: Summary, reports: Path, suites: bool) -> None:
     summary.steps.append(f"ledger: {len(lines)} lines, nothing rewritten; journal: {transitions} transitions")
 
 
-def _make_plan(lab: Lab) -> None:
+def _make_plan(estate: SimulatedEstate) -> None:
     """A plan for the next batch (one more launch), rehearsed against the simulator into a cassette."""
-    root = lab.root
+    root = estate.root
     try:
-        completed = lab.cli("plan", "make", "--registry", str(lab.registry.root), "--provider", "vast",
+        completed = estate.cli("plan", "make", "--registry", str(estate.registry.root), "--provider", "vast",
                             "--gpu", "RTX 4090", "--image", "ghcr.io/example/comfyui-h3:1.0", "--cost-hr", "0.40",
                             "--idle-minutes", "15", "-o", str(root / "plan.json"),
                             "--cassette", str(root / "cassettes" / "http" / "plan.yaml"))
@@ -173,10 +173,10 @@ def _make_plan(lab: Lab) -> None:
 def _cleanup(ctx: Context, summary: Summary) -> None:
     """Whatever happened, nothing is left running on the simulator: destroy every live deployment."""
     for dep in ctx.registry.deployments():
-        if dep["status"] in ("destroyed",):
+        if not dep.is_live:
             continue
         try:
-            destroy(ctx, dep["id"], confirm=dep["id"], discard_artifacts=True)
-            summary.steps.append(f"cleanup: destroyed {dep['id']} (artifacts discarded, recorded)")
+            destroy(ctx, dep.id, confirm=dep.id, discard_artifacts=True)
+            summary.steps.append(f"cleanup: destroyed {dep.id} (artifacts discarded, recorded)")
         except UserError as exc:
-            summary.problems.append(f"cleanup of {dep['id']}: {exc.line()}")
+            summary.problems.append(f"cleanup of {dep.id}: {exc.line()}")

@@ -1,22 +1,11 @@
 """Classify a failure log into the failure protocol's causes, with the decisive line and the remedy.
 
-Public API (engineers F and G call these on log tails and runtime errors):
-
-- ``classify_lines(lines) -> Diagnosis``: streams any iterable of text lines (a file object works), one pass,
-  bounded memory; line numbers are 1-based.
-- ``classify_text(text) -> Diagnosis``: a whole text; ComfyUI ``/history`` / ``/prompt`` / websocket JSON with
-  ``execution_error`` or ``missing_node_type``, and RunPod Serverless error strings (``{"error": "..."}`` whose
-  value may itself be JSON with ``error_type``/``error_message``/``error_traceback``), are unpacked first.
-- ``classify_file(path)`` / ``classify_stream(handle)``: files and stdin, streamed.
-
-Causes: ``cuda_oom``, ``driver_mismatch``, ``custom_node_import``, ``custom_node_missing`` (a node class the
-server does not have), ``model_missing`` (a model file or served model that is not there), ``weights_corrupt``,
-``disk_full``, ``bad_input`` (an input file that is not a readable image), ``unknown``. A host-RAM OOM kill,
-an illegal memory access and other CUDA errors are never ``cuda_oom``: they are ``unknown`` with a ``symptom``
-(``host_oom_kill``, ``illegal_memory_access``, ``cuda_error``).
-When several causes appear, the root cause wins (driver > disk full > corrupt weights > OOM > missing model >
-missing node class > bad input > custom node import, which is frequent start-up noise); the decisive line is
-that cause's first strong line.
+``classify_lines`` streams lines in one pass with bounded memory; ``classify_text`` first unpacks ComfyUI and
+RunPod Serverless JSON errors. Causes: ``cuda_oom``, ``driver_mismatch``, ``custom_node_import``,
+``custom_node_missing``, ``model_missing``, ``weights_corrupt``, ``disk_full``, ``bad_input``, ``unknown``. When
+several causes appear the root cause wins (driver > disk full > corrupt weights > OOM > missing model > missing
+node class > bad input > custom node import, frequent start-up noise); a host OOM kill or another CUDA error is
+``unknown`` with a ``symptom``.
 """
 
 from __future__ import annotations

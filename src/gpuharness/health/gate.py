@@ -42,7 +42,7 @@ def conclude(registry: Registry, deployment_id: str, results: Mapping[str, Check
              table: HealthChecks = HEALTH_CHECKS) -> str:
     """Decide on a deployment's results and apply the decision through the lifecycle; the line to report."""
     try:
-        deployment = registry.deployment(deployment_id)
+        deployment = registry.deployment(deployment_id).to_json()
         decision = decide(results, table, serverless=targets.is_serverless(deployment))
         status = deployment.get("status")
         if status not in AWAITING:

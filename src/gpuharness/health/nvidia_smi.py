@@ -1,24 +1,9 @@
-"""Parse nvidia-smi output: the CSV query, the default table (old and new layouts) and its error outputs.
+"""Parse nvidia-smi output: the probe's CSV query, the default table (old and new layouts) and its error outputs.
 
-Stable API for the batched health probe (engineer F; keep these names):
-
-- ``PROBE_FIELDS``: the probe's ``--query-gpu`` field list (13 fields, both clock-reason spellings).
-- ``PROBE_FIELD_SETS``: ``PROBE_FIELDS`` then its fallbacks, in the order to try them.
-  nvidia-smi fails the WHOLE query when one field is unknown, printing
-  ``Field "clocks_event_reasons.active" is not a valid field to query.`` (drivers before ~r525 only know
-  ``clocks_throttle_reasons.*``; a future driver may drop that old spelling). The probe therefore tries
-  ``PROBE_FIELDS``, then ``PROBE_FIELDS_LEGACY`` (no ``clocks_event_reasons.active``), then
-  ``PROBE_FIELDS_MODERN`` (no ``clocks_throttle_reasons.active``).
-- ``probe_shell_snippet(deadline_s)``: a POSIX sh fragment doing exactly that fallback under a deadline; it
-  prints ``# query: <fields>`` and ``# exit: <status>`` marker lines around the CSV.
-- ``parse_probe_csv(text, fields=None) -> SmiReport``: parses that section (CSV with
-  ``--format=csv,noheader,nounits``). The field list comes from ``fields``, else from a ``# query:`` line in
-  ``text``, else ``PROBE_FIELDS``. Error outputs become ``SmiReport.error`` classes (an unknown field is
-  ``query_field_invalid`` with ``SmiReport.invalid_field`` set); ``# exit: 124``/``137`` is ``nvidia_smi_timeout``
-  and ``# exit: 127`` is ``nvidia_smi_missing``.
-- ``cuda_version_from_header(text)``: the "CUDA Version" of the plain ``nvidia-smi`` header (no CSV field).
-
-Everything else: ``parse_output(text)`` auto-detects table, CSV (with or without header and units) or error.
+nvidia-smi fails a whole ``--query-gpu`` when the driver does not know one field, so the probe tries
+``PROBE_FIELDS``, then the older and newer drivers' spellings (``PROBE_FIELD_SETS``, run by
+``probe_shell_snippet``). ``parse_probe_csv`` reads that section and turns error outputs into ``SmiReport.error``
+classes; ``parse_output`` reads any other output (table, CSV with or without header and units, or an error).
 """
 
 from __future__ import annotations

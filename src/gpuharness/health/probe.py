@@ -8,6 +8,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, final
 
+from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.health import nvidia_smi
 from gpuharness.health.nvidia_smi import GpuInfo
 from gpuharness.remote import ExecResult, Remote
@@ -20,7 +21,7 @@ MARK: Final = "@@gpuharness"
 class ProbeTargets:
     """What the probe looks at on the host, beyond the GPU."""
 
-    workspace: str = "/workspace"
+    workspace: str = DEFAULT_WORKSPACE
     process_pattern: str | None = None
     service_port: int | None = None
     log_path: str | None = None

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, final
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.health import probe, targets, transcripts
@@ -92,7 +93,7 @@ def live(registry: Registry, deployment: Mapping[str, Any], *, record_to: Path |
 
     policy = Policy(registry.policy_document())
     timeouts = policy.get("health_timeouts") or {}
-    route = resolve(dict(deployment), registry.items("connections.json"))
+    route = resolve(Deployment.from_json(deployment), registry.items("connections.json"))
     started = time.monotonic()
     try:
         remote = open_remote(route, connect_timeout_s=float(timeouts.get("connect_s", 15)))

@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from gpuharness.core import lifecycle
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
+from gpuharness.core.journal import JournalEntry
 from gpuharness.core.registry import Registry
 from gpuharness.health.probing import ProgressObservation
 
@@ -24,7 +26,8 @@ def observe(registry: Registry, deployment: Mapping[str, Any], current: dict[str
             if entry.get("deployment") == deployment["id"] and entry.get("note") == NOTE:
                 previous, previous_at = entry.get("marker"), entry.get("observed_at") or entry.get("ts")
         if journaled:
-            lifecycle.observe(registry, deployment, marker=current, note=NOTE, route=route)
+            lifecycle.journal(registry, JournalEntry.of(Deployment.from_json(deployment), marker=current, note=NOTE,
+                                                        route=route))
     except UserError as exc:
         return ProgressObservation(current, problem=exc.line())
     return ProgressObservation(current, previous if isinstance(previous, dict) else None, previous_at)

@@ -7,22 +7,10 @@ from dataclasses import dataclass
 from typing import Any, Final, final
 
 from gpuharness.health.diagnose import classify_lines
+from gpuharness.health.gpu_classes import GPU_MEMORY_MIB, ORDER_NAMES
 from gpuharness.health.nvidia_smi import ERROR_REMEDIES, HARMFUL_CLOCK_EVENTS
 from gpuharness.health.probe import ProbeResult
 
-#: nvidia-smi name -> memory.total in MiB, as the driver reports it for the SKU.
-GPU_MEMORY_MIB: Final[dict[str, int]] = {
-    "NVIDIA GeForce RTX 4090": 24564, "NVIDIA GeForce RTX 5090": 32607, "NVIDIA RTX A6000": 49140,
-    "NVIDIA L40S": 46068, "NVIDIA A100-SXM4-80GB": 81920, "NVIDIA A100 80GB PCIe": 81920,
-    "NVIDIA H100 80GB HBM3": 81559, "NVIDIA H100 PCIe": 81559, "NVIDIA H200": 143771,
-}
-#: Names providers use when ordering -> the nvidia-smi name.
-ORDER_NAMES: Final[dict[str, str]] = {
-    "rtx 4090": "NVIDIA GeForce RTX 4090", "rtx 5090": "NVIDIA GeForce RTX 5090", "rtx a6000": "NVIDIA RTX A6000",
-    "a6000": "NVIDIA RTX A6000", "l40s": "NVIDIA L40S", "a100": "NVIDIA A100-SXM4-80GB",
-    "a100 sxm4": "NVIDIA A100-SXM4-80GB", "h100": "NVIDIA H100 80GB HBM3", "h100 sxm": "NVIDIA H100 80GB HBM3",
-    "h200": "NVIDIA H200",
-}
 RUNTIME_DEFAULTS: Final[dict[str, tuple[str, int]]] = {
     "comfyui": ("main.py", 8188), "openai": ("vllm", 8000),
 }

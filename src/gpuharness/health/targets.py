@@ -1,28 +1,27 @@
 """What the health probe and checks look at on a deployment, derived from its registry record, each in one place
-(deployments are still plain dicts: these become the typed Deployment's properties)."""
+(the health code reads records as dicts; the facts the Deployment owns come from it)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.health.probe import ProbeTargets
 from gpuharness.health.rules import RUNTIME_DEFAULTS
 
-DEFAULT_WORKSPACE: Final = "/workspace"
-
 
 def workspace(deployment: Mapping[str, Any]) -> str:
-    """The directory on the host whose free disk the model needs (ssh.workspace, else /workspace)."""
-    return str((deployment.get("ssh") or {}).get("workspace") or DEFAULT_WORKSPACE)
+    """The directory on the host whose free disk the model needs: the Deployment's one workspace."""
+    return Deployment.from_json(deployment).workspace
 
 
 def is_serverless(deployment: Mapping[str, Any]) -> bool:
     """A serverless endpoint with no host of ours to probe: judged on its endpoint and its test job only."""
-    return deployment.get("runtime") == "serverless" and not deployment.get("ssh")
+    return Deployment.from_json(deployment).is_serverless
 
 
 def service_process(deployment: Mapping[str, Any]) -> str | None:

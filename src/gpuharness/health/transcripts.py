@@ -17,7 +17,7 @@ from gpuharness.providers import cassette
 from gpuharness.remote import ExecResult
 
 if TYPE_CHECKING:  # the route module imports paramiko (~0.4 s): only a live probe needs it
-    from gpuharness.remote.route import Route
+    from gpuharness.remote.route import HostRoute
 
 SECRET_PATTERNS: Final = (
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
@@ -47,13 +47,13 @@ def transcript_path(cassettes: Path, deployment_id: str) -> Path:
     return cassettes / "ssh" / f"{deployment_id}.json"
 
 
-def source_of(deployment: Mapping[str, Any], route: Route) -> str:
+def source_of(deployment: Mapping[str, Any], route: HostRoute) -> str:
     """Where a recording comes from: the deployment's `labels.source`, else the simulator for a loopback host."""
     loopback = route.transport == "ssh" and route.host in {"127.0.0.1", "localhost"}
     return str((deployment.get("labels") or {}).get("source") or ("simulator" if loopback else "real hardware"))
 
 
-def write(path: Path, deployment: Mapping[str, Any], route: Route, result: ExecResult,
+def write(path: Path, deployment: Mapping[str, Any], route: HostRoute, result: ExecResult,
           secrets: tuple[str, ...]) -> None:
     """Write the probe's transcript, scrubbed, with its provenance."""
     document = {"deployment": deployment["id"], "recorded_at": now_ts(), "source": source_of(deployment, route),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, final
 
-from gpuharness.operations.install import workspace
+from gpuharness.core.deployment import Deployment
 from gpuharness.operations.run import JobProgress
 from gpuharness.runtimes.comfyui import ComfyUI, job_graph
 from gpuharness.runtimes.http import RuntimeHttp
@@ -18,13 +18,13 @@ class ComfyJobExecutor:
 
     __slots__ = ("comfy", "deployment", "output_dir")
 
-    def __init__(self, deployment: dict[str, Any], *, timeout_s: float = 30.0, http: RuntimeHttp | None = None) -> None:
-        endpoint = deployment.get("endpoint")
+    def __init__(self, deployment: Deployment, *, timeout_s: float = 30.0, http: RuntimeHttp | None = None) -> None:
+        endpoint = deployment.endpoint
         if not endpoint and http is None:
-            raise ValueError(f"deployment {deployment['id']} has no runtime endpoint")
+            raise ValueError(f"deployment {deployment.id} has no runtime endpoint")
         self.deployment = deployment
         self.comfy = ComfyUI(http or RuntimeHttp(str(endpoint), timeout_s=timeout_s))
-        self.output_dir = f"{workspace(deployment)}/output"
+        self.output_dir = f"{deployment.workspace}/output"
 
     def submit(self, workflow: dict[str, Any], inputs: dict[str, Any], job_id: str) -> str:
         """Queue the job's graph (InputError for inputs that name no single graph input, PromptRejected with the

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, final
 
-from gpuharness.core.clock import Clock, format_ts, utcnow
+from gpuharness.core.clock import WallClock, format_ts, utcnow
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Instance, Provider
 from gpuharness.remote import Remote
@@ -16,7 +17,7 @@ from gpuharness.remote import Remote
 #: Builds one Provider (one HTTP client) from a providers.json entry, for one phase.
 ProviderFactory = Callable[[dict[str, Any]], Provider]
 #: Opens one connection to a deployment's host, for one phase.
-RemoteFactory = Callable[[dict[str, Any]], Remote]
+RemoteFactory = Callable[[Deployment], Remote]
 
 
 def _stderr(line: str) -> None:
@@ -31,10 +32,10 @@ class Context:
     registry: Registry
     providers: ProviderFactory
     remotes: RemoteFactory
-    executors: Callable[[dict[str, Any]], Any] | None = None  # -> run.JobExecutor
+    executors: Callable[[Deployment], Any] | None = None  # -> run.JobExecutor
     #: extra deployment fields only the host knows (ssh key_file/known_hosts/workspace, endpoint, service_port)
     host_details: Callable[[Instance], dict[str, Any]] | None = None
-    clock: Clock = utcnow
+    clock: WallClock = utcnow
     sleep: Callable[[float], None] = time.sleep
     say: Callable[[str], None] = _stderr
     options: dict[str, Any] = field(default_factory=dict)

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, final
+from typing import final
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import transition
 from gpuharness.operations.context import Context
-from gpuharness.operations.launch import terminate_reconciled
+from gpuharness.operations.launch import terminate_instance
 from gpuharness.operations.retrieve import unsynced
 from gpuharness.providers.base import ProviderError
+from gpuharness.providers.factory import capabilities_of
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class DestroyResult:
-    deployment: dict[str, Any]
+    deployment: Deployment
     terminate_calls: int
     discarded: tuple[str, ...]
     verified: bool
@@ -29,8 +31,8 @@ def refusal(ctx: Context, deployment_id: str, confirm: str | None, discard_artif
         return (f"destroy needs --confirm {deployment_id} (the exact id); got "
                 f"{'nothing' if confirm is None else repr(confirm)}")
     deployment = ctx.registry.deployment(deployment_id)
-    if deployment["status"] == "destroyed":
-        return f"{deployment_id} is already destroyed (at {deployment.get('destroyed_at')})"
+    if deployment.status == "destroyed":
+        return f"{deployment_id} is already destroyed (at {deployment.destroyed_at})"
     ledger = Ledger(ctx.registry.ledger_path)
     running = [r["id"] for r in ledger.current(status="running").values() if r["deployment_id"] == deployment_id]
     if running:
@@ -66,35 +68,34 @@ def destroy(ctx: Context, deployment_id: str, *, confirm: str | None,
         raise UserError(f"refused: {problem}", place=deployment_id, hint="nothing was terminated")
     discarded = _discard(ctx, deployment_id) if discard_artifacts else ()
     deployment = ctx.registry.deployment(deployment_id)
-    instance_id = deployment.get("instance_id")
-    if deployment["status"] != "destroying":
-        transition(ctx.registry, deployment_id, "destroying", route=f"{deployment['provider']} API",
+    instance_id = deployment.instance_id
+    if deployment.status != "destroying":
+        transition(ctx.registry, deployment_id, "destroying", route=f"{deployment.provider} API",
                    marker={"discarded": list(discarded)} if discarded else None, next_action="terminate")
     calls = 0
     verified = True
-    kind = str(ctx.registry.provider(deployment["provider"]).get("kind"))
-    if kind == "runpod-serverless":
-        deployment = transition(ctx.registry, deployment_id, "destroyed", route=deployment.get("endpoint"),
+    if capabilities_of(ctx.registry.provider(deployment.provider)).serverless:
+        deployment = transition(ctx.registry, deployment_id, "destroyed", route=deployment.endpoint,
                                 note="serverless endpoint: nothing to terminate (it scales to zero); closed here",
                                 next_action=None, destroyed_at=ctx.now())
         return DestroyResult(deployment, 0, discarded, False)
     if instance_id:
-        provider = ctx.provider_for(deployment["provider"])
+        provider = ctx.provider_for(deployment.provider)
         try:
             try:
-                calls = terminate_reconciled(provider, instance_id)
+                calls = terminate_instance(provider, instance_id)
             except ProviderError as exc:
                 raise UserError(f"terminate of {instance_id} not verified: {exc}", place=deployment_id,
                                 hint="it may still be billing; re-run destroy (it reconciles, never doubles)") from None
             with ctx.registry.update("machines.json") as document:
                 for machine in document["machines"]:
-                    if machine.get("provider") == deployment["provider"] and machine.get("instance_id") == instance_id:
+                    if machine.get("provider") == deployment.provider and machine.get("instance_id") == instance_id:
                         machine.update(status="terminated", observed_at=ctx.now())
         finally:
             provider.close()
     else:
         verified = False
-    deployment = transition(ctx.registry, deployment_id, "destroyed", route=f"{deployment['provider']} API",
+    deployment = transition(ctx.registry, deployment_id, "destroyed", route=f"{deployment.provider} API",
                             marker={"terminate_calls": calls, "verified_by_listing": verified},
                             note="terminated and verified by listing" if verified else "no instance was created",
                             next_action=None, destroyed_at=ctx.now())

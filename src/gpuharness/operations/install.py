@@ -7,13 +7,13 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, final
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.lifecycle import transition
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify, transport_failure
 from gpuharness.remote import Remote, RemoteError
 
-DEFAULT_WORKSPACE = "gh-workspace"
 EXIT_HASH = 3
 EXIT_DISK = 28
 
@@ -21,22 +21,9 @@ EXIT_DISK = 28
 @final
 @dataclass(frozen=True, slots=True)
 class PhaseResult:
-    deployment: dict[str, Any]
+    deployment: Deployment
     lines: tuple[str, ...]
     duration_s: float
-
-
-def workspace(deployment: dict[str, Any]) -> str:
-    """The deployment's working directory on the host (relative paths are under the login directory)."""
-    ssh = deployment.get("ssh") or {}
-    return str(ssh.get("workspace") or DEFAULT_WORKSPACE)
-
-
-def route(deployment: dict[str, Any]) -> str | None:
-    ssh = deployment.get("ssh") or {}
-    if not ssh:
-        return None
-    return f"ssh {ssh.get('user', 'root')}@{ssh.get('host')}:{ssh.get('port', 22)}"
 
 
 def _model(ctx: Context, name: str | None) -> dict[str, Any] | None:
@@ -118,10 +105,10 @@ def configure_script(ws: str, workflow: dict[str, Any] | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _run_phase(ctx: Context, deployment: dict[str, Any], phase: str, script: str,
+def _run_phase(ctx: Context, deployment: Deployment, phase: str, script: str,
                deadline_s: float) -> tuple[tuple[str, ...], float, Failure | None]:
     """One exec on one connection for this phase. Returns (output lines, duration, classified failure)."""
-    ctx.say(f"{phase}: {deployment['id']} over {route(deployment)} (one batched exec, deadline {deadline_s:g} s)")
+    ctx.say(f"{phase}: {deployment.id} over {deployment.ssh_route} (one batched exec, deadline {deadline_s:g} s)")
     remote: Remote | None = None
     try:
         remote = ctx.remotes(deployment)
@@ -155,26 +142,26 @@ def _fail(ctx: Context, deployment_id: str, phase: str, failure: Failure) -> Use
 def install(ctx: Context, deployment_id: str, *, deadline_s: float = 1800.0) -> PhaseResult:
     """Download and verify the model files (one exec); provisioning -> installing -> configuring."""
     deployment = ctx.registry.deployment(deployment_id)
-    if deployment.get("runtime") == "serverless" or not deployment.get("ssh"):
+    if deployment.is_serverless or deployment.ssh_route is None:
         raise UserError(f"{deployment_id} has no SSH route (serverless endpoint?)", place=deployment_id,
                         hint="serverless endpoints are health-checked directly: pytest checks/health")
-    model = _model(ctx, deployment.get("model"))
+    model = _model(ctx, deployment.model)
     files = list(model["files"]) if model else []
     missing = [f["path"] for f in files if not f.get("url")]
     if missing:
         raise UserError(f"model files without a url: {', '.join(missing)}", path=ctx.registry.path("models.json"),
                         hint="give each file a url to download from")
-    if deployment["status"] == "installing":  # an earlier install died mid-way: say so, then start over
+    if deployment.status == "installing":  # an earlier install died mid-way: say so, then start over
         transition(ctx.registry, deployment_id, "error", error="a previous install did not finish",
                    note="install interrupted", next_action=f"gpuharness install {deployment_id}")
-    deployment = transition(ctx.registry, deployment_id, "installing", route=route(deployment),
+    deployment = transition(ctx.registry, deployment_id, "installing", route=deployment.ssh_route,
                             marker={"files": len(files)}, next_action="wait for install")
     margin = float(ctx.registry.policy_document().get("disk_margin_gb") or 0.0)
-    script = install_script(workspace(deployment), files, margin)
+    script = install_script(deployment.workspace, files, margin)
     lines, duration, failed = _run_phase(ctx, deployment, "install", script, deadline_s)
     if failed is not None:
         raise _fail(ctx, deployment_id, "install", failed)
-    deployment = transition(ctx.registry, deployment_id, "configuring", route=route(deployment),
+    deployment = transition(ctx.registry, deployment_id, "configuring", route=deployment.ssh_route,
                             marker={"verified_files": len(files), "duration_s": round(duration, 3)},
                             next_action=f"gpuharness configure {deployment_id}", note="model files verified")
     return PhaseResult(deployment, lines, duration)
@@ -183,15 +170,15 @@ def install(ctx: Context, deployment_id: str, *, deadline_s: float = 1800.0) -> 
 def configure(ctx: Context, deployment_id: str, *, deadline_s: float = 900.0) -> PhaseResult:
     """Runtime setup from the workflow manifest (one exec); configuring -> health-checking."""
     deployment = ctx.registry.deployment(deployment_id)
-    if deployment["status"] != "configuring":
-        raise UserError(f"{deployment_id} is {deployment['status']}, configure needs `configuring`",
+    if deployment.status != "configuring":
+        raise UserError(f"{deployment_id} is {deployment.status}, configure needs `configuring`",
                         place=deployment_id, hint=f"run `gpuharness install {deployment_id}` first")
-    workflow = workflow_manifest(ctx, deployment.get("workflow"))
+    workflow = workflow_manifest(ctx, deployment.workflow)
     lines, duration, failed = _run_phase(ctx, deployment, "configure",
-                                         configure_script(workspace(deployment), workflow), deadline_s)
+                                         configure_script(deployment.workspace, workflow), deadline_s)
     if failed is not None:
         raise _fail(ctx, deployment_id, "configure", failed)
-    deployment = transition(ctx.registry, deployment_id, "health-checking", route=route(deployment),
+    deployment = transition(ctx.registry, deployment_id, "health-checking", route=deployment.ssh_route,
                             marker={"workflow": workflow["id"] if workflow else None,
                                     "duration_s": round(duration, 3)},
                             next_action=f"pytest checks/health --deployment {deployment_id}",

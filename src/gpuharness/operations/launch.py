@@ -8,8 +8,7 @@ from typing import Any, final
 
 from gpuharness.core.policy import Policy
 from gpuharness.providers.base import Instance, LaunchSpec, Provider
-from gpuharness.providers.mutation import launch_reconciled as provider_launch
-from gpuharness.providers.mutation import terminate_reconciled as provider_terminate
+from gpuharness.providers.mutation import launch_reconciled, terminate_reconciled
 
 
 @final
@@ -21,21 +20,21 @@ class LaunchOutcome:
     events: tuple[dict[str, Any], ...] = field(default=())
 
 
-def launch_reconciled(provider: Provider, spec: LaunchSpec, *, policy: Policy,
-                      sleep: Callable[[float], None]) -> LaunchOutcome:
+def launch_instance(provider: Provider, spec: LaunchSpec, *, policy: Policy,
+                    sleep: Callable[[float], None]) -> LaunchOutcome:
     """At most max_launch_attempts launch calls, never a duplicate (the key is listed first and after any lost
     answer); a 429 waits max(Retry-After, backoff). Capacity, auth, balance and invalid end it."""
     events: list[dict[str, Any]] = []
-    instance = provider_launch(provider, spec, events.append, policy.max_attempts("max_launch_attempts", 2),
+    instance = launch_reconciled(provider, spec, events.append, policy.max_attempts("max_launch_attempts", 2),
                                check_first=True, sleep=sleep)
     calls = sum(1 for e in events if e.get("event") == "attempt")
     reconciled = any(e.get("event") in ("reconciled", "exists") for e in events)
     return LaunchOutcome(instance, calls, reconciled, tuple(events))
 
 
-def terminate_reconciled(provider: Provider, instance_id: str, *, attempts: int = 2) -> int:
+def terminate_instance(provider: Provider, instance_id: str, *, attempts: int = 2) -> int:
     """Terminate the exact id, verified by listing; a lost answer is reconciled, never repeated blind.
     Returns the number of terminate calls."""
     events: list[dict[str, Any]] = []
-    provider_terminate(provider, instance_id, events.append, attempts)
+    terminate_reconciled(provider, instance_id, events.append, attempts)
     return sum(1 for e in events if e.get("event") == "attempt")

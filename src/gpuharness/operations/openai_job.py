@@ -1,26 +1,12 @@
 """Jobs on an OpenAI-compatible server (vLLM, SGLang, TGI): POST /v1/completions, or /v1/chat/completions when
-the workflow says `"api": "chat"`; the completion is kept as a file on the host for retrieve.
+the workflow says `"api": "chat"`.
 
-Where the output lives. A completion comes back in the HTTP answer, so the run process holds it in memory and
-could call it synced at once (as serverless outputs are). It is written to the host instead, as
-`<workspace>/outputs/<job>/completion.json` (request, text, finish_reason, usage), over the run phase's one SSH
-connection, and recorded on the ledger like a ComfyUI output: `remote_path`, `sha256`, `size`, `synced_at`
-null. The reasons:
-
-- `run` has no destination for outputs, and the registry directory is state, not a place for outputs; `gpuharness
-  retrieve --to DIR` stays the one command that puts outputs where the user wants them, sha256-verified, and
-  records `synced_at` (as new ledger lines), for every SSH-reachable runtime alike.
-- "artifacts are synced off the instance before destroy" keeps its meaning: destroy refuses until retrieve ran
-  (or `--discard-artifacts`), exactly as for ComfyUI; nothing is marked synced that no one has put anywhere.
-- The sha256 is computed here from the bytes sent, and checked against the host's copy in the same exec, so
-  retrieve verifies the file it pulls against what the server answered.
-
-A completion that arrived but could not be stored on the host fails the job with that said plainly (its text is
-then lost: the ledger never claims an artifact that does not exist).
-
-The request runs on a worker thread, so `run`'s loop keeps polling: the per_job_usd ceiling and the deadline are
-enforced while the server generates. `cancel` abandons the request and closes its connection (vLLM and SGLang
-abort a request whose client went away); best effort, the ledger says cancelled."""
+The completion is written to the host as `<workspace>/outputs/<job>/completion.json` and recorded on the ledger
+like a ComfyUI output (remote_path, sha256, synced_at null): `gpuharness retrieve` stays the one way outputs
+reach the user, and destroy refuses until it ran. A completion that cannot be stored fails the job. The request
+runs on a worker thread, so the run loop keeps enforcing per_job_usd and the deadline; cancel drops the
+connection (vLLM and SGLang abort a request whose client went away).
+"""
 
 from __future__ import annotations
 
@@ -34,7 +20,7 @@ from typing import Any, final
 
 import httpx
 
-from gpuharness.operations.install import workspace
+from gpuharness.core.deployment import Deployment
 from gpuharness.operations.run import JobProgress
 from gpuharness.remote import Remote, RemoteError
 from gpuharness.runtimes.http import RuntimeHttp
@@ -90,13 +76,13 @@ class OpenAIJobExecutor:
 
     __slots__ = ("calls", "client", "connect", "deployment", "endpoint", "outputs_dir", "remote", "timeout_s")
 
-    def __init__(self, deployment: dict[str, Any], connect: Callable[[dict[str, Any]], Remote], *,
+    def __init__(self, deployment: Deployment, connect: Callable[[Deployment], Remote], *,
                  timeout_s: float = 3600.0) -> None:
-        endpoint = deployment.get("endpoint")
+        endpoint = deployment.endpoint
         if not endpoint:
-            raise ValueError(f"deployment {deployment['id']} has no runtime endpoint")
-        if not deployment.get("ssh"):
-            raise ValueError(f"deployment {deployment['id']} has no SSH route to keep its outputs on")
+            raise ValueError(f"deployment {deployment.id} has no runtime endpoint")
+        if deployment.ssh_route is None:
+            raise ValueError(f"deployment {deployment.id} has no SSH route to keep its outputs on")
         self.deployment = deployment
         self.connect = connect
         self.remote: Remote | None = None
@@ -104,11 +90,11 @@ class OpenAIJobExecutor:
         # the run loop enforces the job's deadline; this only bounds a request nobody waits for any more
         self.timeout_s = timeout_s
         self.client = RuntimeHttp(self.endpoint, timeout_s=timeout_s)
-        self.outputs_dir = f"{workspace(deployment)}/outputs"
+        self.outputs_dir = f"{deployment.workspace}/outputs"
         self.calls: dict[str, _Call] = {}
 
     def submit(self, workflow: dict[str, Any], inputs: dict[str, Any], job_id: str) -> str:
-        path, body = request_for(workflow, inputs, self.deployment.get("model"))
+        path, body = request_for(workflow, inputs, self.deployment.model)
         call = _Call(path, body)
         self.calls[job_id] = call
         threading.Thread(target=self._request, args=(self.client, call), name=f"gpuharness-{job_id}",
@@ -140,13 +126,13 @@ class OpenAIJobExecutor:
             output = self._store(handle, call.path, call.body, call.answer)
         except (RemoteError, RuntimeError) as exc:
             return JobProgress("failed", log=f"the completion arrived but could not be stored on the host "
-                                             f"{self.deployment['id']}: {exc}")
+                                             f"{self.deployment.id}: {exc}")
         return JobProgress("completed", outputs=(output,))
 
     def _store(self, job_id: str, path: str, body: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
         """Write the completion record on the host (one exec: written aside, renamed, hashed back)."""
         first = (answer.get("choices") or [{}])[0]
-        record = {"job": job_id, "deployment": self.deployment["id"], "api": path, "request": body,
+        record = {"job": job_id, "deployment": self.deployment.id, "api": path, "request": body,
                   "id": answer.get("id"), "model": answer.get("model"), "created": answer.get("created"),
                   "text": choice_text(answer), "finish_reason": first.get("finish_reason") if isinstance(first, dict)
                   else None, "usage": answer.get("usage")}

@@ -6,20 +6,35 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, final
 
+from gpuharness.core.deployment import SERVERLESS_RUNTIME, Deployment, ShutdownRule, SshAccess, live_burn
 from gpuharness.core.errors import UserError
+from gpuharness.core.journal import JournalEntry
 from gpuharness.core.ledger import Ledger
-from gpuharness.core.lifecycle import journal, live_burn, transition
+from gpuharness.core.lifecycle import journal, transition
 from gpuharness.core.policy import Action, Policy
 from gpuharness.core.spend import today_and_month
 from gpuharness.operations.context import Context
-from gpuharness.operations.launch import launch_reconciled
-from gpuharness.providers.base import KEY_PREFIX, Instance, LaunchSpec, Provider, ProviderError
+from gpuharness.operations.launch import launch_instance
+from gpuharness.operations.reconcile import machine_record
+from gpuharness.providers.base import (
+    KEY_PREFIX,
+    Capabilities,
+    Instance,
+    LaunchSpec,
+    Provider,
+    ProviderError,
+    ProviderKind,
+)
+from gpuharness.providers.factory import ADAPTERS, capabilities_of, kind_of
 from gpuharness.providers.offers import cheapest_offer
 
-#: deployment states that still hold (or may hold) a paid resource
 #: states in which a deployment may be reused for the same request
 REUSABLE = frozenset({"provisioning", "installing", "configuring", "health-checking", "ready", "running"})
-SERVERLESS = "runpod-serverless"
+#: the fields a new deployment spells out (null included), as people and agents expect to find them
+CREATED_FIELDS = frozenset({"id", "provider", "instance_id", "gpu", "gpu_count", "runtime", "model", "workflow",
+                            "image", "region", "endpoint", "ssh", "status", "cost_hr", "created_at", "ready_at",
+                            "destroyed_at", "shutdown_rule", "owner", "checkpoint_path", "idempotency_key",
+                            "interruptible", "service_port"})
 
 
 @final
@@ -58,44 +73,28 @@ class ProvisionRequest:
             raise AssertionError("the accepted price was not resolved before use")
         return self.cost_hr
 
-    def shutdown_rule(self) -> dict[str, Any] | None:
-        rule: dict[str, Any] = {}
-        if self.idle_minutes is not None:
-            rule["idle_minutes"] = self.idle_minutes
-        if self.max_hours is not None:
-            rule["max_hours"] = self.max_hours
-        if self.deadline is not None:
-            rule["deadline"] = self.deadline
-        return rule or None
+    def shutdown_rule(self) -> ShutdownRule | None:
+        rule = ShutdownRule(self.idle_minutes, self.max_hours, self.deadline)
+        return None if rule == ShutdownRule() else rule
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class ProvisionResult:
-    deployment: dict[str, Any]
+    deployment: Deployment
     reused: bool
     disclosure: str
     launched: Instance | None = None
 
 
-def stop_condition(rule: dict[str, Any] | None) -> str:
+def stop_condition(rule: ShutdownRule | None) -> str:
     """The shutdown rule in words."""
-    if not rule:
-        return "NONE (no shutdown rule)"
-    parts = []
-    if "idle_minutes" in rule:
-        parts.append(f"idle {rule['idle_minutes']:g} min")
-    if "max_hours" in rule:
-        parts.append(f"max {rule['max_hours']:g} h")
-    if "deadline" in rule:
-        parts.append(f"deadline {rule['deadline']}")
-    return ", whichever first: ".join(parts) if len(parts) > 1 else parts[0]
+    return (rule or ShutdownRule()).words()
 
 
-def disclosure(request: ProvisionRequest, kind: str) -> str:
+def disclosure(request: ProvisionRequest, capabilities: Capabilities) -> str:
     """What is about to be bought, stated before any provider call."""
-    mode = {"runpod": "RunPod Pod", SERVERLESS: "RunPod Serverless endpoint", "vast": "Vast.ai instance",
-            "massed": "Massed Compute VM", "owned": "owned server"}.get(kind, kind)
+    mode = capabilities.label
     if request.interruptible:
         mode += " (interruptible" + (f", bid ${request.bid_price:.3f}/hr" if request.bid_price else "") + ")"
     burn = "the provider's cheapest offer" if request.cost_hr is None else f"${request.cost_hr:.3f}/hr"
@@ -126,30 +125,28 @@ def new_deployment_id(existing: set[str], request: ProvisionRequest) -> str:
     raise UserError("no free deployment id", place=stem)
 
 
-def find_reusable(deployments: list[dict[str, Any]], request: ProvisionRequest) -> dict[str, Any] | None:
+def find_reusable(deployments: list[Deployment], request: ProvisionRequest) -> Deployment | None:
     """A live deployment that already matches the request (same provider, GPU, image, runtime, model), or
     one whose launch outcome was never confirmed (no instance id yet: resumed by its key)."""
     for deployment in deployments:
-        unconfirmed = deployment.get("status") == "error" and not deployment.get("instance_id")
-        if deployment.get("status") not in REUSABLE and not unconfirmed:
+        unconfirmed = deployment.status == "error" and not deployment.instance_id
+        if deployment.status not in REUSABLE and not unconfirmed:
             continue
-        if request.deployment_id and deployment["id"] != request.deployment_id:
+        if request.deployment_id and deployment.id != request.deployment_id:
             continue
-        if (deployment.get("provider") == request.provider and deployment.get("gpu") == request.gpu
-                and deployment.get("image") == request.image
-                and deployment.get("runtime") == request.runtime
-                and deployment.get("model") == request.model
-                and int(deployment.get("gpu_count") or 1) == request.gpu_count):
+        if (deployment.provider == request.provider and deployment.gpu == request.gpu
+                and deployment.image == request.image and deployment.runtime == request.runtime
+                and deployment.model == request.model and deployment.gpu_count == request.gpu_count):
             return deployment
     return None
 
 
-def accepted_price(ctx: Context, entry: dict[str, Any], kind: str, request: ProvisionRequest) -> float:
+def accepted_price(ctx: Context, entry: dict[str, Any], request: ProvisionRequest) -> float:
     """No --cost-hr: the cheapest offer of the GPU at the provider, read once, after every ceiling that does not
     depend on the price passed (so a refused request makes no provider call at all)."""
-    if kind in (SERVERLESS, "owned"):
+    if not capabilities_of(entry).rents:
         return 0.0  # billed per request / already paid for: no hourly burn of a new instance
-    check_policy(ctx, replace(request, cost_hr=0.0), kind)
+    check_policy(ctx, replace(request, cost_hr=0.0), kind_of(entry))
     provider = ctx.providers(entry)
     try:
         best = cheapest_offer(provider, request.gpu, request.gpu_count)
@@ -166,7 +163,7 @@ def accepted_price(ctx: Context, entry: dict[str, Any], kind: str, request: Prov
     return best.cost_hr
 
 
-def check_policy(ctx: Context, request: ProvisionRequest, kind: str) -> None:
+def check_policy(ctx: Context, request: ProvisionRequest, kind: ProviderKind) -> None:
     """Refuse before any provider call when a ceiling would be exceeded."""
     registry = ctx.registry
     policy = Policy(registry.policy_document())
@@ -174,8 +171,8 @@ def check_policy(ctx: Context, request: ProvisionRequest, kind: str) -> None:
     spent_day, spent_month = today_and_month(Ledger(registry.ledger_path).records(), ctx.now())
     allowed = policy.get("allowed_providers")
     name = request.provider
-    if allowed is not None and name not in allowed and kind in allowed:
-        name = kind
+    if allowed is not None and name not in allowed and kind.value in allowed:
+        name = kind.value
     decision = policy.evaluate(Action(
         kind="launch", provider=name, cost_hr=request.price,
         has_shutdown_rule=request.shutdown_rule() is not None, idle_minutes=request.idle_minutes,
@@ -185,21 +182,6 @@ def check_policy(ctx: Context, request: ProvisionRequest, kind: str) -> None:
         raise UserError(f"refused before any provider call: {decision.reason}", path=registry.path("policy.json"),
                         place=decision.ceiling, hint="raise the ceiling in policy.json, destroy a live deployment, "
                         "or change the request; nothing was launched")
-
-
-def machine_record(instance: Instance, observed_at: str) -> dict[str, Any]:
-    """machines.json entry for an instance as the provider reported it."""
-    record: dict[str, Any] = {
-        "provider": instance.provider, "instance_id": instance.id, "name": instance.name, "gpu": instance.gpu,
-        "gpu_count": instance.gpu_count, "region": instance.region, "cost_hr": instance.cost_hr,
-        "status": instance.status, "raw_status": instance.raw_status, "observed_at": observed_at,
-        "labels": dict(instance.labels),
-        "ssh": ({"host": instance.ssh.host, "port": instance.ssh.port, "user": instance.ssh.user}
-                if instance.ssh else None),
-    }
-    if instance.created_at:
-        record["created_at"] = instance.created_at
-    return record
 
 
 def observe(ctx: Context, instance: Instance) -> None:
@@ -243,122 +225,136 @@ def wait_until_up(ctx: Context, provider: Provider, instance: Instance, *, serve
         observe(ctx, current)
 
 
-def _create_record(ctx: Context, request: ProvisionRequest, kind: str) -> dict[str, Any]:
+def _create_record(ctx: Context, request: ProvisionRequest, capabilities: Capabilities) -> Deployment:
     """Write the deployment as `provisioning` with its idempotency key BEFORE the launch call, so that a
     crash mid-launch leaves a record that reconciliation can match by key."""
-    with ctx.registry.update("deployments.json") as document:
-        taken = {d["id"] for d in document["deployments"]}
-        deployment_id = request.deployment_id or new_deployment_id(taken, request)
-        if deployment_id in taken:
-            raise UserError(f"deployment id {deployment_id!r} already exists", path=ctx.registry.path(
-                "deployments.json"), hint="ids are never reused; pick another or omit --id")
-        runtime = "serverless" if kind == SERVERLESS and request.runtime is None else request.runtime
-        deployment: dict[str, Any] = {
-            "id": deployment_id, "provider": request.provider, "instance_id": None, "gpu": request.gpu,
-            "gpu_count": request.gpu_count, "runtime": runtime, "model": request.model,
-            "workflow": request.workflow, "image": request.image, "region": request.region, "endpoint": None,
-            "ssh": None, "status": "provisioning", "cost_hr": request.price, "created_at": ctx.now(),
-            "ready_at": None, "destroyed_at": None, "shutdown_rule": request.shutdown_rule(),
-            "owner": request.owner, "checkpoint_path": request.checkpoint_path,
-            "idempotency_key": f"{KEY_PREFIX}{deployment_id}", "interruptible": request.interruptible,
-            "service_port": request.service_port,
-        }
-        document["deployments"].append(deployment)
-    journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider, "target_id": None,
-                           "from": None, "to": "provisioning", "route": f"{request.provider} API",
-                           "observed_at": ctx.now(), "marker": deployment["idempotency_key"],
-                           "next_action": "launch", "note": "recorded before the launch call"})
+    def build(taken: frozenset[str]) -> Deployment:
+        deployment_id = request.deployment_id or new_deployment_id(set(taken), request)
+        return Deployment(
+            id=deployment_id, provider=request.provider, status="provisioning", cost_hr=request.price,
+            created_at=ctx.now(), gpu=request.gpu, gpu_count=request.gpu_count,
+            runtime=SERVERLESS_RUNTIME if capabilities.serverless and request.runtime is None else request.runtime,
+            model=request.model, workflow=request.workflow, image=request.image, region=request.region,
+            shutdown_rule=request.shutdown_rule(), owner=request.owner, checkpoint_path=request.checkpoint_path,
+            idempotency_key=f"{KEY_PREFIX}{deployment_id}", interruptible=request.interruptible,
+            service_port=request.service_port, written=CREATED_FIELDS)
+
+    deployment = ctx.registry.add_deployment(build)
+    journal(ctx.registry, JournalEntry.of(deployment, from_state=None, route=f"{request.provider} API",
+                                          observed_at=ctx.now(), marker=deployment.idempotency_key,
+                                          next_action="launch", note="recorded before the launch call"))
     return deployment
-
-
-def _set_fields(ctx: Context, deployment_id: str, **fields: Any) -> dict[str, Any]:
-    with ctx.registry.update("deployments.json") as document:
-        for deployment in document["deployments"]:
-            if deployment["id"] == deployment_id:
-                deployment.update(fields)
-                return dict(deployment)
-    raise UserError(f"no deployment {deployment_id!r}", path=ctx.registry.path("deployments.json"))
 
 
 def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float = 900.0,
               poll_s: float = 5.0) -> ProvisionResult:
     """Policy check, disclosure, reuse, one reconciled launch, then machines/deployments/journal records."""
     entry = ctx.registry.provider(request.provider)
-    kind = str(entry["kind"])
-    if request.interruptible and kind in (SERVERLESS, "owned", "massed"):
-        raise UserError(f"--interruptible is not offered by {kind}", place="provision",
-                        hint="interruptible (spot/bid) exists on runpod pods and vast")
-    if request.interruptible and kind == "vast" and request.bid_price is None:
-        raise UserError("an interruptible Vast.ai instance is a bid: give --bid-price", place="provision",
-                        hint="see `gpuharness economics --retryable` for when interruptible pays")
-    text = disclosure(request, kind)
+    capabilities = capabilities_of(entry)
+    _refuse_what_is_not_offered(request, kind_of(entry), capabilities)
+    text = disclosure(request, capabilities)
     reuse = find_reusable(ctx.registry.deployments(), request)
-    resuming = reuse is not None and reuse["status"] in ("provisioning", "error") and not reuse.get("instance_id")
-    if reuse is not None and not resuming:
-        ctx.say(f"reusing live deployment {reuse['id']} ({reuse['status']}); nothing was launched")
+    if reuse is not None and not _never_confirmed(reuse):
+        ctx.say(f"reusing live deployment {reuse.id} ({reuse.status}); nothing was launched")
         return ProvisionResult(reuse, True, text)
     if reuse is not None:
         # an earlier provision died between its record and the launch's answer: the listing by key (before
         # any launch) adopts what it may have created, so this never duplicates
-        ctx.say(f"resuming {reuse['id']}: recorded but never confirmed launched; reconciling by its key first")
+        ctx.say(f"resuming {reuse.id}: recorded but never confirmed launched; reconciling by its key first")
         if request.cost_hr is None:
-            request = replace(request, cost_hr=float(reuse.get("cost_hr") or 0.0))
+            request = replace(request, cost_hr=reuse.cost_hr)
         ctx.say(text)
         deployment = reuse
     else:
         if request.cost_hr is None:
-            request = replace(request, cost_hr=accepted_price(ctx, entry, kind, request))
-            text = disclosure(request, kind)
-        check_policy(ctx, request, kind)
+            request = replace(request, cost_hr=accepted_price(ctx, entry, request))
+            text = disclosure(request, capabilities)
+        check_policy(ctx, request, kind_of(entry))
         ctx.say(text)
-        deployment = _create_record(ctx, request, kind)
-    deployment_id = deployment["id"]
-    if kind == SERVERLESS:
-        return _register_endpoint(ctx, entry, deployment_id, text)
-    spec = LaunchSpec(gpu=request.gpu, image=request.image, idempotency_key=deployment["idempotency_key"],
+        deployment = _create_record(ctx, request, capabilities)
+    if capabilities.serverless:
+        return _register_endpoint(ctx, entry, deployment.id, text)
+    instance = _launch(ctx, request, deployment, up_deadline_s=up_deadline_s, poll_s=poll_s)
+    return ProvisionResult(_record_instance(ctx, request, deployment.id, instance), False, text, instance)
+
+
+def _refuse_what_is_not_offered(request: ProvisionRequest, kind: ProviderKind, capabilities: Capabilities) -> None:
+    if request.interruptible and not capabilities.interruptible:
+        offering = sorted(k.value for k, adapter in ADAPTERS.items() if adapter.capabilities.interruptible)
+        raise UserError(f"--interruptible is not offered by {kind.value}", place="provision",
+                        hint=f"interruptible (spot/bid) exists on {', '.join(offering)}")
+    if request.interruptible and capabilities.bid_price and request.bid_price is None:
+        raise UserError("an interruptible Vast.ai instance is a bid: give --bid-price", place="provision",
+                        hint="see `gpuharness economics --retryable` for when interruptible pays")
+
+
+def _never_confirmed(deployment: Deployment) -> bool:
+    """Recorded before a launch whose answer never came (no instance id): resumed by its key, not reused."""
+    return deployment.status in ("provisioning", "error") and not deployment.instance_id
+
+
+def launch_spec(request: ProvisionRequest, deployment: Deployment) -> LaunchSpec:
+    """What the provider is asked to launch; the deployment's key travels with it."""
+    return LaunchSpec(gpu=request.gpu, image=request.image, idempotency_key=str(deployment.idempotency_key),
                       gpu_count=request.gpu_count, region=request.region, interruptible=request.interruptible,
                       disk_gb=request.disk_gb, env=dict(request.env), bid_price=request.bid_price,
                       ports=("22/tcp",) if request.service_port is None
                       else ("22/tcp", f"{request.service_port}/http"))
+
+
+def _launch(ctx: Context, request: ProvisionRequest, deployment: Deployment, *, up_deadline_s: float,
+            poll_s: float) -> Instance:
+    """One reconciled launch, recorded at once (machines.json, the instance id, the journal), then the wait
+    until it runs with a route. A failed launch leaves the deployment error or destroyed, never ambiguous."""
+    spec = launch_spec(request, deployment)
     provider = ctx.provider_for(request.provider)
     try:
         try:
-            outcome = launch_reconciled(provider, spec, policy=Policy(ctx.registry.policy_document()),
-                                        sleep=ctx.sleep)
+            outcome = launch_instance(provider, spec, policy=Policy(ctx.registry.policy_document()), sleep=ctx.sleep)
         except ProviderError as exc:
-            if exc.kind == "unknown_outcome":
-                transition(ctx.registry, deployment_id, "error", error=str(exc), route=f"{request.provider} API",
-                           note="the launch may have happened and could not be checked",
-                           next_action="gpuharness status --refresh, then provision again (it adopts by key)")
-                raise UserError(f"launch outcome unknown: {exc}", place=f"{request.provider}:{spec.idempotency_key}",
-                                hint="do not launch by hand: run `gpuharness status --refresh` first") from None
-            transition(ctx.registry, deployment_id, "error", error=str(exc), route=f"{request.provider} API",
-                       note="launch failed; nothing was created (reconciled by listing)",
-                       next_action="provision again later or on another provider")
-            transition(ctx.registry, deployment_id, "destroying", note="no instance exists")
-            transition(ctx.registry, deployment_id, "destroyed", note="no instance was created; kept as history")
-            raise UserError(f"launch failed: {exc}", place=f"{request.provider}:{spec.idempotency_key}",
-                            hint="nothing was created (verified by listing); try another region, GPU or "
-                            "provider, or later") from None
-        instance = outcome.instance
-        observe(ctx, instance)
-        status = _set_fields(ctx, deployment_id, instance_id=instance.id)["status"]
-        journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider,
-                               "target_id": instance.id, "from": status, "to": status,
-                               "route": f"{request.provider} API", "observed_at": ctx.now(),
-                               "marker": {"launch_calls": outcome.launch_calls,
-                                          "reconciled": outcome.reconciled},
-                               "next_action": "wait until running", "note": "launched"})
+            raise _launch_failed(ctx, request, deployment.id, spec, exc) from None
+        observe(ctx, outcome.instance)
+        launched = ctx.registry.update_deployment(deployment.id, instance_id=outcome.instance.id)
+        journal(ctx.registry, JournalEntry.of(launched, route=f"{request.provider} API", observed_at=ctx.now(),
+                                              marker={"launch_calls": outcome.launch_calls,
+                                                      "reconciled": outcome.reconciled},
+                                              next_action="wait until running", note="launched"))
         try:
-            instance = wait_until_up(ctx, provider, instance, serverless=False, deadline_s=up_deadline_s,
-                                     poll_s=poll_s)
+            return wait_until_up(ctx, provider, outcome.instance, serverless=False, deadline_s=up_deadline_s,
+                                 poll_s=poll_s)
         except UserError as exc:
-            transition(ctx.registry, deployment_id, "error", error=exc.what,
-                       next_action=f"gpuharness destroy {deployment_id} --confirm {deployment_id}")
+            transition(ctx.registry, deployment.id, "error", error=exc.what,
+                       next_action=f"gpuharness destroy {deployment.id} --confirm {deployment.id}")
             raise
     finally:
         provider.close()
-    ssh: dict[str, Any] | None = None
+
+
+def _launch_failed(ctx: Context, request: ProvisionRequest, deployment_id: str, spec: LaunchSpec,
+                   exc: ProviderError) -> UserError:
+    """Record a launch that failed: an unknown outcome stays `error` (it may exist: reconcile first); a refused
+    launch created nothing (verified by listing), so the deployment is closed as history."""
+    route, place = f"{request.provider} API", f"{request.provider}:{spec.idempotency_key}"
+    if exc.kind == "unknown_outcome":
+        transition(ctx.registry, deployment_id, "error", error=str(exc), route=route,
+                   note="the launch may have happened and could not be checked",
+                   next_action="gpuharness status --refresh, then provision again (it adopts by key)")
+        return UserError(f"launch outcome unknown: {exc}", place=place,
+                         hint="do not launch by hand: run `gpuharness status --refresh` first")
+    transition(ctx.registry, deployment_id, "error", error=str(exc), route=route,
+               note="launch failed; nothing was created (reconciled by listing)",
+               next_action="provision again later or on another provider")
+    transition(ctx.registry, deployment_id, "destroying", note="no instance exists")
+    transition(ctx.registry, deployment_id, "destroyed", note="no instance was created; kept as history")
+    return UserError(f"launch failed: {exc}", place=place,
+                     hint="nothing was created (verified by listing); try another region, GPU or provider, or later")
+
+
+def _ssh_access(ctx: Context, request: ProvisionRequest, instance: Instance) -> tuple[SshAccess | None,
+                                                                                      dict[str, Any]]:
+    """The instance's SSH block (with the request's key and known_hosts files), and the other fields only the
+    host knows (ctx.host_details: the simulator's keys, ports, workspace)."""
+    ssh: dict[str, Any] = {}
     if instance.ssh is not None:
         ssh = {"host": instance.ssh.host, "port": instance.ssh.port, "user": instance.ssh.user, "transport": "ssh"}
         if request.ssh_key_file:
@@ -366,29 +362,39 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
         if request.known_hosts:
             ssh["known_hosts"] = request.known_hosts
     fields: dict[str, Any] = {"endpoint": instance.endpoint}
-    if ctx.host_details is not None:  # what only the host knows (the simulator's keys, ports, workspace)
+    if ctx.host_details is not None:
         details = dict(ctx.host_details(instance))
-        ssh = {**(ssh or {}), **details.pop("ssh", {})} or None
+        ssh = {**ssh, **details.pop("ssh", {})}
         fields.update(details)
+    return (SshAccess.from_json(ssh) if ssh else None), fields
+
+
+def _billed_price(ctx: Context, request: ProvisionRequest, deployment: Deployment, instance: Instance) -> float:
+    """What the provider bills; above the accepted price (beyond the policy's tolerance) it is said and
+    journaled, and the deployment records the billed price."""
     cost_hr = instance.cost_hr if instance.cost_hr is not None else request.price
     abs_tol, rel_tol = Policy(ctx.registry.policy_document()).cost_tolerance
     if cost_hr > request.price * (1 + rel_tol) + abs_tol:
         warning = (f"the provider bills ${cost_hr:.3f}/hr, above the accepted ${request.price:.3f}/hr "
                    f"(tolerance {rel_tol:.0%} + ${abs_tol:.2f}); the deployment records the billed price")
         ctx.say(f"WARNING: {warning}")
-        journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider, "target_id": instance.id,
-                               "from": deployment["status"], "to": deployment["status"], "observed_at": ctx.now(),
-                               "marker": {"billed_cost_hr": cost_hr, "accepted_cost_hr": request.cost_hr},
-                               "note": warning, "next_action": "destroy it if the price is not acceptable"})
-    deployment = _set_fields(ctx, deployment_id, ssh=ssh, cost_hr=cost_hr, region=instance.region or request.region,
-                             **fields)
+        journal(ctx.registry, JournalEntry.of(deployment, route=None, observed_at=ctx.now(),
+                                              marker={"billed_cost_hr": cost_hr, "accepted_cost_hr": request.cost_hr},
+                                              note=warning, next_action="destroy it if the price is not acceptable"))
+    return cost_hr
+
+
+def _record_instance(ctx: Context, request: ProvisionRequest, deployment_id: str, instance: Instance) -> Deployment:
+    """The running instance's route, endpoint, region and billed price on the deployment, journaled."""
+    ssh, fields = _ssh_access(ctx, request, instance)
+    cost_hr = _billed_price(ctx, request, ctx.registry.deployment(deployment_id), instance)
+    deployment = ctx.registry.update_deployment(deployment_id, ssh=ssh, cost_hr=cost_hr,
+                                                region=instance.region or request.region, **fields)
     if ssh is not None:
-        journal(ctx.registry, {"deployment": deployment_id, "provider": request.provider,
-                               "target_id": instance.id, "from": deployment["status"], "to": deployment["status"],
-                               "route": f"ssh {ssh['user']}@{ssh['host']}:{ssh['port']}" if ssh else None,
-                               "observed_at": ctx.now(), "marker": instance.raw_status,
-                               "next_action": f"gpuharness install {deployment_id}", "note": "instance running"})
-    return ProvisionResult(deployment, False, text, instance)
+        journal(ctx.registry, JournalEntry.of(deployment, route=deployment.ssh_route, observed_at=ctx.now(),
+                                              marker=instance.raw_status, note="instance running",
+                                              next_action=f"gpuharness install {deployment_id}"))
+    return deployment
 
 
 def _register_endpoint(ctx: Context, entry: dict[str, Any], deployment_id: str, text: str) -> ProvisionResult:
@@ -399,7 +405,8 @@ def _register_endpoint(ctx: Context, entry: dict[str, Any], deployment_id: str, 
         raise UserError(f"provider {entry['name']!r} names no endpoint_id", path=ctx.registry.path("providers.json"),
                         place=str(entry["name"]), hint="add endpoint_id (the id in /v2/<endpoint_id>/run)")
     base = str(entry.get("api_base") or "https://api.runpod.ai").rstrip("/")
-    _set_fields(ctx, deployment_id, instance_id=str(endpoint_id), endpoint=f"{base}/v2/{endpoint_id}", ssh=None)
+    ctx.registry.update_deployment(deployment_id, instance_id=str(endpoint_id), endpoint=f"{base}/v2/{endpoint_id}",
+                                   ssh=None)
     deployment = transition(ctx.registry, deployment_id, "health-checking", route=f"{base}/v2/{endpoint_id}",
                             note="serverless endpoint: no SSH, nothing to install",
                             next_action=f"pytest checks/health --deployment {deployment_id}")

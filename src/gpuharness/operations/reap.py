@@ -6,21 +6,22 @@ from __future__ import annotations
 import math
 import shlex
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, final
 
 from gpuharness.core import schema
 from gpuharness.core.clock import format_ts, parse_ts
+from gpuharness.core.deployment import Deployment, ShutdownRule
 from gpuharness.core.economics import keep_alive
 from gpuharness.core.errors import UserError
+from gpuharness.core.journal import read_journal
 from gpuharness.core.jsonl import append_record, read_records
 from gpuharness.core.ledger import Ledger
-from gpuharness.core.lifecycle import LIVE, read_journal
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import OBSERVATIONS
 from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy, refusal
-from gpuharness.operations.install import workspace
 from gpuharness.operations.retrieve import retrieve, unsynced
 from gpuharness.operations.run import mark_interrupted
 from gpuharness.remote import RemoteError
@@ -49,10 +50,10 @@ def read_observations(path: Path) -> list[dict[str, Any]]:
     return list(read_records(path, what="observation"))
 
 
-def activities(ctx: Context, deployments: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+def activities(ctx: Context, deployments: list[Deployment]) -> dict[str, tuple[str, str]]:
     """(last activity time, progress marker) of each deployment: its latest ledger line or journal entry.
     One pass over the ledger and one over the journal, whatever the number of deployments."""
-    stamps: dict[str, list[Any]] = {d["id"]: [d.get("created_at"), d.get("ready_at")] for d in deployments}
+    stamps: dict[str, list[Any]] = {d.id: [d.created_at, d.ready_at] for d in deployments}
     lines = dict.fromkeys(stamps, 0)
     for record in Ledger(ctx.registry.ledger_path).records():
         dep_id = record.get("deployment_id")
@@ -69,9 +70,9 @@ def activities(ctx: Context, deployments: list[dict[str, Any]]) -> dict[str, tup
     return result
 
 
-def activity(ctx: Context, deployment: dict[str, Any]) -> tuple[str, str]:
+def activity(ctx: Context, deployment: Deployment) -> tuple[str, str]:
     """(last activity time, progress marker) of one deployment (see activities)."""
-    return activities(ctx, [deployment])[deployment["id"]]
+    return activities(ctx, [deployment])[deployment.id]
 
 
 def idle_proof(history: list[dict[str, Any]], marker: str, window_min: float) -> tuple[bool, str]:
@@ -96,64 +97,80 @@ def assess(ctx: Context, *, startup_minutes: float = 12.0) -> list[ReapDecision]
         running.setdefault(record["deployment_id"], []).append(record["id"])
     path = observations_path(ctx)
     history = read_observations(path)
-    decisions: list[ReapDecision] = []
-    holding = [d for d in registry.deployments() if d["status"] in LIVE]
+    holding = [d for d in registry.deployments() if d.is_live]
     seen = activities(ctx, holding)
+    decisions: list[ReapDecision] = []
     for deployment in holding:
-        dep_id = deployment["id"]
-        last, marker = seen[dep_id]
-        observation = {"deployment": dep_id, "observed_at": format_ts(now), "status": deployment["status"],
-                       "running_jobs": running.get(dep_id, []), "last_activity": last, "marker": marker}
-        errors, _ = schema.check("observation", observation)
-        if errors:  # a bug, not bad input: reap builds the record itself
-            raise ValueError(f"bad observation {errors[0].json_path}: {errors[0].message}")
-        append_record(path, observation)
-        mine = [o for o in history if o.get("deployment") == dep_id] + [observation]
-        decision = ReapDecision(dep_id, "keep")
-        rule = dict(deployment.get("shutdown_rule") or {})
-        cost_hr = float(deployment.get("cost_hr") or 0.0)
-        idle_min = max((now - parse_ts(last)).total_seconds() / 60, 0.0)
-        if running.get(dep_id):
+        last, marker = seen[deployment.id]
+        observation = _observe(path, deployment, now, running.get(deployment.id, []), last, marker)
+        mine = [o for o in history if o.get("deployment") == deployment.id] + [observation]
+        decision = ReapDecision(deployment.id, "keep")
+        if running.get(deployment.id):
             decision.action = "busy"
-            decision.reasons.append(f"job(s) {', '.join(running[dep_id])} running: never reaped mid-job")
-        deadline = rule.get("deadline")
-        if deadline and now >= parse_ts(deadline):
-            decision.reasons.append(f"deadline {deadline} has passed")
-            decision.hard_stop = True
-        age_h = (now - parse_ts(deployment["created_at"])).total_seconds() / 3600
-        if rule.get("max_hours") is not None:
-            decision.arithmetic.append(f"age = {age_h:.2f} h of max_hours {rule['max_hours']:g} h")
-            if age_h >= float(rule["max_hours"]):
-                decision.reasons.append(f"max_hours: up {age_h:.2f} h >= {rule['max_hours']:g} h")
-                decision.hard_stop = True
-        window = rule.get("idle_minutes")
-        source = "idle_minutes rule"
-        if window is None and policy.get("max_idle_minutes") is not None:
-            window, source = float(policy.get("max_idle_minutes")), "policy max_idle_minutes"
-        economics = keep_alive(cost_hr=cost_hr, gap_minutes=idle_min, startup_minutes=startup_minutes)
-        decision.arithmetic.append(f"idle {idle_min:.1f} min since {last}")
-        decision.arithmetic.extend(economics.explain().splitlines()[1:])
-        if window is None:
-            window, source = startup_minutes, "keep-alive economics (no idle rule)"
-        if idle_min >= float(window):
-            proven, why = idle_proof(mine, marker, float(window))
-            decision.arithmetic.append(why)
-            if proven:
-                decision.reasons.append(f"{source}: idle {idle_min:.1f} min >= {float(window):g} min ({why})")
-                decision.idle_since = last
+            decision.reasons.append(f"job(s) {', '.join(running[deployment.id])} running: never reaped mid-job")
+        _hard_stops(decision, deployment, now)
+        _idleness(decision, deployment, policy, now, last, marker, mine, startup_minutes)
         if decision.reasons and decision.action != "busy":
             decision.action = "destroy"
         decisions.append(decision)
     return decisions
 
 
-def output_progress(ctx: Context, deployment: dict[str, Any], since: str) -> str | None:
+def _observe(path: Path, deployment: Deployment, now: datetime, running: list[str], last: str,
+             marker: str) -> dict[str, Any]:
+    """Record one observation of the deployment in observations.jsonl (the history idleness is proven from)."""
+    observation = {"deployment": deployment.id, "observed_at": format_ts(now), "status": deployment.status,
+                   "running_jobs": running, "last_activity": last, "marker": marker}
+    errors, _ = schema.check("observation", observation)
+    if errors:  # a bug, not bad input: reap builds the record itself
+        raise ValueError(f"bad observation {errors[0].json_path}: {errors[0].message}")
+    append_record(path, observation)
+    return observation
+
+
+def _hard_stops(decision: ReapDecision, deployment: Deployment, now: datetime) -> None:
+    """The shutdown rule's clock: a deadline that passed, or max_hours reached."""
+    rule = deployment.shutdown_rule or ShutdownRule()
+    if rule.deadline and now >= parse_ts(rule.deadline):
+        decision.reasons.append(f"deadline {rule.deadline} has passed")
+        decision.hard_stop = True
+    if rule.max_hours is not None:
+        age_h = (now - parse_ts(deployment.created_at)).total_seconds() / 3600
+        decision.arithmetic.append(f"age = {age_h:.2f} h of max_hours {rule.max_hours:g} h")
+        if age_h >= rule.max_hours:
+            decision.reasons.append(f"max_hours: up {age_h:.2f} h >= {rule.max_hours:g} h")
+            decision.hard_stop = True
+
+
+def _idleness(decision: ReapDecision, deployment: Deployment, policy: Policy, now: datetime, last: str,
+              marker: str, history: list[dict[str, Any]], startup_minutes: float) -> None:
+    """Idle past its window (the rule's idle_minutes, else the policy's, else the keep-alive break-even), proven
+    by the observations; the keep-alive arithmetic is shown either way."""
+    window = (deployment.shutdown_rule or ShutdownRule()).idle_minutes
+    source = "idle_minutes rule"
+    if window is None and policy.get("max_idle_minutes") is not None:
+        window, source = float(policy.get("max_idle_minutes")), "policy max_idle_minutes"
+    idle_min = max((now - parse_ts(last)).total_seconds() / 60, 0.0)
+    economics = keep_alive(cost_hr=deployment.cost_hr, gap_minutes=idle_min, startup_minutes=startup_minutes)
+    decision.arithmetic.append(f"idle {idle_min:.1f} min since {last}")
+    decision.arithmetic.extend(economics.explain().splitlines()[1:])
+    if window is None:
+        window, source = startup_minutes, "keep-alive economics (no idle rule)"
+    if idle_min >= float(window):
+        proven, why = idle_proof(history, marker, float(window))
+        decision.arithmetic.append(why)
+        if proven:
+            decision.reasons.append(f"{source}: idle {idle_min:.1f} min >= {float(window):g} min ({why})")
+            decision.idle_since = last
+
+
+def output_progress(ctx: Context, deployment: Deployment, since: str) -> str | None:
     """A file in the outputs or the checkpoint path newer than `since` (one batched exec), else None.
 
     The ledger shows jobs this harness ran; this catches work it did not start (a notebook, a training run)."""
-    dirs = [f"{workspace(deployment)}/output", f"{workspace(deployment)}/outputs"]
-    if deployment.get("checkpoint_path"):
-        dirs.append(str(deployment["checkpoint_path"]))
+    dirs = [f"{deployment.workspace}/output", f"{deployment.workspace}/outputs"]
+    if deployment.checkpoint_path:
+        dirs.append(deployment.checkpoint_path)
     epoch = math.ceil(parse_ts(since).timestamp())  # find compares whole seconds: round toward "not newer"
     script = ("for d in " + " ".join(shlex.quote(d) for d in dirs) + "; do [ -d \"$d\" ] && "
               f"find \"$d\" -type f -newermt @{epoch} -print 2>/dev/null | head -n 1; done; true\n")
@@ -181,14 +198,14 @@ def reap(ctx: Context, *, apply: bool = False, retrieve_to: str | Path = "output
             continue
         dep_id = decision.deployment
         deployment = ctx.registry.deployment(dep_id)
-        if not decision.hard_stop and decision.idle_since and deployment.get("ssh"):
+        if not decision.hard_stop and decision.idle_since and deployment.ssh_route is not None:
             moved = output_progress(ctx, deployment, decision.idle_since)
             if moved:
                 decision.action = "keep"
                 decision.reasons.append(f"not idle after all: output progress on the host since "
                                         f"{decision.idle_since} ({moved})")
                 continue
-        if unsynced(Ledger(ctx.registry.ledger_path), dep_id) and deployment.get("ssh"):
+        if unsynced(Ledger(ctx.registry.ledger_path), dep_id) and deployment.ssh_route is not None:
             try:
                 retrieve(ctx, dep_id, retrieve_to)
             except UserError as exc:

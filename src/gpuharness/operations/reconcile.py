@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, final
 
 from gpuharness.core import lifecycle
+from gpuharness.core.deployment import Deployment
+from gpuharness.core.journal import JournalEntry
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import KEY_PREFIX, Instance
@@ -82,7 +84,7 @@ def _carries_key(instance: Instance, prefix: str) -> str | None:
     return None
 
 
-def find_orphans(deployments: Iterable[Mapping[str, Any]], inventory: Inventory,
+def find_orphans(deployments: Iterable[Deployment], inventory: Inventory,
                  prefixes: Mapping[str, str] | None = None) -> list[Orphan]:
     """Instances (not terminated) carrying our prefix that no non-destroyed deployment claims by id or key."""
     prefixes = prefixes or {}
@@ -90,15 +92,15 @@ def find_orphans(deployments: Iterable[Mapping[str, Any]], inventory: Inventory,
     live_keys: set[tuple[str, str]] = set()
     destroyed_ids: dict[tuple[str, str], str] = {}
     for dep in deployments:
-        provider, instance_id, key = dep.get("provider"), dep.get("instance_id"), dep.get("idempotency_key")
-        if dep.get("status") == "destroyed":
+        provider, instance_id, key = dep.provider, dep.instance_id, dep.idempotency_key
+        if not dep.is_live:
             if instance_id:
-                destroyed_ids[(str(provider), str(instance_id))] = str(dep["id"])
+                destroyed_ids[(provider, instance_id)] = dep.id
             continue
         if instance_id:
-            live_ids.add((str(provider), str(instance_id)))
+            live_ids.add((provider, instance_id))
         if key:
-            live_keys.add((str(provider), str(key)))
+            live_keys.add((provider, key))
     orphans: list[Orphan] = []
     for provider, items in inventory.instances.items():
         prefix = prefixes.get(provider, KEY_PREFIX)
@@ -113,17 +115,17 @@ def find_orphans(deployments: Iterable[Mapping[str, Any]], inventory: Inventory,
     return orphans
 
 
-def find_vanished(deployments: Iterable[Mapping[str, Any]], inventory: Inventory) -> list[Vanished]:
+def find_vanished(deployments: Iterable[Deployment], inventory: Inventory) -> list[Vanished]:
     """Deployments claiming an instance that their provider's list lacks or reports terminated."""
     index = {(p, i.id): i for p, items in inventory.instances.items() for i in items}
     vanished: list[Vanished] = []
     for dep in deployments:
-        provider, instance_id = str(dep.get("provider")), dep.get("instance_id")
-        if not instance_id or dep.get("status") not in CLAIMS_INSTANCE or not inventory.covers(provider):
+        provider, instance_id = dep.provider, dep.instance_id
+        if not instance_id or dep.status not in CLAIMS_INSTANCE or not inventory.covers(provider):
             continue
-        instance = index.get((provider, str(instance_id)))
+        instance = index.get((provider, instance_id))
         if instance is None or instance.status in GONE:
-            vanished.append(Vanished(str(dep["id"]), provider, str(instance_id), str(dep["status"]),
+            vanished.append(Vanished(dep.id, provider, instance_id, dep.status,
                                      instance.status if instance else None))
     return vanished
 
@@ -152,7 +154,7 @@ class ReconcileReport:
 
 
 def machine_record(instance: Instance, observed_at: str) -> dict[str, Any]:
-    """machines.json form of an Instance."""
+    """machines.json form of an Instance as the provider reported it (a negative price is no price)."""
     record: dict[str, Any] = {
         "provider": instance.provider, "instance_id": instance.id, "name": instance.name, "gpu": instance.gpu,
         "gpu_count": instance.gpu_count, "region": instance.region, "cost_hr": instance.cost_hr,
@@ -218,23 +220,21 @@ def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
                                  note=item.message(), next_action="destroy", error=item.message())
             report.transitions.append(f"{item.deployment_id} {item.registry_status} -> error (vanished)")
     for dep in deployments:
-        key = (str(dep.get("provider")), str(dep.get("instance_id")))
-        if dep["id"] in vanished_ids or key not in moves:
+        key = (dep.provider, str(dep.instance_id))
+        if dep.id in vanished_ids or key not in moves:
             continue
         instance = listed.get(key)
-        if instance is not None and instance.status == "stopped" and lifecycle.allowed(dep["status"], "stopped"):
-            lifecycle.transition(registry, dep["id"], "stopped", route="provider-list",
+        if instance is not None and instance.status == "stopped" and lifecycle.allowed(dep.status, "stopped"):
+            lifecycle.transition(registry, dep.id, "stopped", route="provider-list",
                                  observed_at=inventory.observed_at, marker={"reconcile": moves[key]},
                                  note=f"the provider reports the instance stopped ({instance.raw_status})",
                                  next_action="start, then health-check")
-            report.transitions.append(f"{dep['id']} {dep['status']} -> stopped")
+            report.transitions.append(f"{dep.id} {dep.status} -> stopped")
         else:
             # An observation, not a state change: journaled so the history shows what the provider said.
-            lifecycle.journal(registry, {"deployment": dep["id"], "provider": key[0], "target_id": key[1],
-                                         "from": dep["status"], "to": dep["status"], "route": "provider-list",
-                                         "observed_at": inventory.observed_at,
-                                         "marker": {"reconcile": moves[key]},
-                                         "note": f"provider status {moves[key]}", "next_action": None})
+            lifecycle.journal(registry, JournalEntry.of(dep, route="provider-list", observed_at=inventory.observed_at,
+                                                        marker={"reconcile": moves[key]},
+                                                        note=f"provider status {moves[key]}"))
     return report
 
 
@@ -262,7 +262,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def stale_running_jobs(ledger: Ledger, deployments: Iterable[Mapping[str, Any]], *,
+def stale_running_jobs(ledger: Ledger, deployments: Iterable[Deployment], *,
                        vanished: Iterable[Vanished] = (), is_alive: Callable[[int], bool] = pid_alive,
                        hostname: str | None = None) -> list[StaleJob]:
     """Jobs left `running` whose runner died: a local `pid` that is gone, or a deployment that is gone.
@@ -270,7 +270,7 @@ def stale_running_jobs(ledger: Ledger, deployments: Iterable[Mapping[str, Any]],
     It only lists them; the caller decides how to mark them (a new ledger line, never a rewrite).
     """
     host = hostname or socket.gethostname()
-    by_id = {str(d["id"]): d for d in deployments}
+    by_id = {d.id: d for d in deployments}
     gone = {v.deployment_id for v in vanished}
     stale: list[StaleJob] = []
     for job in ledger.current(status="running").values():
@@ -280,8 +280,8 @@ def stale_running_jobs(ledger: Ledger, deployments: Iterable[Mapping[str, Any]],
         pid = job.get("pid")
         if dep is None:
             reason = f"deployment {dep_id} is not in the registry"
-        elif dep.get("status") in ("destroyed", "error"):
-            reason = f"deployment {dep_id} is {dep['status']}"
+        elif dep.status in ("destroyed", "error"):
+            reason = f"deployment {dep_id} is {dep.status}"
         elif dep_id in gone:
             reason = f"deployment {dep_id} vanished at its provider"
         elif isinstance(pid, int) and job.get("host", host) == host and not is_alive(pid):

@@ -13,7 +13,6 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import transition
 from gpuharness.operations.context import Context
-from gpuharness.operations.install import route
 from gpuharness.remote import Remote, RemoteError
 
 BAR_WIDTH = 24
@@ -72,83 +71,109 @@ def retrieve(ctx: Context, deployment_id: str, to: str | Path) -> RetrieveResult
     deployment = registry.deployment(deployment_id)
     ledger = Ledger(registry.ledger_path)
     pending = unsynced(ledger, deployment_id)
-    result = RetrieveResult()
     if not pending:
         ctx.say(f"{deployment_id}: nothing to retrieve (every artifact is synced or discarded)")
-        return result
-    if not deployment.get("ssh"):
+        return RetrieveResult()
+    if deployment.ssh_route is None:
         raise UserError(f"{deployment_id} has no SSH route to retrieve from", place=deployment_id)
-    status = deployment["status"]
-    if status == "ready":
-        transition(registry, deployment_id, "retrieving", route=route(deployment),
+    holding = deployment.status == "ready"  # a ready deployment shows `retrieving` while the transfers run
+    if holding:
+        transition(registry, deployment_id, "retrieving", route=deployment.ssh_route,
                    marker={"jobs": sorted(pending)}, next_action="wait for the transfers")
-    destination = Path(to).resolve()
-    remote = ctx.remotes(deployment)
-    problems: list[str] = []
+    sync = _Sync(ctx, ctx.remotes(deployment), Path(to).resolve())
     try:
+        sync.all(ledger, pending)
+    except RemoteError as exc:
+        sync.problems.append(f"retrieve over {deployment.ssh_route} failed: {exc}")
+    finally:
+        sync.remote.close()
+        if holding:
+            transition(registry, deployment_id, "ready", route=deployment.ssh_route,
+                       marker={"synced": len(sync.result.synced)}, next_action=(
+                           f"gpuharness destroy {deployment_id} --confirm {deployment_id}" if not sync.problems
+                           else f"gpuharness retrieve {deployment_id}"))
+    if sync.problems:
+        raise UserError(f"{len(sync.problems)} artifact(s) not synced: " + "; ".join(sync.problems),
+                        place=deployment_id, hint="synced ones are recorded; re-run retrieve (transfers resume)")
+    return sync.result
+
+
+@final
+@dataclass(slots=True)
+class _Sync:
+    """One retrieve's transfers over its one connection: what was synced, and what was not and why."""
+
+    ctx: Context
+    remote: Remote
+    destination: Path
+    result: RetrieveResult = field(default_factory=RetrieveResult)
+    problems: list[str] = field(default_factory=list)
+
+    def all(self, ledger: Ledger, pending: dict[str, list[dict[str, Any]]]) -> None:
+        """Every pending artifact, job by job; each job's synced artifacts are recorded as one new ledger line."""
         paths = [str(a["remote_path"]) for items in pending.values() for a in items if a.get("remote_path")]
-        sums = _remote_sums(remote, paths) if paths else {}
+        sums = _remote_sums(self.remote, paths) if paths else {}
         for job_id, items in sorted(pending.items()):
             synced_now: dict[str, dict[str, Any]] = {}
             for artifact in items:
-                name, remote_path = str(artifact["name"]), artifact.get("remote_path")
-                if not remote_path:
-                    problems.append(f"{job_id}/{name}: no remote_path recorded")
-                    continue
-                expected, size = sums.get(str(remote_path), ("MISSING", 0))
-                if expected == "MISSING":
-                    problems.append(f"{job_id}/{name}: {remote_path} is missing on the host")
-                    continue
-                if artifact.get("sha256") and artifact["sha256"] != expected:
-                    problems.append(f"{job_id}/{name}: the host's copy does not match the sha256 the runtime "
-                                    f"reported ({expected[:12]} != {str(artifact['sha256'])[:12]})")
-                    continue
-                local = destination / job_id / name
-                local.parent.mkdir(parents=True, exist_ok=True)
-                moved = 0
-                if local.exists() and sha256_file(local) != expected:
-                    problems.append(f"{job_id}/{name}: {local} exists with other content; not overwritten "
-                                    "(move it away, or retrieve --to another directory)")
-                    continue
-                if not local.exists():
-                    # transfers land in <name>.part (resumed from its size), and are renamed once verified
-                    partial = local.with_name(local.name + ".part")
-                    for resume in (True, False):
-                        try:
-                            moved += remote.get_file(str(remote_path), str(partial), resume=resume)
-                        except RemoteError as exc:
-                            problems.append(f"{job_id}/{name}: transfer failed: {exc} (re-run retrieve: it resumes)")
-                            break
-                        if sha256_file(partial) == expected:
-                            partial.replace(local)
-                            break
-                        ctx.say(f"  {job_id}/{name}: checksum mismatch after transfer; fetching again from byte 0")
-                        partial.unlink()
-                    else:
-                        problems.append(f"{job_id}/{name}: checksum mismatch after re-transfer")
-                if not local.exists():
-                    continue
-                result.bytes_transferred += moved
-                ctx.say(f"  {job_id}/{name} {bar(local.stat().st_size, size)} sha256 {expected[:12]} ok")
-                synced_now[name] = {"uri": local.as_uri(), "sha256": expected, "size": local.stat().st_size,
-                                    "synced_at": ctx.now()}
+                synced = self.one(job_id, artifact, sums)
+                if synced is not None:
+                    synced_now[str(artifact["name"])] = synced
             if synced_now:
-                _record(ledger, job_id, synced_now, ctx.now())
-                result.jobs.append(job_id)
-                result.synced.extend({"job": job_id, "name": n, **v} for n, v in synced_now.items())
-    except RemoteError as exc:
-        problems.append(f"retrieve over {route(deployment)} failed: {exc}")
-    finally:
-        remote.close()
-        if status == "ready":
-            transition(registry, deployment_id, "ready", route=route(deployment),
-                       marker={"synced": len(result.synced)}, next_action=(
-                           f"gpuharness destroy {deployment_id} --confirm {deployment_id}" if not problems
-                           else f"gpuharness retrieve {deployment_id}"))
-    if problems:
-        raise UserError(f"{len(problems)} artifact(s) not synced: " + "; ".join(problems), place=deployment_id,
-                        hint="synced ones are recorded; re-run retrieve (transfers resume)")
-    return result
+                _record(ledger, job_id, synced_now, self.ctx.now())
+                self.result.jobs.append(job_id)
+                self.result.synced.extend({"job": job_id, "name": n, **v} for n, v in synced_now.items())
+
+    def one(self, job_id: str, artifact: dict[str, Any], sums: dict[str, tuple[str, int]]) -> dict[str, Any] | None:
+        """Sync one artifact to <destination>/<job>/<name>: its sync record, or None (the problem is kept)."""
+        label, remote_path = f"{job_id}/{artifact['name']}", str(artifact.get("remote_path") or "")
+        expected, size = sums.get(remote_path, ("MISSING", 0))
+        problem = _not_syncable(artifact, expected)
+        local = self.destination / job_id / str(artifact["name"])
+        if problem is None and local.exists() and sha256_file(local) != expected:
+            problem = f"{local} exists with other content; not overwritten (move it away, or retrieve --to another " \
+                      "directory)"
+        if problem is not None:
+            self.problems.append(f"{label}: {problem}")
+            return None
+        local.parent.mkdir(parents=True, exist_ok=True)
+        if not local.exists():
+            moved, problem = self.transfer(remote_path, local, expected, label)
+            if problem is not None:
+                self.problems.append(f"{label}: {problem}")
+                return None
+            self.result.bytes_transferred += moved
+        self.ctx.say(f"  {label} {bar(local.stat().st_size, size)} sha256 {expected[:12]} ok")
+        return {"uri": local.as_uri(), "sha256": expected, "size": local.stat().st_size, "synced_at": self.ctx.now()}
+
+    def transfer(self, remote_path: str, local: Path, expected: str, label: str) -> tuple[int, str | None]:
+        """Fetch into <name>.part (resumed from its size), renamed once its sha256 is right; a mismatch is fetched
+        again once from byte 0. Returns (bytes moved, problem or None)."""
+        partial = local.with_name(local.name + ".part")
+        moved = 0
+        for resume in (True, False):
+            try:
+                moved += self.remote.get_file(remote_path, str(partial), resume=resume)
+            except RemoteError as exc:
+                return moved, f"transfer failed: {exc} (re-run retrieve: it resumes)"
+            if sha256_file(partial) == expected:
+                partial.replace(local)
+                return moved, None
+            self.ctx.say(f"  {label}: checksum mismatch after transfer; fetching again from byte 0")
+            partial.unlink()
+        return moved, "checksum mismatch after re-transfer"
+
+
+def _not_syncable(artifact: dict[str, Any], expected: str) -> str | None:
+    """Why the artifact cannot be synced before any transfer: no path recorded, gone, or not what was reported."""
+    if not artifact.get("remote_path"):
+        return "no remote_path recorded"
+    if expected == "MISSING":
+        return f"{artifact['remote_path']} is missing on the host"
+    if artifact.get("sha256") and artifact["sha256"] != expected:
+        return (f"the host's copy does not match the sha256 the runtime reported ({expected[:12]} != "
+                f"{str(artifact['sha256'])[:12]})")
+    return None
 
 
 def _record(ledger: Ledger, job_id: str, synced: dict[str, dict[str, Any]], now: str) -> None:

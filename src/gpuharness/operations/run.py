@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, final
 
 from gpuharness.core.clock import format_ts
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import transition
@@ -122,7 +123,7 @@ def mark_interrupted(ctx: Context, deployment_id: str | None = None) -> list[str
             ledger.append(line, check_sequence=True)
             marked.append(record["id"])
         with contextlib.suppress(UserError):
-            if ctx.registry.deployment(dep_id)["status"] == "running":
+            if ctx.registry.deployment(dep_id).status == "running":
                 transition(ctx.registry, dep_id, "ready", note=f"run process died; interrupted {len(records)} job(s)",
                            next_action=f"gpuharness retrieve {dep_id}")
     return marked
@@ -155,20 +156,20 @@ def _cost(duration_s: float, cost_hr: float) -> float:
     return round(duration_s * cost_hr / 3600.0, 6)
 
 
-def _attempt(ctx: Context, executor: JobExecutor, deployment: dict[str, Any], workflow: dict[str, Any],
+def _attempt(ctx: Context, executor: JobExecutor, deployment: Deployment, workflow: dict[str, Any],
              inputs: dict[str, Any], job_id: str, attempt: int, *, per_job_usd: float | None, poll_s: float,
              deadline_s: float) -> tuple[dict[str, Any], Failure | None]:
     ledger = Ledger(ctx.registry.ledger_path)
-    cost_hr = float(deployment.get("cost_hr") or 0.0)
+    cost_hr = deployment.cost_hr
     start = ctx.clock()
     base: dict[str, Any] = {
-        "id": job_id, "deployment_id": deployment["id"], "provider": deployment["provider"],
-        "model": deployment.get("model"), "workflow": workflow["id"], "workflow_version": int(workflow["version"]),
-        "inputs": inputs, "started_at": format_ts(start), "gpu": deployment.get("gpu"), "attempt": attempt,
+        "id": job_id, "deployment_id": deployment.id, "provider": deployment.provider,
+        "model": deployment.model, "workflow": workflow["id"], "workflow_version": int(workflow["version"]),
+        "inputs": inputs, "started_at": format_ts(start), "gpu": deployment.gpu, "attempt": attempt,
         "pid": os.getpid(), "host": socket.gethostname(),  # so reconcile can tell a dead runner
     }
     ledger.append({**base, "status": "running", "ts": format_ts(start)}, check_sequence=True)
-    ctx.say(f"{job_id}: running on {deployment['id']} (attempt {attempt}, ${cost_hr:.3f}/hr)")
+    ctx.say(f"{job_id}: running on {deployment.id} (attempt {attempt}, ${cost_hr:.3f}/hr)")
 
     def finish(status: str, **extra: Any) -> dict[str, Any]:
         end = ctx.clock()
@@ -229,11 +230,11 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
     registry = ctx.registry
     with run_lock(ctx, deployment_id):
         deployment = registry.deployment(deployment_id)
-        if deployment["status"] != "ready":
-            raise UserError(f"{deployment_id} is {deployment['status']}, not ready", place=deployment_id,
+        if deployment.status != "ready":
+            raise UserError(f"{deployment_id} is {deployment.status}, not ready", place=deployment_id,
                             hint="only a passing health run marks it ready: "
                                  f"pytest checks/health --deployment {deployment_id}")
-        workflow = workflow_manifest(ctx, workflow_id or deployment.get("workflow"))
+        workflow = workflow_manifest(ctx, workflow_id or deployment.workflow)
         if workflow is None:
             raise UserError("no workflow given", place=deployment_id, hint="pass --workflow ID")
         policy = Policy(registry.policy_document())
@@ -289,8 +290,8 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
                          failure if last["status"] == "failed" else None, lines)
 
 
-def _executor(ctx: Context, deployment: dict[str, Any]) -> JobExecutor:
+def _executor(ctx: Context, deployment: Deployment) -> JobExecutor:
     if ctx.executors is None:
-        raise UserError("no job runtime is wired for this deployment", place=deployment["id"])
+        raise UserError("no job runtime is wired for this deployment", place=deployment.id)
     executor: JobExecutor = ctx.executors(deployment)
     return executor

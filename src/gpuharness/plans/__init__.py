@@ -1,1 +1,1 @@
-"""Plans of provider mutations: plan files, rehearsal, apply, cassettes, recordings and inventory."""
+"""Plans of provider mutations: plan files and their rules, rehearsal and replay, apply, and the recorded world."""

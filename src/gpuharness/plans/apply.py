@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuharness.core import lifecycle
+from gpuharness.core.deployment import ShutdownRule
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.policy import Policy
@@ -45,7 +46,12 @@ def disclosure(step: dict[str, Any], found: Inventory) -> str:
     burn_text = f"${float(burn):.3f}/hr" if burn is not None else "unknown"
     return (f"{step['id']} {step['action'].upper()} {step['provider']} target={target_text(step)} image={image} "
             f"quantity={quantity} region={region} burn={burn_text} "
-            f"stop={stop_condition(step.get('stop_condition')) if step['action'] in ('launch', 'start') else '-'}")
+            f"stop={_stop_words(step) if step['action'] in ('launch', 'start') else '-'}")
+
+
+def _stop_words(step: dict[str, Any]) -> str:
+    stop = step.get("stop_condition")
+    return stop_condition(ShutdownRule.from_json(stop) if stop else None)
 
 
 def _refusals(plan: dict[str, Any], ctx: Context, found: Inventory, plan_path: Path | None) -> list[str]:
@@ -117,8 +123,8 @@ def _deployment_for(ctx: Context, step: dict[str, Any]) -> str | None:
     target = step["target"]
     if target.get("deployment_id"):
         return str(target["deployment_id"])
-    return next((str(d["id"]) for d in ctx.registry.deployments()
-                 if d.get("instance_id") == target.get("instance_id") and d["provider"] == step["provider"]), None)
+    return next((d.id for d in ctx.registry.deployments()
+                 if d.instance_id == target.get("instance_id") and d.provider == step["provider"]), None)
 
 
 def _apply_step(step: dict[str, Any], ctx: Context, providers: dict[str, Provider], found: Inventory,

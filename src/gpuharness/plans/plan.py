@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
-from gpuharness.core import lifecycle, schema
+from gpuharness.core import schema
 from gpuharness.core.clock import now_ts, parse_ts
+from gpuharness.core.deployment import Deployment, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Action, Policy
 from gpuharness.core.statefile import atomic_write_json, read_json
@@ -36,15 +37,14 @@ APPLIES: dict[str, frozenset[str]] = {
 DEFAULT_RETRY_LIMITS = {"launch": ("max_launch_attempts", 2), "other": ("max_api_attempts", 3)}
 
 
-def fingerprint(deployments: Iterable[Mapping[str, Any]], inventory: Inventory) -> str:
+def fingerprint(deployments: Iterable[Deployment], inventory: Inventory) -> str:
     """sha256 of what a plan depends on: which deployments claim which instances, and which instances exist.
 
     Status is reduced to live / stopped / destroyed so an instance merely finishing its boot does not make
     a plan stale, while any instance appearing, disappearing, stopping or changing hands does.
     """
-    deps = sorted([str(d.get("id")), str(d.get("provider")), str(d.get("instance_id")),
-                   "destroyed" if d.get("status") == "destroyed" else "live", str(d.get("idempotency_key"))]
-                  for d in deployments)
+    deps = sorted([d.id, d.provider, str(d.instance_id), "live" if d.is_live else "destroyed",
+                   str(d.idempotency_key)] for d in deployments)
     found = sorted([i.provider, i.id, str(i.idempotency_key), "stopped" if i.status == "stopped" else "live"]
                    for i in inventory.all() if i.status != "terminated")
     canonical = json.dumps({"deployments": deps, "inventory": found}, separators=(",", ":"), sort_keys=True)
@@ -128,29 +128,28 @@ def launch_step(request: LaunchRequest, step_id: str = "s1") -> dict[str, Any]:
             "checkpoint_path": request.checkpoint_path, "max_retries": 0}
 
 
-def teardown_steps(deployment: Mapping[str, Any], first_index: int) -> list[dict[str, Any]]:
+def teardown_steps(deployment: Deployment, first_index: int) -> list[dict[str, Any]]:
     """Retrieve (artifact sync) then terminate one deployment, naming the instance exactly."""
-    instance_id = str(deployment.get("instance_id"))
-    common = {"provider": deployment["provider"], "checkpoint_path": deployment.get("checkpoint_path"),
-              "max_retries": 0}
+    instance_id = str(deployment.instance_id)
+    common = {"provider": deployment.provider, "checkpoint_path": deployment.checkpoint_path, "max_retries": 0}
     return [
-        {"id": f"s{first_index}", "action": "retrieve", "target": {"deployment_id": deployment["id"]}, **common},
+        {"id": f"s{first_index}", "action": "retrieve", "target": {"deployment_id": deployment.id}, **common},
         {"id": f"s{first_index + 1}", "action": "terminate", **common,
-         "target": {"instance_id": instance_id, "deployment_id": deployment["id"]}, "confirm": instance_id},
+         "target": {"instance_id": instance_id, "deployment_id": deployment.id}, "confirm": instance_id},
     ]
 
 
-def make_plan(deployments: list[dict[str, Any]], inventory: Inventory, *, launches: Iterable[LaunchRequest] = (),
+def make_plan(deployments: list[Deployment], inventory: Inventory, *, launches: Iterable[LaunchRequest] = (),
               terminate: Iterable[str] = (), cassette: str | None = None) -> dict[str, Any]:
     """A plan of launches and teardowns, fingerprinted against the registry and inventory it was made from."""
     steps: list[dict[str, Any]] = []
     for request in launches:
         steps.append(launch_step(request, f"s{len(steps) + 1}"))
-    by_id = {d["id"]: d for d in deployments}
+    by_id = {d.id: d for d in deployments}
     for dep_id in terminate:
         if dep_id not in by_id:
             raise UserError(f"no deployment {dep_id!r}", place="--terminate", hint="see `gpuharness status`")
-        if not by_id[dep_id].get("instance_id"):
+        if not by_id[dep_id].instance_id:
             raise UserError(f"deployment {dep_id} has no instance id", place="--terminate")
         steps.extend(teardown_steps(by_id[dep_id], len(steps) + 1))
     if not steps:
@@ -181,7 +180,7 @@ class PlanContext:
 
     plan: dict[str, Any]
     inventory: Inventory
-    deployments: list[dict[str, Any]]
+    deployments: list[Deployment]
     policy: Policy
     spent_today_usd: float = 0.0
     spent_month_usd: float = 0.0
@@ -211,13 +210,13 @@ def rule_target(step: dict[str, Any], ctx: PlanContext) -> str | None:
         return None
     if action in ("run", "retrieve"):
         dep_id = target.get("deployment_id")
-        known = {d["id"]: d for d in ctx.deployments}
+        known = {d.id: d for d in ctx.deployments}
         launched = {s["target"].get("deployment_id") for s in ctx.steps[:ctx.index(step)] if s["action"] == "launch"}
         if not dep_id:
             return f"a {action} must name its deployment (target.deployment_id)"
         if dep_id not in known and dep_id not in launched:
             return f"deployment {dep_id!r} is neither in the registry nor launched by an earlier step"
-        if dep_id in known and known[dep_id]["status"] == "destroyed":
+        if dep_id in known and not known[dep_id].is_live:
             return f"deployment {dep_id} is already destroyed"
         return None
     instance_id = target.get("instance_id")
@@ -247,7 +246,7 @@ def rule_no_duplicate(step: dict[str, Any], ctx: PlanContext) -> str | None:
                if s["action"] == "launch" and s["target"].get("idempotency_key") == key]
     if earlier:
         return f"step {earlier[0]} already launches key {key!r}"
-    claimed = [d["id"] for d in ctx.deployments if d.get("idempotency_key") == key and d["status"] != "destroyed"]
+    claimed = [d.id for d in ctx.deployments if d.idempotency_key == key and d.is_live]
     if claimed:
         return f"deployment {claimed[0]} already holds key {key!r}"
     return None
@@ -278,9 +277,7 @@ def rule_budget(step: dict[str, Any], ctx: PlanContext) -> str | None:
         return None
     if step["action"] == "launch" and step.get("expected_cost_hr") is None:
         return "no expected_cost_hr: the burn cannot be projected"
-    live = [d for d in ctx.deployments if d["status"] in lifecycle.LIVE and d["status"] != "stopped"]
-    burn = sum(float(d.get("cost_hr") or 0.0) for d in live)
-    count = len(live)
+    burn, count = live_burn(ctx.deployments)
     spend = 0.0
     for earlier in ctx.steps[:ctx.index(step)]:
         cost = _step_cost(earlier, ctx)
@@ -326,8 +323,8 @@ def _deployment_of(step: Mapping[str, Any], ctx: PlanContext) -> str | None:
     if target.get("deployment_id"):
         return str(target["deployment_id"])
     instance_id = target.get("instance_id")
-    return next((str(d["id"]) for d in ctx.deployments
-                 if d.get("instance_id") == instance_id and d.get("provider") == step.get("provider")), None)
+    return next((d.id for d in ctx.deployments
+                 if d.instance_id == instance_id and d.provider == step.get("provider")), None)
 
 
 def rule_sync_before_terminate(step: dict[str, Any], ctx: PlanContext) -> str | None:

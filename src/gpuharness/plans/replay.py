@@ -13,7 +13,8 @@ from vcr.errors import CannotOverwriteExistingCassetteException
 from gpuharness.core.errors import UserError
 from gpuharness.plans.plan import MUTATIONS
 from gpuharness.providers import cassette
-from gpuharness.providers.base import Instance, LaunchSpec, Provider
+from gpuharness.providers.base import Instance, InventorySource, LaunchSpec, Provider
+from gpuharness.providers.factory import capabilities_of
 from gpuharness.providers.inventory import Inventory, fetch_inventory
 
 ProviderFactory = Callable[[dict[str, Any]], Provider]
@@ -126,29 +127,28 @@ def rehearse(plan: dict[str, Any], entries: Mapping[str, dict[str, Any]], factor
 
 def mirror_into(sim: Any, inventory: Inventory, kinds: Mapping[str, str]) -> int:
     """Copy the listed instances into a simulator under their real ids, so stop/start/terminate steps can be
-    rehearsed. Uses the simulator's state directly (its control route picks ids itself). Returns the count."""
-    state = sim.state
+    rehearsed (through the simulator's mirror_instance). Returns the count."""
+    from gpuharness.sim.mirror import mirror_instance  # the simulator: only when a plan is rehearsed
+
     copied = 0
     for name, items in inventory.instances.items():
         kind = kinds.get(name)
-        if kind not in ("runpod", "vast", "massed"):
+        if kind is None or not _listed(kind):
             continue
         for item in items:
             if item.status == "terminated":
                 continue
-            label = item.idempotency_key or item.name or item.id
-            extra: dict[str, Any] = {"label": label} if kind == "vast" else {"image_id": 7} if kind == "massed" else {}
-            created = state.create(kind, name=item.name or label, gpu=item.gpu or "NVIDIA GeForce RTX 4090",
-                                   gpu_count=item.gpu_count, cost_hr=item.cost_hr or 0.0, image="mirrored",
-                                   region=item.region or "sim-1", extra=extra, count_launch=False)
-            with state.lock:
-                del state.instances[(kind, created.id)]
-                created.id = item.id
-                state.instances[(kind, item.id)] = created
-            if item.status == "stopped":
-                state.stop(created)
+            mirror_instance(sim.state, kind, item.id, label=item.idempotency_key or item.name or item.id,
+                            name=item.name, gpu=item.gpu or "NVIDIA GeForce RTX 4090", gpu_count=item.gpu_count,
+                            cost_hr=item.cost_hr or 0.0, region=item.region or "sim-1",
+                            stopped=item.status == "stopped")
             copied += 1
     return copied
+
+
+def _listed(kind: str) -> bool:
+    """Whether instances of this provider kind come from the provider's list (so a plan mutates them there)."""
+    return capabilities_of({"kind": kind}).inventory is InventorySource.API
 
 
 def rehearse_with_mirror(plan: dict[str, Any], entries: Iterable[Mapping[str, Any]], found: Inventory,
@@ -164,6 +164,6 @@ def rehearse_with_mirror(plan: dict[str, Any], entries: Iterable[Mapping[str, An
     kinds = {name: str(e["kind"]) for name, e in by_name.items()}
     with Simulator(ready_delay_s=0.0) as sim:
         copied = mirror_into(sim, found, kinds)
-        bases = {name: sim.url(kind) for name, kind in kinds.items() if kind in ("runpod", "vast", "massed")}
+        bases = {name: sim.url(kind) for name, kind in kinds.items() if _listed(kind)}
         rehearse(plan, by_name, adapter_factory(offline=True), path, api_bases=bases, secrets=secrets)
     return copied

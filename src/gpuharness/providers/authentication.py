@@ -10,7 +10,7 @@ from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Authenticating, ProviderError
-from gpuharness.providers.factory import PhaseOptions, build_provider, build_serverless
+from gpuharness.providers.factory import PhaseOptions, build_provider, build_serverless, capabilities_of
 
 
 @final
@@ -34,7 +34,8 @@ def check_one(entry: Mapping[str, Any], registry: Registry, *, env: Mapping[str,
     """One authenticated read. Missing/truncated keys and refusals become results, never echoing the key."""
     name, kind = str(entry.get("name")), str(entry.get("kind"))
     try:
-        if kind == "runpod-serverless":
+        capabilities = capabilities_of(entry)
+        if capabilities.serverless:
             if not entry.get("endpoint_id"):
                 return AuthResult(name, kind, None, "no endpoint_id to check against", now_ts())
             client: Any = build_serverless(entry, env=env, options=options)
@@ -51,7 +52,7 @@ def check_one(entry: Mapping[str, Any], registry: Registry, *, env: Mapping[str,
     except ProviderError as exc:
         decided = False if exc.kind == "auth" else None
         return AuthResult(name, kind, decided, str(exc), now_ts())
-    return AuthResult(name, kind, True, "key accepted" if kind != "owned" else "inventory from machines.json",
+    return AuthResult(name, kind, True, "key accepted" if capabilities.api_base else "inventory from machines.json",
                       now_ts())
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol, final, runtime_checkable
+from enum import Enum
+from typing import Any, ClassVar, Literal, Protocol, final, runtime_checkable
+
+from gpuharness.core.errors import UserError
 
 Status = Literal["pending", "running", "stopped", "terminated", "error", "unknown"]
 ErrorKind = Literal["capacity", "balance", "auth", "rate_limited", "not_found", "invalid", "server",
@@ -11,6 +14,60 @@ ErrorKind = Literal["capacity", "balance", "auth", "rate_limited", "not_found", 
 
 #: Label / name prefix that marks instances launched by gpuharness (orphan detection keys on it).
 KEY_PREFIX = "gh-"
+
+
+@final
+class ProviderKind(Enum):
+    """The kind of a providers.json entry: which adapter speaks to it."""
+
+    RUNPOD = "runpod"
+    RUNPOD_SERVERLESS = "runpod-serverless"
+    VAST = "vast"
+    MASSED = "massed"
+    OWNED = "owned"
+
+    @classmethod
+    def parse(cls, text: object, *, place: str = "kind") -> ProviderKind:
+        """The kind called text; anything else is a one-line UserError naming the kinds there are."""
+        try:
+            return cls(text)
+        except ValueError:
+            raise UserError(f"unknown kind {text!r}", path="providers.json", place=place,
+                            hint=f"kind is one of {', '.join(k.value for k in cls)}") from None
+
+
+@final
+class InventorySource(Enum):
+    """Where the instances of a provider are listed from."""
+
+    API = "the provider's instance list (one call plus pages)"
+    MACHINES_JSON = "machines.json (servers you own: the registry is their inventory)"
+    NONE = "nothing (a serverless endpoint has workers, not instances)"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a provider offers, declared once on its adapter; the lifecycle asks these, never the kind's name.
+
+    label: what is bought, in the disclosure; api_base: the real API host (None: no API);
+    stop_start: instances can be stopped and started again; interruptible: spot/bid instances exist;
+    bid_price: an interruptible launch is a bid (needs a price); serverless: a deployment is an endpoint, no
+    instance and no SSH; ssh: its instances are reached over SSH; inventory: where instances are listed from;
+    offers: it lists what can be rented now, with prices; rents: a launch rents a new instance billed by the
+    hour (not serverless, billed per request, nor an owned server, already paid for).
+    """
+
+    label: str
+    api_base: str | None
+    stop_start: bool
+    interruptible: bool
+    bid_price: bool
+    serverless: bool
+    ssh: bool
+    inventory: InventorySource
+    offers: bool
+    rents: bool
 
 
 @final
@@ -96,8 +153,8 @@ class Provider(Protocol):
     """One provider account. One instance of this (one HTTP client) per provider per phase."""
 
     name: str
-    kind: str
-    supports_stop: bool
+    kind: ClassVar[ProviderKind]
+    capabilities: ClassVar[Capabilities]
 
     def list_instances(self) -> list[Instance]:
         """Every instance of the account: one list call plus pages."""

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import yaml
 
-if TYPE_CHECKING:  # vcrpy (~0.3 s to import) is loaded on first use: the audit suite rarely needs it
+if TYPE_CHECKING:  # vcrpy is slow to import: loaded on first use, the audit suite rarely needs it
     import vcr
     from vcr.errors import CannotOverwriteExistingCassetteException
 
@@ -219,7 +219,7 @@ def read_metadata(path: Path) -> dict[str, Any]:
         text = path.read_text("utf-8")
     except FileNotFoundError:
         raise UserError("cassette not found", path=path,
-                        hint="record it against the simulator: `python -m gpuharness.plans.recordings`") from None
+                        hint="record it against the simulator: `python -m gpuharness.plans.recorded_world`") from None
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:

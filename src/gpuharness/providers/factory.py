@@ -11,10 +11,10 @@ from typing import Any, final
 
 import httpx
 
-from gpuharness.core.clock import Clock, utcnow
+from gpuharness.core.clock import WallClock, utcnow
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.providers.base import Provider
+from gpuharness.providers.base import Capabilities, InventorySource, Provider, ProviderKind
 from gpuharness.providers.massed import MassedCompute
 from gpuharness.providers.owned import OwnedServers
 from gpuharness.providers.runpod import RunPodPods
@@ -22,13 +22,18 @@ from gpuharness.providers.serverless import ServerlessEndpoint
 from gpuharness.providers.transport import Monotonic, ProviderHttp, RetryPolicy, Sleep
 from gpuharness.providers.vast import VastAi
 
-#: real API hosts, used when an entry has no api_base
-DEFAULT_API_BASE: dict[str, str] = {
-    "runpod": "https://api.runpod.io",
-    "runpod-serverless": "https://api.runpod.ai",
-    "vast": "https://console.vast.ai",
-    "massed": "https://vm.massedcompute.com",
+#: The adapter of each provider kind; what each offers is its `capabilities`. Adding a provider: its adapter
+#: module, one line here, its ProviderKind, its simulator module, and tests.
+ADAPTERS: dict[ProviderKind, type[RunPodPods | VastAi | MassedCompute | OwnedServers | ServerlessEndpoint]] = {
+    ProviderKind.RUNPOD: RunPodPods,
+    ProviderKind.RUNPOD_SERVERLESS: ServerlessEndpoint,
+    ProviderKind.VAST: VastAi,
+    ProviderKind.MASSED: MassedCompute,
+    ProviderKind.OWNED: OwnedServers,
 }
+#: real API hosts, used when an entry has no api_base
+DEFAULT_API_BASE: dict[str, str] = {kind.value: adapter.capabilities.api_base for kind, adapter in ADAPTERS.items()
+                                    if adapter.capabilities.api_base}
 #: shortest plausible key; anything shorter was cut when pasted ([UNVERIFIED] exact lengths per provider)
 MIN_KEY_LENGTH = 20
 
@@ -43,7 +48,7 @@ class PhaseOptions:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     sleep: Sleep = time.sleep
     monotonic: Monotonic = time.monotonic
-    wall: Clock = utcnow
+    wall: WallClock = utcnow
     rng: random.Random | None = None
     transport: httpx.BaseTransport | None = None
 
@@ -68,13 +73,26 @@ def credential(entry: Mapping[str, Any], env: Mapping[str, str] | None = None) -
     return key
 
 
+def kind_of(entry: Mapping[str, Any]) -> ProviderKind:
+    """The kind of a providers.json entry; an unknown one is a one-line UserError naming the entry."""
+    return ProviderKind.parse(entry.get("kind"), place=f"{entry.get('name', '?')}.kind")
+
+
+def capabilities_of(entry: Mapping[str, Any]) -> Capabilities:
+    """What the entry's provider offers (its adapter's capabilities)."""
+    return ADAPTERS[kind_of(entry)].capabilities
+
+
 def http_for(entry: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
              options: PhaseOptions | None = None) -> ProviderHttp:
     """One HTTP client for one provider entry, for one phase."""
     opts = options or PhaseOptions()
-    kind = str(entry["kind"])
-    base = entry.get("api_base") or DEFAULT_API_BASE[kind]
-    return ProviderHttp(str(entry.get("name", kind)), str(base), credential(entry, env),
+    kind = kind_of(entry)
+    base = entry.get("api_base") or ADAPTERS[kind].capabilities.api_base
+    if not base:
+        raise UserError(f"provider {entry.get('name')!r} ({kind.value}) has no API", path="providers.json",
+                        place=str(entry.get("name")))
+    return ProviderHttp(str(entry.get("name", kind.value)), str(base), credential(entry, env),
                         credential_env=entry.get("credential_env"), deadline_s=opts.deadline_s,
                         timeout_s=opts.timeout_s, policy=opts.policy, sleep=opts.sleep, monotonic=opts.monotonic,
                         wall=opts.wall, rng=opts.rng, transport=opts.transport)
@@ -82,22 +100,18 @@ def http_for(entry: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
 
 def build_provider(entry: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
                    options: PhaseOptions | None = None, registry: Registry | None = None) -> Provider:
-    """The adapter for a providers.json entry (kind runpod, vast, massed or owned)."""
-    kind = entry.get("kind")
-    name = str(entry.get("name", kind))
-    if kind == "owned":
-        return OwnedServers(name, registry or Registry.locate())
-    if kind == "runpod":
-        return RunPodPods(name, http_for(entry, env=env, options=options))
-    if kind == "vast":
-        return VastAi(name, http_for(entry, env=env, options=options))
-    if kind == "massed":
-        return MassedCompute(name, http_for(entry, env=env, options=options))
-    if kind == "runpod-serverless":
+    """The adapter for a providers.json entry whose provider has instances (every kind but serverless)."""
+    kind = kind_of(entry)
+    name = str(entry.get("name", kind.value))
+    adapter: Any = ADAPTERS[kind]
+    if adapter.capabilities.serverless:
         raise UserError(f"provider {name!r} is a serverless endpoint, not a source of instances",
                         path="providers.json", place=name, hint="use build_serverless for its jobs")
-    raise UserError(f"provider {name!r} has unknown kind {kind!r}", path="providers.json", place=name,
-                    hint="kind is one of runpod, runpod-serverless, vast, massed, owned")
+    if adapter.capabilities.inventory is InventorySource.MACHINES_JSON:  # no API: the registry lists them
+        provider: Provider = adapter(name, registry or Registry.locate())
+    else:
+        provider = adapter(name, http_for(entry, env=env, options=options))
+    return provider
 
 
 def build_serverless(entry: Mapping[str, Any], endpoint_id: str | None = None, *,

@@ -11,8 +11,9 @@ from urllib.parse import urlsplit
 
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
+from gpuharness.core.registry import Registry
 from gpuharness.providers import cassette
-from gpuharness.providers.base import Instance, Provider, ProviderError
+from gpuharness.providers.base import Instance, InventorySource, Provider, ProviderError
 
 
 @final
@@ -67,9 +68,11 @@ ProviderFactory = Callable[[dict[str, Any]], Provider]
 
 
 def listed_providers(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """providers.json entries with a cloud instance list (owned servers: the registry is theirs; serverless
-    endpoints have workers, not instances)."""
-    return [dict(e) for e in entries if e.get("kind") not in ("owned", "runpod-serverless")]
+    """providers.json entries whose instances come from the provider's list (owned servers: the registry is
+    theirs; serverless endpoints have workers, not instances)."""
+    from gpuharness.providers.factory import capabilities_of  # the adapters (and httpx): only when listing
+
+    return [dict(e) for e in entries if capabilities_of(e).inventory is InventorySource.API]
 
 
 def record_inventory(path: Path, entries: Iterable[Mapping[str, Any]], factory: ProviderFactory, *,
@@ -115,6 +118,19 @@ def recorded_inventory(path: Path, entries: Iterable[Mapping[str, Any]], factory
     stamp = str(metadata.get("recorded_at") or now_ts())
     with cassette.use(path, cassette.Mode.OFFLINE):
         return _list_all(chosen, factory, source=f"cassette:{path}", clock=lambda: stamp)
+
+
+def current(registry: Registry, mode: cassette.Mode, path: Path) -> Inventory:
+    """The provider inventory for the registry's providers: listed live, listed live and recorded to path, or
+    replayed from path (offline: no network, no credentials)."""
+    entries = registry.providers()
+    if mode is cassette.Mode.OFFLINE:
+        return recorded_inventory(path, entries, adapter_factory(offline=True))
+    if mode is cassette.Mode.RECORD:
+        names = [e.get("credential_env") for e in entries]
+        return record_inventory(path, entries, adapter_factory(), secrets=cassette.secret_values(names),
+                                registry_root=registry.root)
+    return _list_all(listed_providers(entries), adapter_factory(), source="live")
 
 
 def _list_all(entries: list[dict[str, Any]], factory: ProviderFactory, *, source: str,

@@ -6,7 +6,18 @@ import re
 from typing import Any, final
 
 from gpuharness.providers import fields
-from gpuharness.providers.base import Instance, LaunchSpec, Offer, ProviderError, SshEndpoint, Status, gpu_matches
+from gpuharness.providers.base import (
+    Capabilities,
+    Instance,
+    InventorySource,
+    LaunchSpec,
+    Offer,
+    ProviderError,
+    ProviderKind,
+    SshEndpoint,
+    Status,
+    gpu_matches,
+)
 from gpuharness.providers.transport import ProviderHttp
 
 #: Brev's mapping of Massed statuses (the full enum is [UNVERIFIED])
@@ -57,8 +68,10 @@ def _envelope(body: Any, provider: str, what: str) -> list[dict[str, Any]]:
 class MassedCompute:
     """Massed Compute. api_base is the host (https://vm.massedcompute.com or http://127.0.0.1:N/massed)."""
 
-    kind = "massed"
-    supports_stop = False
+    kind = ProviderKind.MASSED
+    capabilities = Capabilities(label="Massed Compute VM", api_base="https://vm.massedcompute.com",
+                                stop_start=False, interruptible=False, bid_price=False, serverless=False, ssh=True,
+                                inventory=InventorySource.API, offers=True, rents=True)
 
     def __init__(self, name: str, http: ProviderHttp) -> None:
         self.name = name

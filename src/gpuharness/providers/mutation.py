@@ -11,7 +11,8 @@ from gpuharness.core.clock import now_ts
 from gpuharness.providers.base import Instance, LaunchSpec, Provider, ProviderError, UnknownOutcome
 from gpuharness.providers.transport import RetryPolicy, retry_wait
 
-Journal = Callable[[dict[str, Any]], None]
+#: Receives each attempt of a mutation and its outcome (events of the mutation, not the transition journal).
+EventLog = Callable[[dict[str, Any]], None]
 
 #: kinds after which the launch certainly did not happen and another attempt (within the budget) is reasonable
 RETRY_LAUNCH_ON = ("capacity", "rate_limited", "network")
@@ -29,7 +30,7 @@ def _entry(provider: Provider, op: str, attempt: int, event: str, **extra: Any) 
     return {"ts": now_ts(), "provider": provider.name, "op": op, "attempt": attempt, "event": event, **extra}
 
 
-def launch_reconciled(provider: Provider, spec: LaunchSpec, journal: Journal, max_attempts: int = 2, *,
+def launch_reconciled(provider: Provider, spec: LaunchSpec, events: EventLog, max_attempts: int = 2, *,
                       check_first: bool = True, settle_polls: int = 2, settle_s: float = 5.0,
                       sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None) -> Instance:
     """Launch at most max_attempts times, never duplicating: an instance with the key is found before any retry.
@@ -41,89 +42,89 @@ def launch_reconciled(provider: Provider, spec: LaunchSpec, journal: Journal, ma
     - capacity / rate limit / connect failure: the launch did not happen; retried within max_attempts, after
       max(Retry-After, backoff) (the same wait as reads, see http_client.retry_wait).
     - auth, balance, invalid, unsupported: raised at once.
-    Every attempt and its outcome is passed to `journal`.
+    Every attempt and its outcome is passed to `events`.
     """
     key = spec.idempotency_key
     if check_first:
         existing = find_by_key(provider, key)
         if existing is not None:
-            journal(_entry(provider, "launch", 0, "exists", key=key, instance_id=existing.id))
+            events(_entry(provider, "launch", 0, "exists", key=key, instance_id=existing.id))
             return existing
     last: ProviderError | None = None
     for attempt in range(1, max_attempts + 1):
-        journal(_entry(provider, "launch", attempt, "attempt", key=key, gpu=spec.gpu, gpu_count=spec.gpu_count))
+        events(_entry(provider, "launch", attempt, "attempt", key=key, gpu=spec.gpu, gpu_count=spec.gpu_count))
         try:
             instance = provider.launch(spec)
         except UnknownOutcome as exc:
             last = exc
-            journal(_entry(provider, "launch", attempt, "unknown_outcome", key=key, error=str(exc)))
-            found = _settle(provider, key, attempt, journal, max(settle_polls, 1), settle_s, sleep)
+            events(_entry(provider, "launch", attempt, "unknown_outcome", key=key, error=str(exc)))
+            found = _settle(provider, key, attempt, events, max(settle_polls, 1), settle_s, sleep)
             if found is not None:
-                journal(_entry(provider, "launch", attempt, "reconciled", key=key, instance_id=found.id))
+                events(_entry(provider, "launch", attempt, "reconciled", key=key, instance_id=found.id))
                 return found
-            journal(_entry(provider, "launch", attempt, "nothing_created", key=key))
+            events(_entry(provider, "launch", attempt, "nothing_created", key=key))
             continue
         except ProviderError as exc:
             last = exc
-            journal(_entry(provider, "launch", attempt, "refused", key=key, kind=exc.kind, error=str(exc)))
+            events(_entry(provider, "launch", attempt, "refused", key=key, kind=exc.kind, error=str(exc)))
             if exc.kind not in RETRY_LAUNCH_ON:
                 raise
             if attempt < max_attempts:
                 wait = retry_wait(attempt, exc.retry_after, RetryPolicy(), rng or random.Random())
-                journal(_entry(provider, "launch", attempt, "wait", key=key, wait_s=round(wait, 3)))
+                events(_entry(provider, "launch", attempt, "wait", key=key, wait_s=round(wait, 3)))
                 sleep(wait)
             continue
-        journal(_entry(provider, "launch", attempt, "created", key=key, instance_id=instance.id))
+        events(_entry(provider, "launch", attempt, "created", key=key, instance_id=instance.id))
         return instance
     assert last is not None
-    journal(_entry(provider, "launch", max_attempts, "gave_up", key=key, kind=last.kind))
+    events(_entry(provider, "launch", max_attempts, "gave_up", key=key, kind=last.kind))
     raise ProviderError(last.kind, f"launch of {key} failed after {max_attempts} attempt(s): {last}",
                         provider=provider.name, status=last.status, retry_after=last.retry_after)
 
 
-def _settle(provider: Provider, key: str, attempt: int, journal: Journal, polls: int, settle_s: float,
+def _settle(provider: Provider, key: str, attempt: int, events: EventLog, polls: int, settle_s: float,
             sleep: Callable[[float], None]) -> Instance | None:
     """List until the key shows up or the polls run out; a failing listing keeps the outcome unknown."""
     for poll in range(1, polls + 1):
         try:
             found = find_by_key(provider, key)
         except ProviderError as list_error:
-            journal(_entry(provider, "launch", attempt, "reconcile_failed", key=key, error=str(list_error)))
+            events(_entry(provider, "launch", attempt, "reconcile_failed", key=key, error=str(list_error)))
             raise UnknownOutcome(f"launch of {key} may have happened and the listing to check failed "
                                  f"({list_error.kind}); do not launch again before `status --refresh`",
                                  provider=provider.name) from None
         if found is not None:
             return found
         if poll < polls:
-            journal(_entry(provider, "launch", attempt, "not_listed_yet", key=key, poll=poll))
+            events(_entry(provider, "launch", attempt, "not_listed_yet", key=key, poll=poll))
             sleep(settle_s)
     return None
 
 
-def terminate_reconciled(provider: Provider, instance_id: str, journal: Journal, max_attempts: int = 2) -> bool:
+def terminate_reconciled(provider: Provider, instance_id: str, events: EventLog, max_attempts: int = 2) -> bool:
     """Terminate the exact id and verify by listing that it is gone (or terminated).
 
     A lost answer is checked by listing; terminate is repeated (same exact id) only while the instance is still
     listed as live. Returns True once verified gone; raises ProviderError when it is still there after the budget.
     """
     for attempt in range(1, max_attempts + 1):
-        journal(_entry(provider, "terminate", attempt, "attempt", instance_id=instance_id))
+        events(_entry(provider, "terminate", attempt, "attempt", instance_id=instance_id))
         try:
             provider.terminate(instance_id)
-            journal(_entry(provider, "terminate", attempt, "accepted", instance_id=instance_id))
+            events(_entry(provider, "terminate", attempt, "accepted", instance_id=instance_id))
         except UnknownOutcome as exc:
-            journal(_entry(provider, "terminate", attempt, "unknown_outcome", instance_id=instance_id,
+            events(_entry(provider, "terminate", attempt, "unknown_outcome", instance_id=instance_id,
                            error=str(exc)))
         except ProviderError as exc:
-            journal(_entry(provider, "terminate", attempt, "refused", instance_id=instance_id, kind=exc.kind,
+            events(_entry(provider, "terminate", attempt, "refused", instance_id=instance_id, kind=exc.kind,
                            error=str(exc)))
             if exc.kind not in ("rate_limited", "network", "server"):
                 raise
         still = next((i for i in provider.list_instances() if i.id == instance_id), None)
         if still is None or still.status == "terminated":
-            journal(_entry(provider, "terminate", attempt, "verified_gone", instance_id=instance_id))
+            events(_entry(provider, "terminate", attempt, "verified_gone", instance_id=instance_id))
             return True
-        journal(_entry(provider, "terminate", attempt, "still_listed", instance_id=instance_id,
+        events(_entry(provider, "terminate", attempt, "still_listed", instance_id=instance_id,
                        status=still.status))
     raise ProviderError("server", f"{instance_id} is still listed after {max_attempts} terminate attempt(s); it "
                         "is still billing: check the provider console", provider=provider.name)

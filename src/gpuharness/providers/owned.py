@@ -5,7 +5,16 @@ from __future__ import annotations
 from typing import Any, final
 
 from gpuharness.core.registry import Registry
-from gpuharness.providers.base import Instance, LaunchSpec, ProviderError, SshEndpoint, Status
+from gpuharness.providers.base import (
+    Capabilities,
+    Instance,
+    InventorySource,
+    LaunchSpec,
+    ProviderError,
+    ProviderKind,
+    SshEndpoint,
+    Status,
+)
 from gpuharness.providers.fields import number
 
 _STATUSES: tuple[Status, ...] = ("pending", "running", "stopped", "terminated", "error", "unknown")
@@ -25,8 +34,10 @@ def _ssh(value: Any) -> SshEndpoint | None:
 class OwnedServers:
     """Servers you own. Listing reads machines.json; launching or terminating is refused (nothing to rent)."""
 
-    kind = "owned"
-    supports_stop = False
+    kind = ProviderKind.OWNED
+    capabilities = Capabilities(label="owned server", api_base=None, stop_start=False, interruptible=False,
+                                bid_price=False, serverless=False, ssh=True, inventory=InventorySource.MACHINES_JSON,
+                                offers=False, rents=False)
 
     def __init__(self, name: str, registry: Registry) -> None:
         self.name = name

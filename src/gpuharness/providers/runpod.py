@@ -5,7 +5,18 @@ from __future__ import annotations
 from typing import Any, final
 
 from gpuharness.providers import fields
-from gpuharness.providers.base import Instance, LaunchSpec, Offer, ProviderError, SshEndpoint, Status, gpu_matches
+from gpuharness.providers.base import (
+    Capabilities,
+    Instance,
+    InventorySource,
+    LaunchSpec,
+    Offer,
+    ProviderError,
+    ProviderKind,
+    SshEndpoint,
+    Status,
+    gpu_matches,
+)
 from gpuharness.providers.failures import classify
 from gpuharness.providers.transport import ProviderHttp
 
@@ -63,8 +74,10 @@ def _ssh(pod: dict[str, Any], ports: list[dict[str, Any]]) -> SshEndpoint | None
 class RunPodPods:
     """RunPod Pods REST v2. api_base is the host (https://api.runpod.io or http://127.0.0.1:N/runpod)."""
 
-    kind = "runpod"
-    supports_stop = True
+    kind = ProviderKind.RUNPOD
+    capabilities = Capabilities(label="RunPod Pod", api_base="https://api.runpod.io", stop_start=True,
+                                interruptible=True, bid_price=False, serverless=False, ssh=True,
+                                inventory=InventorySource.API, offers=True, rents=True)
 
     def __init__(self, name: str, http: ProviderHttp, *, cloud: str = "SECURE") -> None:
         self.name = name

@@ -10,7 +10,7 @@ from typing import Any, Protocol, final
 import httpx
 
 from gpuharness.providers import fields
-from gpuharness.providers.base import ProviderError
+from gpuharness.providers.base import Capabilities, InventorySource, ProviderError, ProviderKind
 
 #: the SDK's terminal set (is_completed)
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
@@ -71,7 +71,10 @@ class ServerlessEndpoint:
     api_base is the host (https://api.runpod.ai or http://127.0.0.1:N/runpod-serverless) and endpoint_id its
     endpoint; endpoint_id None when the HTTP base already is the endpoint (https://api.runpod.ai/v2/<id>/)."""
 
-    kind = "runpod-serverless"
+    kind = ProviderKind.RUNPOD_SERVERLESS
+    capabilities = Capabilities(label="RunPod Serverless endpoint", api_base="https://api.runpod.ai",
+                                stop_start=False, interruptible=False, bid_price=False, serverless=True, ssh=False,
+                                inventory=InventorySource.NONE, offers=False, rents=False)
 
     def __init__(self, name: str, http: EndpointHttp, endpoint_id: str | None) -> None:
         self.name = name

@@ -14,7 +14,7 @@ from typing import Any, final
 
 import httpx
 
-from gpuharness.core.clock import Clock, utcnow
+from gpuharness.core.clock import WallClock, utcnow
 from gpuharness.providers.base import ProviderError, UnknownOutcome
 from gpuharness.providers.failures import classify, redact
 
@@ -87,7 +87,7 @@ class ProviderHttp:
 
     def __init__(self, provider: str, base_url: str, api_key: str | None, *, credential_env: str | None = None,
                  deadline_s: float = 300.0, timeout_s: float = 30.0, policy: RetryPolicy | None = None,
-                 sleep: Sleep = time.sleep, monotonic: Monotonic = time.monotonic, wall: Clock = utcnow,
+                 sleep: Sleep = time.sleep, monotonic: Monotonic = time.monotonic, wall: WallClock = utcnow,
                  rng: random.Random | None = None, transport: httpx.BaseTransport | None = None,
                  headers: Mapping[str, str] | None = None) -> None:
         self.provider = provider

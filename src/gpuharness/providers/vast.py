@@ -5,7 +5,18 @@ from __future__ import annotations
 from typing import Any, final
 
 from gpuharness.providers import fields
-from gpuharness.providers.base import Instance, LaunchSpec, Offer, ProviderError, SshEndpoint, Status, gpu_matches
+from gpuharness.providers.base import (
+    Capabilities,
+    Instance,
+    InventorySource,
+    LaunchSpec,
+    Offer,
+    ProviderError,
+    ProviderKind,
+    SshEndpoint,
+    Status,
+    gpu_matches,
+)
 from gpuharness.providers.transport import ProviderHttp
 
 PAGE_LIMIT = 25  # the v1 list's maximum page size
@@ -87,8 +98,10 @@ def docker_flags(spec: LaunchSpec) -> str:
 class VastAi:
     """Vast.ai. api_base is the host (https://console.vast.ai or http://127.0.0.1:N/vast)."""
 
-    kind = "vast"
-    supports_stop = True
+    kind = ProviderKind.VAST
+    capabilities = Capabilities(label="Vast.ai instance", api_base="https://console.vast.ai", stop_start=True,
+                                interruptible=True, bid_price=True, serverless=False, ssh=True,
+                                inventory=InventorySource.API, offers=True, rents=True)
 
     def __init__(self, name: str, http: ProviderHttp) -> None:
         self.name = name

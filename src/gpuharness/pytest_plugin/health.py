@@ -31,7 +31,7 @@ def selected_deployments(config: pytest.Config) -> list[str]:
     registry = Registry(registry_root(config))
     if not registry.path("deployments.json").exists():
         return []
-    return [d["id"] for d in registry.deployments() if d.get("status") in gate.AWAITING]
+    return [d.id for d in registry.deployments() if d.status in gate.AWAITING]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -77,7 +77,7 @@ def health(request: pytest.FixtureRequest, health_deployment_id: str) -> Iterato
     check = HEALTH_CHECKS[name.removeprefix(TEST_PREFIX)].id  # pytest_generate_tests refused any other name
     request.node.user_properties.append((PROPERTY, {"deployment": health_deployment_id, "check": check}))
     registry = Registry(registry_root(config))
-    deployment = registry.deployment(health_deployment_id)
+    deployment = registry.deployment(health_deployment_id).to_json()
     session = ProbeSession(registry, _mode(config), cassette_dir(config), shared_dir(config))
     record = session.probe(deployment)
     if record.transcript is not None:

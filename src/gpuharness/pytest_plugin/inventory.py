@@ -25,9 +25,9 @@ def gh_inventory_cassette(pytestconfig: pytest.Config) -> Path:
 def gh_inventory(gpu_mode: str, gh_registry: Registry, gh_inventory_cassette: Path) -> inventory_mod.Inventory:
     """The provider inventory the audit judges the registry against: one list call (plus pages) per provider."""
     path = gh_inventory_cassette
+    mode = cassette.Mode.parse(gpu_mode)
     try:
-        entries = gh_registry.providers()
-        if gpu_mode == "offline":
+        if mode is cassette.Mode.OFFLINE:
             if not path.exists():
                 pytest.skip(f"no recorded inventory at {path}; record one with `gpuharness status --refresh "
                             f"--gpu-mode record --cassette {path}`")
@@ -35,18 +35,6 @@ def gh_inventory(gpu_mode: str, gh_registry: Registry, gh_inventory_cassette: Pa
             if recorded_for is not None and recorded_for != gh_registry.root.resolve():
                 pytest.skip(f"{path} was recorded for the registry {recorded_for}, not {gh_registry.root}; "
                             "pass --cassettes DIR holding this registry's inventory")
-            return inventory_mod.recorded_inventory(path, entries, inventory_mod.adapter_factory(offline=True))
-        if gpu_mode == "record":
-            names = [e.get("credential_env") for e in entries]
-            return inventory_mod.record_inventory(path, entries, inventory_mod.adapter_factory(),
-                                                  secrets=cassette.secret_values(names),
-                                                  registry_root=gh_registry.root)
-        factory = inventory_mod.adapter_factory()
-        providers = {str(e["name"]): factory(e) for e in inventory_mod.listed_providers(entries)}
-        try:
-            return inventory_mod.fetch_inventory(providers)
-        finally:
-            for provider in providers.values():
-                provider.close()
+        return inventory_mod.current(gh_registry, mode, path)
     except UserError as exc:
         pytest.fail(exc.line(), pytrace=False)

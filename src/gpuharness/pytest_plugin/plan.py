@@ -12,7 +12,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.pytest_plugin import cassette_dir
 
-if TYPE_CHECKING:  # the plan machinery (inventory, cassettes: ~0.3 s) is imported only when a plan is checked
+if TYPE_CHECKING:  # the plan machinery (inventory, cassettes) is imported only when a plan is checked
     from gpuharness.plans.plan import PlanContext
     from gpuharness.providers import inventory as inventory_mod
 

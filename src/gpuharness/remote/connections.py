@@ -9,10 +9,10 @@ from gpuharness.core.clock import now_ts
 from gpuharness.core.registry import Registry
 
 if TYPE_CHECKING:  # the route module imports paramiko (~0.4 s): only a live probe needs it
-    from gpuharness.remote.route import Route
+    from gpuharness.remote.route import HostRoute
 
 
-def record_probe(registry: Registry, route: Route, *, phase: str, result: str,
+def record_probe(registry: Registry, route: HostRoute, *, phase: str, result: str,
                  accepted_key: str | None = None) -> None:
     """Record the route used for `route.target` and how its probe ended, under the registry lock; a
     trust-on-first-use acceptance is recorded with the key it accepted. Never credentials."""

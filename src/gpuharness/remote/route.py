@@ -13,6 +13,7 @@ from typing import Any, Literal, final
 import paramiko
 
 from gpuharness.core.clock import parse_ts, utcnow
+from gpuharness.core.deployment import Deployment, SshAccess
 from gpuharness.core.errors import UserError
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
@@ -22,7 +23,7 @@ _ROUTE = re.compile(r"^(?:ssh://)?(?:(?P<user>[^@/\s]+)@)?(?P<host>\[[^\]]+\]|[^
 
 @final
 @dataclass(frozen=True, slots=True)
-class Route:
+class HostRoute:
     """One way to reach a host. `label` is what the journal and connections.json record."""
 
     target: str
@@ -33,7 +34,7 @@ class Route:
     key_file: str | None = None
     known_hosts: str = DEFAULT_KNOWN_HOSTS
     alias: str | None = None
-    jump: Route | None = None
+    jump: HostRoute | None = None
     proxy_command: str | None = None
     trust_on_first_use: bool = False
 
@@ -54,8 +55,8 @@ class Route:
         return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
 
 
-def parse_route(target: str, text: str, **defaults: Any) -> Route:
-    """`user@host:port` (optionally `ssh://...`) -> Route."""
+def parse_route(target: str, text: str, **defaults: Any) -> HostRoute:
+    """`user@host:port` (optionally `ssh://...`) -> HostRoute."""
     match = _ROUTE.match(text.strip())
     if not match:
         raise UserError(f"cannot read route {text!r}", place=target, hint="write it as user@host:port")
@@ -65,10 +66,10 @@ def parse_route(target: str, text: str, **defaults: Any) -> Route:
     user = match.group("user") or fields.pop("user", None)
     fields.pop("port", None)
     fields.pop("user", None)
-    return Route(target=target, host=host, port=port, user=user, **fields)
+    return HostRoute(target=target, host=host, port=port, user=user, **fields)
 
 
-def from_alias(target: str, alias: str, config_file: str | None = None, **defaults: Any) -> Route:
+def from_alias(target: str, alias: str, config_file: str | None = None, **defaults: Any) -> HostRoute:
     """Resolve an ssh config alias the way OpenSSH would: HostName, Port, User, IdentityFile,
     UserKnownHostsFile, ProxyJump (first hop) and ProxyCommand. paramiko does not apply these itself."""
     path = Path(os.path.expanduser(config_file or DEFAULT_CONFIG))
@@ -82,7 +83,7 @@ def from_alias(target: str, alias: str, config_file: str | None = None, **defaul
     entry = config.lookup(alias)
     identity = entry.get("identityfile")
     known = entry.get("userknownhostsfile")
-    jump: Route | None = None
+    jump: HostRoute | None = None
     if entry.get("proxyjump"):
         first_hop = str(entry["proxyjump"]).split(",")[0].strip()
         if first_hop in config.get_hostnames():
@@ -94,7 +95,7 @@ def from_alias(target: str, alias: str, config_file: str | None = None, **defaul
         fields["key_file"] = os.path.expanduser(identity[0])
     if known:
         fields["known_hosts"] = os.path.expanduser(str(known).split()[0])
-    return Route(target=target, host=str(entry.get("hostname", alias)), port=int(entry.get("port", 22)),
+    return HostRoute(target=target, host=str(entry.get("hostname", alias)), port=int(entry.get("port", 22)),
                  user=entry.get("user") or fields.pop("user", None), alias=alias, jump=jump,
                  proxy_command=None if jump else entry.get("proxycommand"),
                  **{k: v for k, v in fields.items() if k in {"key_file", "known_hosts", "trust_on_first_use"}})
@@ -116,35 +117,34 @@ def live_connection(connections: list[dict[str, Any]], target: str,
     return None
 
 
-def resolve(deployment: dict[str, Any], connections: list[dict[str, Any]] | None = None,
-            now: datetime | None = None) -> Route:
+def resolve(deployment: Deployment, connections: list[dict[str, Any]] | None = None,
+            now: datetime | None = None) -> HostRoute:
     """The route to a deployment: a live connections.json route first, then its ssh block."""
-    target = str(deployment["id"])
-    ssh = deployment.get("ssh") or {}
+    target = deployment.id
+    ssh = deployment.ssh or SshAccess()
     entry = live_connection(connections or [], target, now)
     tofu = bool(entry and entry.get("trust_on_first_use"))
     if not tofu:
         tofu = any(c.get("target") == target and c.get("trust_on_first_use") for c in connections or [])
     defaults: dict[str, Any] = {"trust_on_first_use": tofu}
-    if ssh.get("key_file"):
-        defaults["key_file"] = os.path.expanduser(ssh["key_file"])
-    if ssh.get("known_hosts"):
-        defaults["known_hosts"] = os.path.expanduser(ssh["known_hosts"])
-    if ssh.get("user"):
-        defaults["user"] = ssh["user"]
+    if ssh.key_file:
+        defaults["key_file"] = os.path.expanduser(ssh.key_file)
+    if ssh.known_hosts:
+        defaults["known_hosts"] = os.path.expanduser(ssh.known_hosts)
+    if ssh.user:
+        defaults["user"] = ssh.user
     if entry is not None:
         if entry.get("kind") == "local":
-            return Route(target=target, transport="local")
+            return HostRoute(target=target, transport="local")
         if entry.get("alias"):
-            return from_alias(target, entry["alias"], ssh.get("config_file"), **defaults)
+            return from_alias(target, entry["alias"], ssh.config_file, **defaults)
         return parse_route(target, entry["route"], **defaults)
-    if ssh.get("transport") == "local":
-        return Route(target=target, transport="local")
-    if ssh.get("alias"):
-        return from_alias(target, ssh["alias"], ssh.get("config_file"), **defaults)
-    if not ssh.get("host"):
+    if ssh.is_local:
+        return HostRoute(target=target, transport="local")
+    if ssh.alias:
+        return from_alias(target, ssh.alias, ssh.config_file, **defaults)
+    if not ssh.host:
         raise UserError(f"deployment {target} has no ssh route", place=f"deployments[{target}].ssh",
                         hint="record ssh.host/ssh.port (or ssh.alias, or transport: local)")
     defaults.pop("user", None)
-    return replace(Route(target=target, host=ssh["host"], port=int(ssh.get("port", 22)),
-                         user=ssh.get("user")), **defaults)
+    return replace(HostRoute(target=target, host=ssh.host, port=ssh.port or 22, user=ssh.user), **defaults)

@@ -12,12 +12,12 @@ import paramiko
 
 from gpuharness.remote import ExecResult, RemoteError
 from gpuharness.remote.hostkeys import FirstUsePolicy, changed_key_error, load_known_hosts
-from gpuharness.remote.route import Route
+from gpuharness.remote.route import HostRoute
 
 _CHUNK = 32768
 
 
-def _client(route: Route) -> tuple[paramiko.SSHClient, FirstUsePolicy]:
+def _client(route: HostRoute) -> tuple[paramiko.SSHClient, FirstUsePolicy]:
     client = paramiko.SSHClient()
     load_known_hosts(client, route.known_hosts)
     policy = FirstUsePolicy(route.target, route.known_hosts, trust_on_first_use=route.trust_on_first_use)
@@ -25,7 +25,7 @@ def _client(route: Route) -> tuple[paramiko.SSHClient, FirstUsePolicy]:
     return client, policy
 
 
-def _connect(route: Route, timeout_s: float, sock: paramiko.Channel | paramiko.ProxyCommand | None,
+def _connect(route: HostRoute, timeout_s: float, sock: paramiko.Channel | paramiko.ProxyCommand | None,
              ) -> tuple[paramiko.SSHClient, FirstUsePolicy]:
     client, policy = _client(route)
     try:
@@ -63,7 +63,7 @@ class SSHRemote:
 
     __slots__ = ("_clients", "accepted_host_key", "client", "connections", "execs", "route", "target")
 
-    def __init__(self, route: Route, *, connect_timeout_s: float = 15.0) -> None:
+    def __init__(self, route: HostRoute, *, connect_timeout_s: float = 15.0) -> None:
         self.route = route
         self.target = route.target
         self.execs = 0

@@ -5,29 +5,50 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import final
 
+from gpuharness.health.gpu_classes import GpuClass, by_name
+
+
+def _gpu(name: str) -> GpuClass:
+    found = by_name(name)
+    if found is None:
+        raise KeyError(f"{name} is not in gpuharness.health.gpu_classes")
+    return found
+
 
 @final
 @dataclass(frozen=True, slots=True)
 class CatalogGpu:
-    """One GPU model as each provider names and prices it (None: that provider does not rent it)."""
+    """One GPU class as each provider names and prices it (None: that provider does not rent it)."""
 
-    runpod_id: str
-    display: str
-    vram_gb: int
+    gpu: GpuClass
     runpod_secure: float | None
     runpod_community: float | None
     vast_prices: tuple[float, ...]
     massed_product: str | None
     massed_price: float | None
 
+    @property
+    def runpod_id(self) -> str:
+        """RunPod's gpu type id: the nvidia-smi name."""
+        return self.gpu.name
+
+    @property
+    def display(self) -> str:
+        """The short name (RunPod displayName, Vast gpu_name)."""
+        return self.gpu.short
+
+    @property
+    def vram_gb(self) -> int:
+        return self.gpu.memory_gb
+
 
 CATALOG: tuple[CatalogGpu, ...] = (
-    CatalogGpu("NVIDIA GeForce RTX 4090", "RTX 4090", 24, 0.69, 0.34, (0.35, 0.42), None, None),
-    CatalogGpu("NVIDIA GeForce RTX 5090", "RTX 5090", 32, 0.94, 0.69, (0.61,), None, None),
-    CatalogGpu("NVIDIA RTX A6000", "RTX A6000", 48, 0.76, 0.49, (0.45,), "gpu_1x_a6000", 0.57),
-    CatalogGpu("NVIDIA L40S", "L40S", 48, 0.86, 0.79, (0.70,), "gpu_1x_l40s", 0.99),
-    CatalogGpu("NVIDIA A100-SXM4-80GB", "A100 SXM4", 80, 1.89, 1.19, (1.05,), "gpu_1x_a100_80gb", 1.49),
-    CatalogGpu("NVIDIA H100 80GB HBM3", "H100 SXM", 80, 2.99, 2.69, (1.90, 2.10), "gpu_1x_h100", 2.49),
+    CatalogGpu(_gpu("NVIDIA GeForce RTX 4090"), 0.69, 0.34, (0.35, 0.42), None, None),
+    CatalogGpu(_gpu("NVIDIA GeForce RTX 5090"), 0.94, 0.69, (0.61,), None, None),
+    CatalogGpu(_gpu("NVIDIA RTX A6000"), 0.76, 0.49, (0.45,), "gpu_1x_a6000", 0.57),
+    CatalogGpu(_gpu("NVIDIA L40S"), 0.86, 0.79, (0.70,), "gpu_1x_l40s", 0.99),
+    CatalogGpu(_gpu("NVIDIA A100-SXM4-80GB"), 1.89, 1.19, (1.05,), "gpu_1x_a100_80gb", 1.49),
+    CatalogGpu(_gpu("NVIDIA H100 80GB HBM3"), 2.99, 2.69, (1.90, 2.10), "gpu_1x_h100", 2.49),
 )
 
 #: Massed Compute VM images (GET /images).

@@ -26,6 +26,7 @@ import paramiko
 from paramiko.common import AUTH_FAILED, AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED, OPEN_SUCCEEDED
 from paramiko.sftp import SFTP_PERMISSION_DENIED
 
+from gpuharness.health import gpu_classes
 from gpuharness.health.nvidia_smi import CLOCK_EVENT_BITS
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
@@ -33,33 +34,12 @@ Counter = Callable[[str], None]
 logging.getLogger("gpuharness.simhost").setLevel(logging.CRITICAL)
 NvidiaSmiMode = Literal["ok", "missing", "hung", "driver_mismatch", "not_loaded", "no_devices"]
 
-#: name -> (memory.total MiB as nvidia-smi prints it, has ECC)
-GPU_TABLE: dict[str, tuple[int, bool]] = {
-    "NVIDIA GeForce RTX 4090": (24564, False),
-    "NVIDIA GeForce RTX 5090": (32607, False),
-    "NVIDIA RTX A6000": (49140, True),
-    "NVIDIA L40S": (46068, True),
-    "NVIDIA A100-SXM4-80GB": (81920, True),
-    "NVIDIA H100 80GB HBM3": (81559, True),
-    "NVIDIA H200": (143771, True),
-}
-SHORT_NAMES: dict[str, str] = {
-    "RTX 4090": "NVIDIA GeForce RTX 4090", "RTX 5090": "NVIDIA GeForce RTX 5090", "RTX A6000": "NVIDIA RTX A6000",
-    "A6000": "NVIDIA RTX A6000", "L40S": "NVIDIA L40S", "A100": "NVIDIA A100-SXM4-80GB",
-    "A100 SXM4": "NVIDIA A100-SXM4-80GB", "H100": "NVIDIA H100 80GB HBM3", "H100 SXM": "NVIDIA H100 80GB HBM3",
-    "H200": "NVIDIA H200",
-}
 RUNTIME_PROCESS: dict[str, str] = {
     "comfyui": "python main.py --listen 0.0.0.0 --port 8188",
     "openai": "python -m vllm.entrypoints.openai.api_server --port 8000",
 }
 RUNTIME_PORT: dict[str, int] = {"comfyui": 8188, "openai": 8000}
 SERVICE_PID = 4242
-
-
-def full_gpu_name(name: str) -> str:
-    """The nvidia-smi name of an ordered GPU ("RTX 4090" -> "NVIDIA GeForce RTX 4090")."""
-    return SHORT_NAMES.get(name, name)
 
 
 @final
@@ -69,7 +49,7 @@ class HostSpec:
 
     gpu: str = "NVIDIA GeForce RTX 4090"
     gpu_count: int = 1
-    memory_total_mib: int | None = None  # None: from GPU_TABLE
+    memory_total_mib: int | None = None  # None: the GPU class's
     driver: str = "570.86.15"
     cuda: str = "12.8"
     temperature_c: int = 38
@@ -107,10 +87,18 @@ def with_fault(spec: HostSpec, name: str) -> HostSpec:
     return replace(spec, **FAULTS[name])
 
 
-def _gpu_rows(spec: HostSpec) -> list[dict[str, str]]:
-    total, has_ecc = GPU_TABLE.get(spec.gpu, (spec.memory_total_mib or 24564, False))
+def _memory_total_mib(spec: HostSpec) -> int:
+    """memory.total of the host's GPU: the spec's own figure, else its class's, else an RTX 4090's."""
     if spec.memory_total_mib is not None:
-        total = spec.memory_total_mib
+        return spec.memory_total_mib
+    known = gpu_classes.by_name(spec.gpu)
+    return known.memory_mib if known is not None else 24564
+
+
+def _gpu_rows(spec: HostSpec) -> list[dict[str, str]]:
+    known = gpu_classes.by_name(spec.gpu)
+    total = _memory_total_mib(spec)
+    has_ecc = known is not None and known.ecc
     rows = []
     for index in range(spec.gpu_count):
         row = {
@@ -331,10 +319,9 @@ class SimHost:
     def start(self) -> SimHost:
         spec = self.spec
         if spec.runtime is not None:
-            total, _ = GPU_TABLE.get(spec.gpu, (spec.memory_total_mib or 24564, False))
             self.runtime = RuntimeServer(spec.runtime, faults=spec.runtime_faults, model=spec.model,
                                          output_root=self.workspace / "output", models_root=self.workspace / "models",
-                                         gpu=(spec.gpu, spec.memory_total_mib or total)).start()
+                                         gpu=(spec.gpu, _memory_total_mib(spec))).start()
         self.write_sandbox()
         self.client_key.write_private_key_file(str(self.client_key_path))
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -554,7 +541,7 @@ def host_factory(counter: Counter | None = None, base: HostSpec | None = None,
     """A Simulator.host_factory: one SimHost per running instance, with the GPU it was ordered with."""
 
     def make(instance: Any) -> SimHost:
-        spec = replace(base or HostSpec(), gpu=full_gpu_name(str(instance.gpu)),
+        spec = replace(base or HostSpec(), gpu=gpu_classes.nvidia_smi_name(str(instance.gpu)),
                        gpu_count=int(getattr(instance, "gpu_count", 1) or 1),
                        runtime=runtime_for_image(getattr(instance, "image", None)))
         return SimHost(spec, counter=counter, name=f"host-{instance.id}").start()

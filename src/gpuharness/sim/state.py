@@ -15,7 +15,7 @@ SimStatus = Literal["pending", "running", "stopped", "terminated"]
 
 
 class HostHandle(Protocol):
-    """A simulated host started for a running instance (engineer F supplies these).
+    """A simulated host started for a running instance (gpuharness.sim.host.SimHost is one).
 
     ssh_host/ssh_port are reported as the instance's SSH route; http_ports maps a container port
     (8188, 8000...) to the loopback port of the runtime server answering for it.
@@ -124,10 +124,15 @@ class SimState:
 
     # instances
     def create(self, provider: str, *, name: str, gpu: str, gpu_count: int, cost_hr: float, image: str,
-               region: str, extra: dict[str, Any] | None = None, count_launch: bool = True) -> SimInstance:
+               region: str, extra: dict[str, Any] | None = None, count_launch: bool = True,
+               instance_id: str | None = None) -> SimInstance:
+        """A new instance, pending until ready_delay_s has passed. instance_id: take this id (an instance copied
+        from a real listing) instead of a new one; an id already there is refused."""
         with self.lock:
+            if instance_id is not None and (provider, instance_id) in self.instances:
+                raise ValueError(f"{provider} instance {instance_id} already exists in the simulator")
             now = self.clock()
-            instance = SimInstance(provider=provider, id=self.new_id(provider), name=name, gpu=gpu,
+            instance = SimInstance(provider=provider, id=instance_id or self.new_id(provider), name=name, gpu=gpu,
                                    gpu_count=gpu_count, cost_hr=round(cost_hr, 4), image=image, region=region,
                                    created_wall=self.wall(), created_mono=now,
                                    ready_at_mono=now + self.ready_delay_s, extra=dict(extra or {}))

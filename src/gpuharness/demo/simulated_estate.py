@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import Any, final
 
 from gpuharness.core.registry import Registry
+from gpuharness.health.gpu_classes import nvidia_smi_name
 from gpuharness.operations.context import Context
-from gpuharness.operations.wiring import executor_factory, remote_factory
+from gpuharness.operations.seams import executor_factory, remote_factory
 from gpuharness.providers.base import Instance, Provider
 from gpuharness.providers.factory import PhaseOptions, build_provider
 from gpuharness.pytest_plugin.suites import suite_command
 from gpuharness.sim import Simulator
 from gpuharness.sim.comfyui import safetensors_bytes
-from gpuharness.sim.host import HostSpec, SimHost, full_gpu_name, runtime_for_image, with_fault
+from gpuharness.sim.host import HostSpec, SimHost, runtime_for_image, with_fault
 
 WORKFLOW = "h3-text-to-image"
 MODEL = "minimax-h3-mini"
@@ -71,8 +72,9 @@ def seed(registry: Registry, root: Path, sim_urls: dict[str, str]) -> None:
 
 
 @final
-class Lab:
-    """`with Lab(root) as lab:` serves the simulator and its hosts; lab.ctx runs the operations against them.
+class SimulatedEstate:
+    """`with SimulatedEstate(root) as estate:` serves the simulator and its hosts; estate.ctx runs the
+    operations against them.
 
     host_faults: deployment id -> a gpuharness.sim.host fault name (oom, full_disk, ...) for its host;
     host_changes: deployment id -> HostSpec fields. sleep: injected into retries so tests do not wait.
@@ -106,7 +108,7 @@ class Lab:
             self.ctx.sleep = sleep
 
     def _make_host(self, instance: Any) -> SimHost:
-        spec = replace(HostSpec(), gpu=full_gpu_name(str(instance.gpu)), gpu_count=int(instance.gpu_count or 1),
+        spec = replace(HostSpec(), gpu=nvidia_smi_name(str(instance.gpu)), gpu_count=int(instance.gpu_count or 1),
                        runtime=runtime_for_image(getattr(instance, "image", None)))
         deployment = str(instance.name or "").removeprefix("gh-")
         if deployment in self.host_faults:
@@ -126,9 +128,9 @@ class Lab:
                 "log_path": str(host.log_path)}
 
     def host_of(self, deployment_id: str) -> SimHost:
-        return self.hosts[str(self.registry.deployment(deployment_id)["instance_id"])]
+        return self.hosts[str(self.registry.deployment(deployment_id).instance_id)]
 
-    def start(self) -> Lab:
+    def start(self) -> SimulatedEstate:
         self.sim.start()
         if not self.registry.path("providers.json").exists():
             seed(self.registry, self.root, {name: self.sim.url(name) for name in KEY_ENVS})
@@ -139,7 +141,7 @@ class Lab:
         for host in self.hosts.values():
             host.stop()
 
-    def __enter__(self) -> Lab:
+    def __enter__(self) -> SimulatedEstate:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -165,6 +167,6 @@ class Lab:
         return completed.returncode
 
     def cli(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-        """Run `gpuharness ARGS` against this lab's registry, as a subprocess."""
+        """Run `gpuharness ARGS` against this estate's registry, as a subprocess."""
         return subprocess.run([sys.executable, "-m", "gpuharness", *args], env=self.env, cwd=self.root,
                               capture_output=True, text=True, timeout=timeout_s)

@@ -1,7 +1,7 @@
 """The committed recordings: a small world born in the simulator (registry, inventory cassette, a plan and
 its cassette), recorded with a planted API key that must appear nowhere afterwards.
 
-    python -m gpuharness.plans.recordings [--root .]      # rewrites cassettes/http/ and fixtures/plan/
+    python -m gpuharness.plans.recorded_world [--root .]      # rewrites cassettes/http/ and fixtures/plan/
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, final
 
+from gpuharness.core.deployment import Deployment, ShutdownRule
 from gpuharness.core.registry import Registry
 from gpuharness.plans.plan import LaunchRequest, make_plan, save_plan
 from gpuharness.plans.replay import rehearse_with_mirror
@@ -23,6 +24,9 @@ from gpuharness.sim.server import Simulator
 KINDS = ("runpod", "vast", "massed")
 TS = "2026-11-30T20:00:00.000Z"
 FIXTURE_DEPLOYMENT = "plan-rtx4090-fixture"
+#: the fields each seeded deployment spells out (as the committed fixture has them)
+SEEDED_FIELDS = frozenset({"id", "provider", "instance_id", "gpu", "gpu_count", "status", "cost_hr", "created_at",
+                           "ready_at", "idempotency_key", "shutdown_rule", "checkpoint_path"})
 
 
 @final
@@ -55,27 +59,27 @@ def planted_secret() -> str:
     return value
 
 
-def seed(sim: Simulator, registry: Registry) -> list[dict[str, Any]]:
+def seed(sim: Simulator, registry: Registry) -> list[Deployment]:
     """Instances at each simulated provider, each claimed by a ready deployment of the registry."""
     registry.init()
-    deployments: list[dict[str, Any]] = []
+    deployments: list[Deployment] = []
     for kind, count in (("runpod", 2), ("vast", 1), ("massed", 1)):
         ids = sim.create_instances(kind, count, name_prefix=f"gh-{kind}-")
         listed = {i.id: i for i in inventory.fetch_inventory(
             {kind: inventory.adapter_factory()(_entry(kind, sim))}).instances[kind]}
         for n, instance_id in enumerate(ids, 1):
             seen = listed[instance_id]
-            deployments.append({
-                "id": f"dep-{kind}-{n}", "provider": kind, "instance_id": instance_id, "gpu": seen.gpu,
-                "gpu_count": seen.gpu_count, "status": "ready", "cost_hr": seen.cost_hr or 0.0, "created_at": TS,
-                "ready_at": TS, "idempotency_key": seen.idempotency_key, "shutdown_rule": {"idle_minutes": 20},
-                "checkpoint_path": f"/workspace/out/dep-{kind}-{n}"})
+            deployments.append(Deployment(
+                id=f"dep-{kind}-{n}", provider=kind, instance_id=instance_id, gpu=seen.gpu,
+                gpu_count=seen.gpu_count, status="ready", cost_hr=seen.cost_hr or 0.0, created_at=TS,
+                ready_at=TS, idempotency_key=seen.idempotency_key, shutdown_rule=ShutdownRule(idle_minutes=20),
+                checkpoint_path=f"/workspace/out/dep-{kind}-{n}", written=SEEDED_FIELDS))
     with registry.update("providers.json") as document:
         document["providers"] = [_entry(kind, sim) for kind in KINDS]
     with registry.update("policy.json") as document:
         document["max_concurrent_deployments"] = 8
     with registry.update("deployments.json") as document:
-        document["deployments"] = deployments
+        document["deployments"] = [d.to_json() for d in deployments]
     return deployments
 
 
@@ -111,7 +115,7 @@ def record(world: World) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpuharness.plans.recordings", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m gpuharness.plans.recorded_world", description=__doc__)
     parser.add_argument("--root", type=Path, default=Path("."), help="repository root (default .)")
     args = parser.parse_args(argv)
     for path in record(layout(args.root)):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.operations.comfy_job import ComfyJobExecutor
@@ -29,7 +30,7 @@ def provider_factory(registry: Registry) -> Any:
 
 
 def remote_factory(registry: Registry) -> Any:
-    def connect(deployment: dict[str, Any]) -> Remote:
+    def connect(deployment: Deployment) -> Remote:
         connections = registry.items("connections.json")
         remote: Remote = open_remote(resolve(deployment, connections))
         return remote
@@ -40,17 +41,16 @@ def remote_factory(registry: Registry) -> Any:
 def executor_factory(registry: Registry, env: Mapping[str, str] | None = None) -> Any:
     """The job runtime of a deployment: ComfyUI or an OpenAI-compatible server over HTTP (outputs kept on the
     host, over the deployment's SSH route), or the RunPod Serverless endpoint."""
-    def executor_for(deployment: dict[str, Any]) -> JobExecutor:
-        runtime = deployment.get("runtime")
+    def executor_for(deployment: Deployment) -> JobExecutor:
+        runtime = deployment.runtime
         if runtime == "comfyui":
             return ComfyJobExecutor(deployment)
         if runtime == "openai":
             return OpenAIJobExecutor(deployment, remote_factory(registry))
         if runtime == "serverless":
-            entry = registry.provider(str(deployment["provider"]))
-            return ServerlessJobExecutor(build_serverless(entry, str(deployment.get("instance_id") or "") or None,
-                                                          env=env))
-        raise UserError(f"running jobs on a {runtime!r} runtime is not supported yet", place=deployment["id"],
+            entry = registry.provider(deployment.provider)
+            return ServerlessJobExecutor(build_serverless(entry, deployment.instance_id or None, env=env))
+        raise UserError(f"running jobs on a {runtime!r} runtime is not supported yet", place=deployment.id,
                         hint="supported: comfyui, openai, serverless")
 
     return executor_for

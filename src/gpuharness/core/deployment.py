@@ -1,0 +1,253 @@
+"""A deployment: the typed record of deployments.json, and the facts derived from it.
+
+The file stays plain JSON kept by people and agents too: a record read from it keeps its unknown fields and
+which known fields it spelled out, so writing it back changes only what was changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+from typing import Any, Final, final
+
+from gpuharness.core.clock import parse_ts
+
+STATES: Final = ("provisioning", "installing", "configuring", "health-checking", "ready", "running",
+                 "retrieving", "destroying", "destroyed", "error", "stopped")
+LIVE: Final = frozenset(STATES) - {"destroyed"}
+#: live states that bill cost_hr: a stopped instance keeps its disk but not its GPU rate
+BILLING: Final = LIVE - {"stopped"}
+#: Where install writes, jobs keep outputs, retrieve reads and the disk check measures, unless ssh.workspace says
+#: otherwise. Relative: under the login directory, so it exists for any user on any host (a container's
+#: /workspace does not exist on a VM or an owned server, and a non-root user cannot create it).
+DEFAULT_WORKSPACE: Final = "gh-workspace"
+#: The runtime of a deployment that is a serverless endpoint: no host of ours, nothing to install or probe.
+SERVERLESS_RUNTIME: Final = "serverless"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class SshAccess:
+    """The deployment's `ssh` block: how to reach its host, and where it works there."""
+
+    host: str | None = None
+    port: int | None = None
+    user: str | None = None
+    alias: str | None = None
+    transport: str | None = None
+    key_file: str | None = None
+    known_hosts: str | None = None
+    config_file: str | None = None
+    workspace: str | None = None
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> SshAccess:
+        port = value.get("port")
+        return cls(host=_text(value.get("host")), port=None if port is None else int(port),
+                   user=_text(value.get("user")), alias=_text(value.get("alias")),
+                   transport=_text(value.get("transport")),
+                   key_file=_text(value.get("key_file")), known_hosts=_text(value.get("known_hosts")),
+                   config_file=_text(value.get("config_file")), workspace=_text(value.get("workspace")))
+
+    def to_json(self) -> dict[str, Any]:
+        """The block as written: only what is set."""
+        out: dict[str, Any] = {}
+        for name in ("host", "port", "user", "alias", "transport", "key_file", "known_hosts", "config_file",
+                     "workspace"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    @property
+    def is_local(self) -> bool:
+        """The "host" is this machine (transport local): no SSH at all."""
+        return self.transport == "local"
+
+    @property
+    def label(self) -> str:
+        """`ssh user@host:port`, as the journal records the route."""
+        return f"ssh {self.user or 'root'}@{self.host}:{self.port or 22}"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ShutdownRule:
+    """When a paid resource must go: idle minutes, max hours, a deadline (whichever comes first)."""
+
+    idle_minutes: float | None = None
+    max_hours: float | None = None
+    deadline: str | None = None
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> ShutdownRule:
+        # numbers stay as written (20 stays 20, not 20.0, when the record is given back)
+        return cls(idle_minutes=value.get("idle_minutes"), max_hours=value.get("max_hours"),
+                   deadline=_text(value.get("deadline")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in (("idle_minutes", self.idle_minutes), ("max_hours", self.max_hours),
+                                  ("deadline", self.deadline)) if v is not None}
+
+    def words(self) -> str:
+        """The rule in words: `idle 15 min, whichever first: max 2 h`."""
+        parts = []
+        if self.idle_minutes is not None:
+            parts.append(f"idle {self.idle_minutes:g} min")
+        if self.max_hours is not None:
+            parts.append(f"max {self.max_hours:g} h")
+        if self.deadline is not None:
+            parts.append(f"deadline {self.deadline}")
+        if not parts:
+            return "NONE (no shutdown rule)"
+        return ", whichever first: ".join(parts) if len(parts) > 1 else parts[0]
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """One entry of deployments.json (the schema, deployments.schema.json, stays the contract)."""
+
+    id: str
+    provider: str
+    status: str
+    cost_hr: float
+    created_at: str
+    instance_id: str | None = None
+    gpu: str | None = None
+    gpu_count: int = 1
+    runtime: str | None = None
+    model: str | None = None
+    workflow: str | None = None
+    image: str | None = None
+    region: str | None = None
+    endpoint: str | None = None
+    ssh: SshAccess | None = None
+    ready_at: str | None = None
+    destroyed_at: str | None = None
+    shutdown_rule: ShutdownRule | None = None
+    owner: str | None = None
+    checkpoint_path: str | None = None
+    idempotency_key: str | None = None
+    interruptible: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
+    health: Mapping[str, Any] | None = None
+    error: str | None = None
+    service_port: int | None = None
+    log_path: str | None = None
+    process: str | None = None
+    #: fields this version does not know, kept as read so a write gives them back
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: known fields the record spelled out (null included), so a write gives back the same keys
+    written: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, record: Mapping[str, Any]) -> Deployment:
+        """The record as read (validated by the registry against the schema first)."""
+        ssh, rule = record.get("ssh"), record.get("shutdown_rule")
+        gpu_count, port = record.get("gpu_count"), record.get("service_port")
+        return cls(
+            id=str(record["id"]), provider=str(record["provider"]), status=str(record["status"]),
+            cost_hr=float(record.get("cost_hr") or 0.0), created_at=str(record.get("created_at") or ""),
+            instance_id=_text(record.get("instance_id")), gpu=_text(record.get("gpu")),
+            gpu_count=int(gpu_count) if gpu_count is not None else 1, runtime=_text(record.get("runtime")),
+            model=_text(record.get("model")), workflow=_text(record.get("workflow")),
+            image=_text(record.get("image")), region=_text(record.get("region")),
+            endpoint=_text(record.get("endpoint")),
+            ssh=SshAccess.from_json(ssh) if isinstance(ssh, Mapping) else None,
+            ready_at=_text(record.get("ready_at")), destroyed_at=_text(record.get("destroyed_at")),
+            shutdown_rule=ShutdownRule.from_json(rule) if isinstance(rule, Mapping) else None,
+            owner=_text(record.get("owner")), checkpoint_path=_text(record.get("checkpoint_path")),
+            idempotency_key=_text(record.get("idempotency_key")), interruptible=bool(record.get("interruptible")),
+            labels=dict(record.get("labels") or {}),
+            health=dict(record["health"]) if isinstance(record.get("health"), Mapping) else None,
+            error=_text(record.get("error")), service_port=int(port) if port is not None else None,
+            log_path=_text(record.get("log_path")), process=_text(record.get("process")),
+            extra={k: v for k, v in record.items() if k not in KNOWN_FIELDS},
+            written=frozenset(k for k in record if k in KNOWN_FIELDS))
+
+    def to_json(self) -> dict[str, Any]:
+        """The record in the file's form: the fields it spelled out or that are set, then the unknown ones."""
+        out: dict[str, Any] = {}
+        for name in KNOWN_FIELDS:
+            value = getattr(self, name)
+            if name in self.written or name in REQUIRED_FIELDS or value != _DEFAULTS[name]:
+                out[name] = json_value(value)
+        out.update(self.extra)
+        return out
+
+    # -- derived facts ---------------------------------------------------------------------------------------
+
+    @property
+    def workspace(self) -> str:
+        """The working directory on the host (ssh.workspace, else DEFAULT_WORKSPACE)."""
+        return (self.ssh.workspace if self.ssh is not None else None) or DEFAULT_WORKSPACE
+
+    @property
+    def ssh_route(self) -> str | None:
+        """`ssh user@host:port` when the record names an SSH host or alias, else None (no route of ours)."""
+        if self.ssh is None or self.ssh == SshAccess():
+            return None
+        return self.ssh.label
+
+    @property
+    def is_serverless(self) -> bool:
+        """A serverless endpoint (runtime serverless, set from the provider's kind at provision): there is no
+        host of ours, so nothing to install, probe or retrieve over SSH, whatever else the record holds."""
+        return self.runtime == SERVERLESS_RUNTIME
+
+    @property
+    def is_live(self) -> bool:
+        """Not destroyed: it holds, or may hold, a resource."""
+        return self.status in LIVE
+
+    @property
+    def bills(self) -> bool:
+        """Whether its state bills cost_hr (live and not stopped)."""
+        return self.status in BILLING
+
+    @property
+    def burn_hr(self) -> float:
+        """What it costs per hour now: cost_hr while it bills, else nothing."""
+        return self.cost_hr if self.bills else 0.0
+
+    @property
+    def shutdown_deadline(self) -> datetime | None:
+        """The moment its shutdown rule ends it at the latest: the deadline or created_at + max_hours, whichever
+        is first (idle minutes depend on activity, not on the clock, so they set no deadline)."""
+        rule = self.shutdown_rule
+        if rule is None:
+            return None
+        moments = []
+        if rule.deadline:
+            moments.append(parse_ts(rule.deadline))
+        if rule.max_hours is not None and self.created_at:
+            moments.append(parse_ts(self.created_at) + timedelta(hours=rule.max_hours))
+        return min(moments, default=None)
+
+
+KNOWN_FIELDS: Final = tuple(f.name for f in fields(Deployment) if f.name not in ("extra", "written"))
+REQUIRED_FIELDS: Final = frozenset({"id", "provider", "status", "cost_hr", "created_at"})
+_DEFAULTS: Final[dict[str, Any]] = {f.name: (f.default_factory() if callable(f.default_factory) else f.default)
+                                    for f in fields(Deployment) if f.name in KNOWN_FIELDS}
+
+
+def json_value(value: Any) -> Any:
+    """A field value in the file's form (nested records become their JSON objects)."""
+    if isinstance(value, (SshAccess, ShutdownRule)):
+        return value.to_json()
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+def live_burn(deployments: Iterable[Deployment]) -> tuple[float, int]:
+    """Hourly burn and count of the deployments that bill: what max_cost_hr and max_concurrent_deployments are
+    measured against, by provision, offers and the audit alike."""
+    billing = [d for d in deployments if d.bills]
+    return sum(d.cost_hr for d in billing), len(billing)

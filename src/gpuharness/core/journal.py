@@ -1,0 +1,65 @@
+"""The transition journal (transitions.jsonl): one typed entry, its one constructor, append and read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, final
+
+from gpuharness.core import schema
+from gpuharness.core.clock import now_ts
+from gpuharness.core.deployment import Deployment
+from gpuharness.core.jsonl import append_record, read_records
+
+_SAME: Any = object()
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One line of the journal: what moved (or was seen) from which state to which, by which route."""
+
+    deployment: str
+    from_state: str | None
+    to_state: str
+    provider: str | None = None
+    target_id: str | None = None
+    route: str | None = None
+    observed_at: str | None = None
+    marker: Any = None
+    next_action: str | None = None
+    note: str | None = None
+    ts: str = field(default_factory=now_ts)
+
+    @classmethod
+    def of(cls, deployment: Deployment, *, from_state: str | None = _SAME, route: str | None = None,
+           observed_at: str | None = None, marker: Any = None, next_action: str | None = None,
+           note: str | None = None) -> JournalEntry:
+        """The entry for a deployment as it is now: it moved from from_state to its status, or, without
+        from_state, was only observed (from and to are its status)."""
+        return cls(deployment=deployment.id, from_state=deployment.status if from_state is _SAME else from_state,
+                   to_state=deployment.status, provider=deployment.provider, target_id=deployment.instance_id,
+                   route=route, observed_at=observed_at or now_ts(), marker=marker, next_action=next_action,
+                   note=note)
+
+    def to_json(self) -> dict[str, Any]:
+        """The journal line."""
+        return {"ts": self.ts, "deployment": self.deployment, "provider": self.provider,
+                "target_id": self.target_id, "from": self.from_state, "to": self.to_state, "route": self.route,
+                "observed_at": self.observed_at, "marker": self.marker, "next_action": self.next_action,
+                "note": self.note}
+
+
+def append_entry(path: Path, entry: JournalEntry) -> None:
+    """Append one entry to the journal at path (checked against transition.schema.json: a bad one is a bug)."""
+    line = entry.to_json()
+    errors, _ = schema.check("transition", line)
+    if errors:
+        raise ValueError(f"bad journal entry {errors[0].json_path}: {errors[0].message}")
+    append_record(path, line)
+
+
+def read_journal(path: Path) -> Iterator[dict[str, Any]]:
+    """Stream the journal; a torn final line is skipped, a broken one is a one-line error."""
+    return read_records(path, what="journal line")
