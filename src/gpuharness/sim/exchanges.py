@@ -1,0 +1,64 @@
+"""What clients sent the simulator: each provider request as it arrived, for comparing one client with another."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, final
+
+#: enough for any one test's comparison; older requests fall off
+KEEP = 10_000
+#: headers that say how a client speaks (the key itself never kept)
+KEPT_HEADERS = ("authorization", "content-type", "accept", "user-agent")
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One provider request: method, path, decoded query, the headers that matter, the JSON body."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any = None
+    route: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": self.method, "path": self.path, "query": self.query, "headers": self.headers,
+                "body": self.body, "route": self.route}
+
+
+def kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers worth comparing, with the credential reduced to its scheme ("Bearer ***")."""
+    kept = {name: headers[name] for name in KEPT_HEADERS if name in headers}
+    auth = kept.get("authorization")
+    if auth is not None:
+        scheme, _, rest = auth.partition(" ")
+        kept["authorization"] = f"{scheme} ***" if rest else "***"
+    return kept
+
+
+@final
+class RequestLog:
+    """The last KEEP provider requests, thread-safe."""
+
+    __slots__ = ("_lock", "_requests")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: deque[RecordedRequest] = deque(maxlen=KEEP)
+
+    def add(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    def all(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._requests.clear()
