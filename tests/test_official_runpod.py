@@ -155,7 +155,8 @@ rented = run_graphql_query('''mutation {{ podRentInterruptable(input: {{ bidPerG
   volumeInGb: 0, containerDiskInGb: 20, gpuTypeId: "{GPU}", name: "gh-spot", imageName: "img:spot",
   ports: "22/tcp", env: [{{ key: "A", value: "b" }}] }}) {{ id podType costPerHr __typename }} }}''')
 try:
-    run_graphql_query('mutation {{ podRentInterruptable(input: {{ bidPerGpu: 0.01, gpuTypeId: "{GPU}", imageName: "i", cloudType: ALL }}) {{ id }} }}')
+    run_graphql_query('mutation {{ podRentInterruptable(input: {{ bidPerGpu: 0.01, gpuTypeId: "{GPU}", '
+                      'imageName: "i", cloudType: ALL }}) {{ id }} }}')
 except Exception as exc:
     low = str(exc)
 result = {{"rented": rented["data"]["podRentInterruptable"], "low": low}}
@@ -173,7 +174,8 @@ errors = {{}}
 for name, call in (("capacity", lambda: runpod.create_pod("gh-full", "img", {GPU!r})),
                    ("field", lambda: run_graphql_query("query {{ myself {{ pods {{ id nope }} }} }}")),
                    ("syntax", lambda: run_graphql_query("query {{ myself {{ pods {{ id }}")),
-                   ("variable", lambda: run_graphql_query("query Q($input: PodFilter!) {{ pod(input: $input) {{ id }} }}"))):
+                   ("variable", lambda: run_graphql_query("query Q($input: PodFilter!) "
+                                                          "{{ pod(input: $input) {{ id }} }}"))):
     try:
         call()
         errors[name] = None
