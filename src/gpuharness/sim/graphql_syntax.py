@@ -19,6 +19,10 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE)
 
 
+#: token kinds as graphql-js names them in messages
+_KINDS = {"name": "Name", "string": "String", "number": "Int"}
+
+
 class GraphQLSyntaxError(ValueError):
     """A document that does not parse; the message is graphql-js's ("Syntax Error: ...")."""
 
@@ -81,7 +85,7 @@ class _Parser:
         while position < len(source):
             found = _TOKEN.match(source, position)
             if found is None:
-                raise self._error(position, f"Unexpected character: {source[position]!r}.", source)
+                raise self._error(position, f'Unexpected character: "{source[position]}".', source)
             if found.lastgroup != "skip":
                 self.tokens.append((str(found.lastgroup), found.group(), position))
             position = found.end()
@@ -102,10 +106,11 @@ class _Parser:
 
     def take(self, value: str | None = None, kind: str | None = None) -> tuple[str, str, int]:
         if self.index >= len(self.tokens):
-            raise self._error(len(self.source), f"Expected {value or kind or 'more'}, found <EOF>.")
+            raise self._error(len(self.source), f"Expected {value or _KINDS.get(kind or '', 'more')}, found <EOF>.")
         token = self.tokens[self.index]
         if (value is not None and token[1] != value) or (kind is not None and token[0] != kind):
-            raise self._error(token[2], f"Expected {value or kind}, found {token[1]!r}.")
+            wanted = value or _KINDS.get(kind or "", kind)
+            raise self._error(token[2], f'Expected {wanted}, found "{token[1]}".')
         self.index += 1
         return token
 
@@ -145,7 +150,7 @@ class _Parser:
                 fields[key] = self.value(const)
             self.take("}")
             return fields
-        raise self._error(position, f"Unexpected {text!r}.")
+        raise self._error(position, f'Unexpected "{text}".')
 
     def arguments(self) -> dict[str, Any]:
         found: dict[str, Any] = {}
@@ -162,7 +167,8 @@ class _Parser:
         found: dict[str, dict[str, Any]] = {}
         while self.peek("@"):
             self.take("@")
-            found[self.name()] = self.arguments()
+            name = self.name()
+            found[name] = self.arguments()
         return found
 
     # selections
@@ -173,7 +179,7 @@ class _Parser:
             selections.append(self.selection())
         self.take("}")
         if not selections:
-            raise self._error(self.tokens[self.index - 1][2], "Expected Name, found '}'.")
+            raise self._error(self.tokens[self.index - 1][2], "Expected Name, found \"}\".")
         return selections
 
     def selection(self) -> Field | Spread:
@@ -246,7 +252,7 @@ class _Parser:
             else:
                 kind = self.name()
                 if kind not in ("query", "mutation", "subscription"):
-                    raise self._error(self.tokens[self.index - 1][2], f"Unexpected Name {kind!r}.")
+                    raise self._error(self.tokens[self.index - 1][2], f'Unexpected Name "{kind}".')
                 name = self.name() if self.peek() and self.tokens[self.index][0] == "name" else None
                 variables = self.variable_definitions()
                 self.directives()

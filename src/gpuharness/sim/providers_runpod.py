@@ -147,4 +147,5 @@ WIRE = ProviderWire(
                                          "status": 500}),
     server_error=lambda: json_response(500, {"error": "Something went wrong.", "status": 500}),
     not_found=lambda: problem(404, "Not Found", "no such route"),
+    bad_request=lambda reason: problem(400, "Bad Request", reason),
 )

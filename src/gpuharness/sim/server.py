@@ -273,7 +273,7 @@ class _Handler(BaseHTTPRequestHandler):
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             self.close_connection = True
             return _with_status(sim.refuse(path, "chunked bodies are not supported: send Content-Length"), 411)
-        declared = (self.headers.get("Content-Length") or "0").strip()
+        declared = self.headers.get("Content-Length", "0").strip()
         if not declared.isdigit():
             # the body's end is unknown: answer, then close the connection
             self.close_connection = True
