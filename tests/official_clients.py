@@ -89,3 +89,15 @@ def run_python(python: Path, code: str, env: Mapping[str, str], timeout: float =
     done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=dict(env), timeout=timeout)
     assert done.returncode == 0, f"client script failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    # `.ci/run` makes both environments before the tests (one install each, outside the xdist workers)
+    failed = 0
+    for client in PINS:
+        try:
+            print(f"{client}: {client_python(client)}")
+        except ClientUnavailable as exc:
+            print(f"{client}: not installable: {exc}", file=sys.stderr)
+            failed = 1
+    raise SystemExit(failed)
