@@ -126,6 +126,7 @@ def stream(req: SimRequest, state: SimState) -> SimResponse:
 
 def purge_queue(req: SimRequest, state: SimState) -> SimResponse:
     """POST /purge-queue: drop the endpoint's queued jobs (running ones go on) -> {"removed", "status"}."""
+    # [UNVERIFIED] what a purged job's /status answers afterwards (here: 404, as an unknown job)
     queued = [key for key, job in state.jobs.items()
               if key[0] == req.match["endpoint"] and _status(job, state) == "IN_QUEUE"]
     for key in queued:

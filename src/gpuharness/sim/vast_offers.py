@@ -97,6 +97,7 @@ def offer_for_gpu(gpu_name: str) -> dict[str, Any]:
 
 
 def _priced(offer: dict[str, Any], offer_type: str) -> dict[str, Any]:
+    # [UNVERIFIED] how bid and reserved searches price an offer (the client only displays these fields)
     if offer_type == "bid":
         # interruptible: what you pay is your bid, at least the current minimum
         return {**offer, "is_bid": True, "dph_total": offer["min_bid"]}
@@ -110,6 +111,7 @@ def search(query: dict[str, Any]) -> list[dict[str, Any]]:
     offer_type = query.get("type", "on-demand")
     if offer_type not in OFFER_TYPES:
         raise QueryError(f"type must be one of {', '.join(OFFER_TYPES)}, got {offer_type!r}")
+    # [UNVERIFIED] a filter on a column the simulator does not know is ignored, as the CLI only warns about it
     tests = filters(query, COLUMNS, skip=NOT_FILTERS)
     found = [_priced(o, offer_type) for o in OFFERS]
     found = [o for o in found if all(test(o) for test in tests)]
