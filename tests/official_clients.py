@@ -52,7 +52,10 @@ def client_python(name: str) -> Path:
     venv = root / f"venv-{name}"
     python = venv / "bin" / "python"
     marker = venv / MARKER
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ClientUnavailable(f"cannot make {root}: {exc}") from None
     with FileLock(str(root / f"venv-{name}.lock"), timeout=INSTALL_TIMEOUT_S):
         if marker.is_file() and marker.read_text() == pin and python.exists():
             return python
