@@ -119,5 +119,8 @@ def test_recorded_requests_keep_the_auth_scheme_never_the_key(sim: Simulator):
     httpx.get(sim.base_url + "/vast/api/v1/instances/", params={"limit": 3}, headers={"Authorization": f"Bearer {KEY}"})
     listed = httpx.get(sim.base_url + "/_sim/requests").json()["requests"]
     assert listed[-1]["query"] == {"limit": ["3"]} and listed[-1]["headers"]["authorization"] == "Bearer ***"
+    httpx.get(sim.base_url + "/vast/api/v0/users/current", params={"api_key": KEY})
+    listed = httpx.get(sim.base_url + "/_sim/requests").json()["requests"]
+    assert listed[-1]["query"] == {"api_key": ["***"]}
     assert KEY not in json.dumps(listed)
     assert httpx.delete(sim.base_url + "/_sim/requests").json() == {"requests": []}

@@ -12,6 +12,8 @@ from typing import Any, final
 KEEP = 10_000
 #: headers that say how a client speaks (the key itself never kept)
 KEPT_HEADERS = ("authorization", "content-type", "accept", "user-agent")
+#: query parameters that carry a key (Vast and RunPod GraphQL accept ?api_key=)
+SECRET_PARAMS = ("api_key", "token", "key")
 
 
 @final
@@ -39,6 +41,12 @@ def kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
         scheme, _, rest = auth.partition(" ")
         kept["authorization"] = f"{scheme} ***" if rest else "***"
     return kept
+
+
+def kept_query(params: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    """The query with any key-bearing parameter (api_key, token, key) masked."""
+    return {name: ["***"] * len(values) if name.lower() in SECRET_PARAMS else list(values)
+            for name, values in params.items()}
 
 
 @final

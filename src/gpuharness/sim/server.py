@@ -18,7 +18,7 @@ from gpuharness.sim import (
     providers_vast,
 )
 from gpuharness.sim.control import bulk_create, control
-from gpuharness.sim.exchanges import RecordedRequest, RequestLog, kept_headers
+from gpuharness.sim.exchanges import RecordedRequest, RequestLog, kept_headers, kept_query
 from gpuharness.sim.faults import FaultPlan, parse_fault
 from gpuharness.sim.http_layer import SimHTTPServer
 from gpuharness.sim.routing import ProviderWire, Route, SimRequest, SimResponse, bearer, json_response
@@ -156,9 +156,8 @@ class Simulator:
         if wire is None:
             return json_response(404, {"error": f"no simulated provider serves {req.path}"})
         found = wire.route(req.method, req.path)
-        self.requests.add(RecordedRequest(req.method, req.path, {k: list(v) for k, v in req.params.items()},
-                                          kept_headers(req.headers), req.body,
-                                          found[0].key if found else None))
+        self.requests.add(RecordedRequest(req.method, req.path, kept_query(req.params), kept_headers(req.headers),
+                                          req.body, found[0].key if found else None))
         if found is None:
             self.state.count_request(f"{req.method} (unmatched)")
             return wire.not_found()
