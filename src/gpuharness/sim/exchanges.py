@@ -29,6 +29,7 @@ class RecordedRequest:
     route: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The record as GET /_sim/requests lists it."""
         return {"method": self.method, "path": self.path, "query": self.query, "headers": self.headers,
                 "body": self.body, "route": self.route}
 
@@ -60,13 +61,16 @@ class RequestLog:
         self._requests: deque[RecordedRequest] = deque(maxlen=KEEP)
 
     def add(self, request: RecordedRequest) -> None:
+        """Keep one request (the oldest falls off past KEEP)."""
         with self._lock:
             self._requests.append(request)
 
     def all(self) -> list[RecordedRequest]:
+        """The kept requests, oldest first."""
         with self._lock:
             return list(self._requests)
 
     def clear(self) -> None:
+        """Forget every kept request."""
         with self._lock:
             self._requests.clear()

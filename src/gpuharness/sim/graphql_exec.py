@@ -24,10 +24,12 @@ class FieldType:
 
     @property
     def named(self) -> str:
+        """The type's name without list brackets or non-null marks."""
         return self.of.strip("[]!")
 
     @property
     def is_list(self) -> bool:
+        """Whether the field answers a list."""
         return self.of.startswith("[")
 
 

@@ -30,12 +30,16 @@ class GraphQLSyntaxError(ValueError):
 @final
 @dataclass(frozen=True, slots=True)
 class Variable:
+    """`$name` in a value: replaced by the request's variable of that name."""
+
     name: str
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class EnumValue:
+    """A bare name as a value (`cloudType: ALL`): resolvers see its text."""
+
     name: str
 
 
@@ -54,6 +58,7 @@ class Field:
 
     @property
     def key(self) -> str:
+        """Where the answer puts the field: its alias, else its name."""
         return self.alias or self.name
 
 
@@ -71,6 +76,8 @@ class Spread:
 @final
 @dataclass(slots=True)
 class Operation:
+    """The document's operation, with its variables' definitions and the fragments it may spread."""
+
     kind: str  # "query" | "mutation" | "subscription"
     name: str | None
     variables: dict[str, tuple[str, Any]]  # name -> (type text, default)

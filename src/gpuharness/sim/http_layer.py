@@ -27,6 +27,8 @@ class Answering(Protocol):
 
 
 class SimHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server on loopback whose requests the simulator answers."""
+
     daemon_threads = True
     allow_reuse_address = True
 

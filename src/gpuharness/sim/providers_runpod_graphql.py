@@ -27,6 +27,7 @@ CLOUD_TYPES = ("ALL", "SECURE", "COMMUNITY")
 
 
 def errors(status: int, message: str, code: str) -> SimResponse:
+    """A request-level GraphQL error: {"errors": [{"message", "extensions": {"code"}}]}."""
     return json_response(status, {"errors": [{"message": message, "extensions": {"code": code}}]})
 
 

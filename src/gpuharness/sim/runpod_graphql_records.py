@@ -71,6 +71,7 @@ def spot_price(row: catalog.CatalogGpu) -> float | None:
 
 
 def gpu_type(row: catalog.CatalogGpu) -> dict[str, Any]:
+    """A catalog GPU as GraphQL's GpuType, `lowestPrice` answering its argument."""
     secure, community = row.runpod_secure, row.runpod_community
     spot = spot_price(row)
 

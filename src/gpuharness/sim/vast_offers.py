@@ -88,6 +88,7 @@ OFFERS: tuple[dict[str, Any], ...] = tuple(_offers())
 
 
 def offer_by_id(offer_id: int) -> dict[str, Any] | None:
+    """The offer with this id, or None."""
     return next((o for o in OFFERS if o["id"] == offer_id), None)
 
 
