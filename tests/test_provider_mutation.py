@@ -48,6 +48,18 @@ def test_100_launches_with_the_response_dropped_after_commit_create_exactly_100(
     assert sum(1 for e in journal if e["event"] == "reconciled") == 100
 
 
+def test_100_vast_launches_dropped_after_commit_create_exactly_100_through_the_v1_list(sim: Simulator):
+    journal: list[dict[str, Any]] = []
+    sim.inject(provider="vast", fault="drop_after_commit", count=100, route="asks")
+    vast = provider(sim, "vast")
+    ids = [launch_reconciled(vast, spec("vast", f"gh-vdrop-{n:03d}"), journal.append).id for n in range(100)]
+    stats = sim.stats()
+    assert stats["faults_fired"]["drop_after_commit"] == 100
+    assert stats["launches"] == 100 and stats["instances"] == 100 and len(set(ids)) == 100
+    assert sorted(i.idempotency_key for i in vast.list_instances()) == [f"gh-vdrop-{n:03d}" for n in range(100)]
+    assert sum(1 for e in journal if e["event"] == "reconciled") == 100
+
+
 @pytest.mark.parametrize("kind", ["runpod", "vast", "massed"])
 def test_dropped_launch_is_reconciled_by_key_on_every_provider(sim: Simulator, kind: str):
     journal: list[dict[str, Any]] = []

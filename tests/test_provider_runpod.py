@@ -129,10 +129,10 @@ def test_stop_in_a_wrong_state_is_an_invalid_request(respx_mock):
 
 @respx.mock(base_url=BASE)
 def test_gpu_type_offers_match_the_short_name(respx_mock):
-    respx_mock.get("/v2/gpu-types").respond(200, json={"gpuTypes": [
+    respx_mock.post("/graphql").respond(200, json={"data": {"gpuTypes": [
         {"id": "NVIDIA GeForce RTX 4090", "displayName": "RTX 4090", "memoryInGb": 24, "securePrice": 0.69,
          "communityPrice": 0.34},
-        {"id": "NVIDIA GeForce RTX 5090", "displayName": "RTX 5090", "memoryInGb": 32, "securePrice": 0.94}]})
+        {"id": "NVIDIA GeForce RTX 5090", "displayName": "RTX 5090", "memoryInGb": 32, "securePrice": 0.94}]}})
     offers = adapter().offers("RTX 4090")
     assert [(o.gpu, o.cost_hr) for o in offers] == [("NVIDIA GeForce RTX 4090", 0.69)]
 
@@ -145,8 +145,7 @@ def test_an_unexpected_list_shape_is_a_clear_error(respx_mock):
 
 
 @respx.mock(base_url=BASE)
-def test_gpu_types_fall_back_to_the_graphql_query_where_v2_has_no_list(respx_mock):
-    respx_mock.get("/v2/gpu-types").respond(404, json={"title": "Not Found", "status": 404, "detail": "no route"})
+def test_gpu_types_come_from_the_graphql_query_as_the_sdk_asks(respx_mock):
     graphql = respx_mock.post("/graphql").respond(200, json={"data": {"gpuTypes": [
         {"id": "NVIDIA GeForce RTX 4090", "displayName": "RTX 4090", "memoryInGb": 24, "securePrice": 0.69,
          "communityPrice": 0.34}]}})
@@ -157,7 +156,6 @@ def test_gpu_types_fall_back_to_the_graphql_query_where_v2_has_no_list(respx_moc
 
 @respx.mock(base_url=BASE)
 def test_graphql_errors_with_http_200_are_raised_classified(respx_mock):
-    respx_mock.get("/v2/gpu-types").respond(404)
     respx_mock.post("/graphql").respond(200, json={"errors": [{"message": "Something went wrong.",
                                                                "extensions": {"code": "INTERNAL_SERVER_ERROR"}}]})
     with pytest.raises(ProviderError, match="Something went wrong"):

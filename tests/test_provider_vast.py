@@ -11,7 +11,7 @@ from provider_time import FakeTime
 
 from gpuharness.providers.base import LaunchSpec, ProviderError
 from gpuharness.providers.transport import ProviderHttp
-from gpuharness.providers.vast import VastAi, docker_flags
+from gpuharness.providers.vast import VastAi, docker_options
 
 BASE = "https://console.vast.ai"
 KEY = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -101,7 +101,7 @@ def test_launch_picks_the_cheapest_offer_and_carries_the_key_in_the_label(respx_
     assert query["gpu_name"] == {"eq": "RTX 4090"} and query["order"] == [["dph_total", "asc"]]
     body = json.loads(create.calls.last.request.content)
     assert body["label"] == "gh-dep-v1" and body["image"] == "vastai/comfy:latest"
-    assert body["env"] == "-e MODE=test -p 8188:8188"
+    assert body["env"] == {"MODE": "test", "-p 8188:8188": "1"} and body["client_id"] == "me"
     assert instance.id == "7835610" and instance.cost_hr == 0.41 and instance.idempotency_key == "gh-dep-v1"
     assert "d15a" not in repr(instance)
 
@@ -117,8 +117,8 @@ def test_no_such_ask_on_create_is_a_capacity_error(respx_mock):
 
 @respx.mock(base_url=BASE)
 def test_invalid_key_answer_is_auth(respx_mock):
-    respx_mock.get("/api/v1/instances/").respond(401, json={"success": False, "error": "auth_error",
-                                                            "msg": "Invalid user key"})
+    respx_mock.get("/api/v0/users/current").respond(401, json={"success": False, "error": "auth_error",
+                                                               "msg": "Invalid user key"})
     with pytest.raises(ProviderError) as caught:
         adapter()[0].check()
     assert caught.value.kind == "auth" and "$VAST_API_KEY" in str(caught.value) and KEY not in str(caught.value)
@@ -137,6 +137,6 @@ def test_destroy_and_stop_use_the_v0_instance_route(respx_mock):
     assert destroy.call_count == 2 and json.loads(stop.calls.last.request.content) == {"state": "stopped"}
 
 
-def test_docker_flags_skip_the_ssh_port():
+def test_docker_options_skip_the_ssh_port():
     spec = LaunchSpec(gpu="RTX 4090", image="i", idempotency_key="gh-a", ports=("22/tcp",))
-    assert docker_flags(spec) == ""
+    assert docker_options(spec) == {}

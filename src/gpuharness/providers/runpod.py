@@ -123,12 +123,8 @@ class RunPodPods:
                 raise
 
     def gpu_types(self) -> list[dict[str, Any]]:
-        """GPU types with prices: `/v2/gpu-types` where served, else the GraphQL `gpuTypes` query."""
-        # [UNVERIFIED] route: REST v2 documents no gpu-types list; the simulator serves one in the GraphQL shape.
-        response = self.http.read("GET", "/v2/gpu-types", allow=(404,))
-        if response.status_code != 404:
-            body = fields.mapping(response.json(), self.name, "GET /v2/gpu-types")
-            return fields.items(body.get("gpuTypes"), self.name, "GET /v2/gpu-types")
+        """GPU types with prices, through GraphQL's `gpuTypes` as runpod-python's get_gpus asks (REST v2 has no
+        list of GPU types)."""
         answer = self.http.read("POST", "/graphql", json={"query": GPU_TYPES_QUERY})
         data = fields.mapping(answer.json(), self.name, "POST /graphql gpuTypes")
         if data.get("errors"):

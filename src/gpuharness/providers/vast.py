@@ -1,7 +1,13 @@
-"""Vast.ai: v0 calls (offers, create, show, start/stop, destroy) and the paginated v1 instance list."""
+"""Vast.ai: v0 calls (offers, create, show, start/stop, destroy) and the paginated v1 instance list.
+
+Requests are shaped as the official client (pip `vastai` 1.9, vastai/api/) shapes the same operation: the v1 list's
+query (`select_filters`, `order_by`, `limit`, `after_token`, each JSON text), the offer query as the CLI parses
+`gpu_name=RTX_4090 num_gpus=1` (numbers as strings), and the create body of build_create_instance_payload.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any, final
 
 from gpuharness.providers import fields
@@ -21,6 +27,13 @@ from gpuharness.providers.transport import ProviderHttp
 
 PAGE_LIMIT = 25  # the v1 list's maximum page size
 MAX_PAGES = 10_000
+#: the official client's v1 list query, before paging: every instance, oldest first
+LIST_QUERY: dict[str, Any] = {"select_filters": json.dumps({}), "order_by": json.dumps([{"col": "id", "dir": "asc"}]),
+                              "limit": PAGE_LIMIT}
+#: the runtype the official client sends for ssh=True, direct=True (its spelling: "ssh_direc")
+RUNTYPE = "ssh_direc ssh_proxy"
+#: allocated_storage the official client prices offers at by default (GiB)
+DEFAULT_STORAGE_GB = 5.0
 
 #: actual_status -> normalized; None (still provisioning) is pending
 STATUS: dict[str, Status] = {
@@ -84,14 +97,36 @@ def _endpoint(row: dict[str, Any]) -> str | None:
     return None
 
 
-def docker_flags(spec: LaunchSpec) -> str:
-    """Vast's `env` field: docker-style flags for env vars and exposed ports."""
-    flags = [f"-e {k}={v}" for k, v in sorted(spec.env.items())]
+def docker_options(spec: LaunchSpec) -> dict[str, str]:
+    """Vast's `env` object as the official client builds it: variables, plus `"-p N:N": "1"` per exposed port."""
+    options = dict(sorted(spec.env.items()))
     for port in spec.ports:
         number = port.split("/", 1)[0]
         if number != "22":
-            flags.append(f"-p {number}:{number}")
-    return " ".join(flags)
+            options[f"-p {number}:{number}"] = "1"
+    return options
+
+
+def create_body(spec: LaunchSpec, price: float | None) -> dict[str, Any]:
+    """The create body of the official client's build_create_instance_payload (ssh, direct, cancel_unavail)."""
+    return {
+        "client_id": "me", "image": spec.image, "env": docker_options(spec), "price": price, "disk": spec.disk_gb,
+        "label": spec.idempotency_key, "extra": None, "onstart": None, "image_login": None, "python_utf8": False,
+        "lang_utf8": False, "use_jupyter_lab": False, "jupyter_dir": None, "force": False, "cancel_unavail": True,
+        "template_hash_id": None, "user": None, "runtype": RUNTYPE,
+    }
+
+
+def offer_query(gpu: str, gpu_count: int | None, limit: int, storage_gb: float) -> dict[str, Any]:
+    """What `vastai search offers 'gpu_name=X num_gpus=N' -o dph_total --limit L` sends: the CLI's defaults, then
+    the filters as it types them (names with spaces, numbers as strings)."""
+    query: dict[str, Any] = {"verified": {"eq": True}, "external": {"eq": False}, "rentable": {"eq": True},
+                             "gpu_name": {"eq": short_gpu_name(gpu)}}
+    if gpu_count is not None:
+        query["num_gpus"] = {"eq": str(gpu_count)}
+    query.update({"order": [["dph_total", "asc"]], "type": "on-demand", "limit": limit,
+                  "allocated_storage": storage_gb})
+    return query
 
 
 @final
@@ -110,7 +145,7 @@ class VastAi:
     def list_instances(self) -> list[Instance]:
         """Every instance through the keyset-paginated v1 list (25 a page)."""
         found: list[Instance] = []
-        params: dict[str, Any] = {"limit": PAGE_LIMIT}
+        params: dict[str, Any] = dict(LIST_QUERY)
         seen_tokens: set[str] = set()
         for _ in range(MAX_PAGES):
             body = fields.mapping(self.http.read("GET", "/api/v1/instances/", params=params).json(), self.name,
@@ -123,7 +158,7 @@ class VastAi:
             if token in seen_tokens:
                 raise ProviderError("server", "the v1 instance list repeated a next_token", provider=self.name)
             seen_tokens.add(str(token))
-            params = {"limit": PAGE_LIMIT, "after_token": token}
+            params = {**LIST_QUERY, "after_token": token}
         raise ProviderError("server", f"the v1 instance list did not end within {MAX_PAGES} pages",
                             provider=self.name)
 
@@ -140,14 +175,9 @@ class VastAi:
                 return None
         return vast_instance(self.name, fields.mapping(row, self.name, "GET /api/v0/instances/{id}/"))
 
-    def offers(self, gpu: str, *, gpu_count: int | None = None, limit: int = 64) -> list[Offer]:
-        query: dict[str, Any] = {
-            "verified": {"eq": True}, "rentable": {"eq": True}, "rented": {"eq": False},
-            "gpu_name": {"eq": short_gpu_name(gpu)}, "order": [["dph_total", "asc"]], "type": "on-demand",
-            "limit": limit,
-        }
-        if gpu_count is not None:
-            query["num_gpus"] = {"eq": gpu_count}
+    def offers(self, gpu: str, *, gpu_count: int | None = None, limit: int = 64,
+               storage_gb: float = DEFAULT_STORAGE_GB) -> list[Offer]:
+        query = offer_query(gpu, gpu_count, limit, storage_gb)
         body = fields.mapping(self.http.read("POST", "/api/v0/bundles/", json=query).json(), self.name,
                               "POST /api/v0/bundles/")
         found: list[Offer] = []
@@ -166,16 +196,15 @@ class VastAi:
         offer_id = spec.offer_id
         cost: float | None = None
         if offer_id is None:
-            offers = self.offers(spec.gpu, gpu_count=spec.gpu_count, limit=8)
+            offers = self.offers(spec.gpu, gpu_count=spec.gpu_count, limit=8, storage_gb=float(spec.disk_gb))
             if not offers:
                 raise ProviderError("capacity", f"no rentable offer for {spec.gpu_count}x {spec.gpu}; try another "
                                     "GPU type or provider", provider=self.name)
             offer_id, cost = offers[0].offer_id, offers[0].cost_hr
-        body: dict[str, Any] = {"image": spec.image, "disk": spec.disk_gb, "label": spec.idempotency_key,
-                                "runtype": "ssh_direct", "env": docker_flags(spec), "cancel_unavail": True}
-        if spec.interruptible and spec.bid_price is not None:
-            body["price"] = spec.bid_price
-            cost = spec.bid_price
+        price = spec.bid_price if spec.interruptible and spec.bid_price is not None else None
+        if price is not None:
+            cost = price
+        body = create_body(spec, price)
         answer = fields.mapping(self.http.mutate("PUT", f"/api/v0/asks/{offer_id}/", json=body).json(), self.name,
                                 "PUT /api/v0/asks/{id}/")
         contract = answer.get("new_contract")
@@ -203,7 +232,8 @@ class VastAi:
                 raise
 
     def check(self) -> None:
-        self.http.read("GET", "/api/v1/instances/", params={"limit": 1})
+        """The read every official CLI command starts with (its role check)."""
+        self.http.read("GET", "/api/v0/users/current")
 
     def close(self) -> None:
         self.http.close()

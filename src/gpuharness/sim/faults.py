@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Literal, final, get_args
@@ -10,6 +11,9 @@ FaultName = Literal["rate_limit", "capacity", "drop_after_commit", "server_error
 RequestKind = Literal["read", "launch", "mutation", "control"]
 
 FAULTS: tuple[str, ...] = get_args(FaultName)
+#: bounds that keep an armed fault from hanging the simulator (a day of Retry-After, a minute of latency)
+MAX_RETRY_AFTER_S = 86_400
+MAX_LATENCY_MS = 60_000
 
 #: which kinds of request each fault hits: capacity only refuses launches, a dropped response needs a mutation
 APPLIES_TO: dict[str, tuple[RequestKind, ...]] = {
@@ -51,18 +55,29 @@ def parse_fault(body: Any) -> Fault:
     if fault not in FAULTS:
         raise ValueError(f"'fault' must be one of {list(FAULTS)}")
     count = body.get("count", 1)
-    if not isinstance(count, int) or count == 0 or count < -1:
+    if not whole_number(count) or count == 0 or count < -1:
         raise ValueError("'count' must be a positive integer (or -1 for every request)")
     retry_after = body.get("retry_after")
-    if retry_after is not None and (not isinstance(retry_after, int | float) or retry_after < 0):
-        raise ValueError("'retry_after' must be a number of seconds >= 0")
+    if retry_after is not None and not seconds(retry_after, MAX_RETRY_AFTER_S):
+        raise ValueError(f"'retry_after' must be a number of seconds from 0 to {MAX_RETRY_AFTER_S}")
     latency_ms = body.get("latency_ms", 0)
-    if not isinstance(latency_ms, int) or latency_ms < 0:
-        raise ValueError("'latency_ms' must be an integer >= 0")
+    if not whole_number(latency_ms) or not 0 <= latency_ms <= MAX_LATENCY_MS:
+        raise ValueError(f"'latency_ms' must be an integer from 0 to {MAX_LATENCY_MS}")
     route = body.get("route")
     if route is not None and not isinstance(route, str):
         raise ValueError("'route' must be a string")
     return Fault(provider, fault, count, None if retry_after is None else float(retry_after), latency_ms, route)
+
+
+def whole_number(value: Any) -> bool:
+    """An int that is not a bool (JSON true would otherwise count as 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def seconds(value: Any, most: float) -> bool:
+    """A finite number of seconds from 0 to most (NaN and infinities are refused)."""
+    return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            and 0 <= value <= most)
 
 
 @final

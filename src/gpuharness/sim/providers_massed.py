@@ -152,4 +152,5 @@ WIRE = ProviderWire(
     capacity=lambda: json_response(503, {"message": "Insufficient capacity: product is out of stock"}),
     server_error=lambda: json_response(500, {"message": "Server Error"}),
     not_found=lambda: json_response(404, {"message": "Not Found"}),
+    bad_request=lambda reason: json_response(400, {"message": reason}),
 )

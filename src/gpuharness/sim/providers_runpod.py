@@ -131,22 +131,12 @@ def pod_action(req: SimRequest, state: SimState) -> SimResponse:
     return json_response(200, render(pod, state))
 
 
-def gpu_types(req: SimRequest, state: SimState) -> SimResponse:
-    # [UNVERIFIED] REST v2 has no public gpu-types route in the reference; this mirrors the GraphQL
-    # gpuTypes selection (id, displayName, memoryInGb, securePrice, communityPrice).
-    return json_response(200, {"gpuTypes": [
-        {"id": g.runpod_id, "displayName": g.display, "memoryInGb": g.vram_gb, "securePrice": g.runpod_secure,
-         "communityPrice": g.runpod_community, "stockStatus": "High"}
-        for g in catalog.CATALOG]})
-
-
 WIRE = ProviderWire(
     provider=PROVIDER,
     prefix=PREFIX,
     routes=(
         Route.of("GET", "/runpod/v2/pods", "read", list_pods),
         Route.of("POST", "/runpod/v2/pods", "launch", create_pod),
-        Route.of("GET", "/runpod/v2/gpu-types", "read", gpu_types),
         Route.of("GET", "/runpod/v2/pods/{id}", "read", get_pod),
         Route.of("DELETE", "/runpod/v2/pods/{id}", "mutation", delete_pod),
         Route.of("POST", "/runpod/v2/pods/{id}/action", "mutation", pod_action),
@@ -157,4 +147,5 @@ WIRE = ProviderWire(
                                          "status": 500}),
     server_error=lambda: json_response(500, {"error": "Something went wrong.", "status": 500}),
     not_found=lambda: problem(404, "Not Found", "no such route"),
+    bad_request=lambda reason: problem(400, "Bad Request", reason),
 )

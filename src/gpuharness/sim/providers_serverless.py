@@ -27,6 +27,22 @@ def _status(job: dict[str, Any], state: SimState) -> str:
     return str(job["final"])
 
 
+def chunks(job: dict[str, Any]) -> list[Any]:
+    """What the simulated handler yields: each item of input.stream (a generator handler), else its one output."""
+    job_input = job["input"]
+    if isinstance(job_input, dict) and isinstance(job_input.get("stream"), list):
+        return list(job_input["stream"])
+    return [{"echo": job_input}]
+
+
+def output(job: dict[str, Any]) -> Any:
+    """The completed job's output: a streaming handler's chunks aggregated, else the echo."""
+    job_input = job["input"]
+    if isinstance(job_input, dict) and isinstance(job_input.get("stream"), list):
+        return chunks(job)
+    return {"echo": job_input}
+
+
 def render(job: dict[str, Any], state: SimState) -> dict[str, Any]:
     status = _status(job, state)
     body: dict[str, Any] = {"id": job["id"], "status": status}
@@ -34,7 +50,7 @@ def render(job: dict[str, Any], state: SimState) -> dict[str, Any]:
         body["delayTime"] = 824
         body["executionTime"] = 3391
     if status == "COMPLETED":
-        body["output"] = {"echo": job["input"]}
+        body["output"] = output(job)
     elif status == "FAILED":
         # the worker SDK sends the error as a JSON-encoded string
         body["error"] = json.dumps({"error_type": "<class 'RuntimeError'>", "error_message": "handler failed",
@@ -89,6 +105,35 @@ def cancel(req: SimRequest, state: SimState) -> SimResponse:
     return json_response(200, {"id": job["id"], "status": _status(job, state)})
 
 
+def stream(req: SimRequest, state: SimState) -> SimResponse:
+    """GET /stream/{job}: the chunks produced since the last call, each once; [] once all were read."""
+    job = _job(req, state)
+    if job is None:
+        return json_response(404, {"error": "job not found"})
+    status = _status(job, state)
+    produced = chunks(job)
+    if status == "IN_PROGRESS":
+        # chunks appear as the job runs: the share of the running half of the delay that has passed
+        half = state.ready_delay_s / 2 or 1.0
+        done = (state.clock() - float(job["created"]) - half) / half
+        produced = produced[:max(0, min(len(produced), int(len(produced) * done)))]
+    elif status != "COMPLETED":
+        produced = []
+    sent = int(job.get("streamed", 0))
+    job["streamed"] = max(sent, len(produced))
+    return json_response(200, {"status": status, "stream": [{"output": c} for c in produced[sent:]]})
+
+
+def purge_queue(req: SimRequest, state: SimState) -> SimResponse:
+    """POST /purge-queue: drop the endpoint's queued jobs (running ones go on) -> {"removed", "status"}."""
+    # [UNVERIFIED] what a purged job's /status answers afterwards (here: 404, as an unknown job)
+    queued = [key for key, job in state.jobs.items()
+              if key[0] == req.match["endpoint"] and _status(job, state) == "IN_QUEUE"]
+    for key in queued:
+        del state.jobs[key]
+    return json_response(200, {"removed": len(queued), "status": "completed"})
+
+
 def health(req: SimRequest, state: SimState) -> SimResponse:
     jobs = [j for (endpoint, _), j in state.jobs.items() if endpoint == req.match["endpoint"]]
     states = [_status(j, state) for j in jobs]
@@ -108,6 +153,8 @@ WIRE = ProviderWire(
         Route.of("POST", "/runpod-serverless/v2/{endpoint}/runsync", "mutation", runsync),
         Route.of("GET", "/runpod-serverless/v2/{endpoint}/status/{job}", "read", status),
         Route.of("POST", "/runpod-serverless/v2/{endpoint}/cancel/{job}", "mutation", cancel),
+        Route.of("GET", "/runpod-serverless/v2/{endpoint}/stream/{job}", "read", stream),
+        Route.of("POST", "/runpod-serverless/v2/{endpoint}/purge-queue", "mutation", purge_queue),
     ),
     # error bodies [UNVERIFIED]: the docs give status codes only
     unauthorized=lambda: json_response(401, {"error": "Unauthorized"}),

@@ -67,15 +67,24 @@ class Route:
     kind: RequestKind
     handler: Handler
     pattern: re.Pattern[str]
+    #: the kind decided per request (GraphQL: a query reads, a mutation launches or mutates)
+    classify: Callable[[SimRequest], RequestKind] | None = None
+    #: answered without a key (Vast's GPU name list and result URLs are fetched without one)
+    public: bool = False
 
     @classmethod
-    def of(cls, method: str, template: str, kind: RequestKind, handler: Handler) -> Route:
+    def of(cls, method: str, template: str, kind: RequestKind, handler: Handler, *,
+           classify: Callable[[SimRequest], RequestKind] | None = None, public: bool = False) -> Route:
         regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template))
-        return cls(method, template, kind, handler, re.compile(f"^{regex}$"))
+        return cls(method, template, kind, handler, re.compile(f"^{regex}$"), classify, public)
 
     @property
     def key(self) -> str:
         return f"{self.method} {self.template}"
+
+    def kind_of(self, req: SimRequest) -> RequestKind:
+        """What kind of request this is, for faults."""
+        return self.classify(req) if self.classify is not None else self.kind
 
 
 @final
@@ -93,6 +102,8 @@ class ProviderWire:
     not_found: Callable[[], SimResponse]
     #: a query parameter that may carry the key instead of the Authorization header (Vast: api_key)
     query_key: str | None = None
+    #: the provider's answer to a request the parser refuses (body not JSON, bad Content-Length)
+    bad_request: Callable[[str], SimResponse] = lambda reason: json_response(400, {"error": reason})
 
     def route(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
         for route in self.routes:

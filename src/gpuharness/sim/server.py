@@ -3,26 +3,30 @@
 from __future__ import annotations
 
 import ipaddress
-import json
-import re
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, final
-from urllib.parse import parse_qs, urlsplit
 
 from gpuharness.core.errors import UserError
-from gpuharness.sim import catalog, providers_massed, providers_runpod, providers_serverless, providers_vast
+from gpuharness.sim import (
+    providers_massed,
+    providers_runpod,
+    providers_runpod_graphql,
+    providers_serverless,
+    providers_vast,
+)
+from gpuharness.sim.control import bulk_create, control
+from gpuharness.sim.exchanges import RecordedRequest, RequestLog, kept_headers, kept_query
 from gpuharness.sim.faults import FaultPlan, parse_fault
-from gpuharness.sim.routing import ProviderWire, SimRequest, SimResponse, bearer, json_response
+from gpuharness.sim.http_layer import SimHTTPServer
+from gpuharness.sim.routing import ProviderWire, Route, SimRequest, SimResponse, bearer, json_response
 from gpuharness.sim.state import HostFactory, SimState
-
-_REDACT = re.compile(r"((?:api_key|token|key)=)[^&\s]+", re.IGNORECASE)
 
 WIRES: tuple[ProviderWire, ...] = (
     providers_serverless.WIRE,  # before runpod: "/runpod-serverless" must win over "/runpod"
+    providers_runpod_graphql.WIRE,  # "/runpod/graphql": the same pods as REST v2, its own error shapes
     providers_runpod.WIRE,
     providers_vast.WIRE,
     providers_massed.WIRE,
@@ -55,11 +59,13 @@ class Simulator:
         self.port = port
         self.state = SimState(ready_delay_s=ready_delay_s, clock=clock, wall=wall)
         self.faults = FaultPlan()
+        #: every provider request as it arrived (GET /_sim/requests)
+        self.requests = RequestLog()
         #: provider -> the only key accepted; providers not named accept any non-empty key
         self.api_keys = dict(api_keys or {})
         self.host_factory = host_factory
         self.log = log
-        self._server: _Server | None = None
+        self._server: SimHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -79,7 +85,8 @@ class Simulator:
 
     def url(self, provider: str) -> str:
         """The api_base of a provider kind on this simulator (runpod, runpod-serverless, vast, massed)."""
-        wire = next((w for w in WIRES if w.provider == provider), None)
+        # a nested wire (GraphQL under /runpod) shares its provider's base
+        wire = next((w for w in WIRES if w.provider == provider and w.prefix.count("/") == 1), None)
         if wire is None:
             raise KeyError(provider)
         return self.base_url + wire.prefix
@@ -96,7 +103,7 @@ class Simulator:
     def start(self) -> str:
         """Start serving in a background thread; return the base URL."""
         if self._server is None:
-            self._server = _Server((self.host, self.port), _Handler, self)
+            self._server = SimHTTPServer((self.host, self.port), self)
             self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
                                             name="gpuharness-sim", daemon=True)
             self._thread.start()
@@ -138,30 +145,36 @@ class Simulator:
     def create_instances(self, provider: str, count: int, gpu: str | None = None,
                          name_prefix: str = "gh-bulk-") -> list[str]:
         """Create instances directly (no launch counted), as POST /_sim/instances does."""
-        return _bulk_create(self.state, {"provider": provider, "count": count, "gpu": gpu,
-                                         "name_prefix": name_prefix})
+        return bulk_create(self.state, {"provider": provider, "count": count, "gpu": gpu,
+                                        "name_prefix": name_prefix})
 
     # request handling
     def handle(self, req: SimRequest) -> SimResponse:
         if req.path.startswith("/_sim/"):
-            return self._control(req)
-        wire = next((w for w in WIRES if req.path == w.prefix or req.path.startswith(w.prefix + "/")), None)
+            return control(self, req)
+        wire = wire_for(req.path)
         if wire is None:
             return json_response(404, {"error": f"no simulated provider serves {req.path}"})
         found = wire.route(req.method, req.path)
+        self.requests.add(RecordedRequest(req.method, req.path, kept_query(req.params), kept_headers(req.headers),
+                                          req.body, found[0].key if found else None))
         if found is None:
             self.state.count_request(f"{req.method} (unmatched)")
             return wire.not_found()
         route, match = found
         req.match = match
         self.state.count_request(route.key)
-        token = bearer(req.headers) or (req.param(wire.query_key) if wire.query_key else None)
-        expected = self.api_keys.get(wire.provider)
-        if not token or (expected is not None and token != expected):
-            return wire.unauthorized()
+        if not route.public:
+            token = bearer(req.headers) or (req.param(wire.query_key) if wire.query_key else None)
+            expected = self.api_keys.get(wire.provider)
+            if not token or (expected is not None and token != expected):
+                return wire.unauthorized()
+        return self._answer(wire, route, req)
+
+    def _answer(self, wire: ProviderWire, route: Route, req: SimRequest) -> SimResponse:
         response: SimResponse | None = None
         drop = False
-        for fault in self.faults.take(wire.provider, route.kind, route.template):
+        for fault in self.faults.take(wire.provider, route.kind_of(req), route.template):
             if fault.fault == "latency":
                 time.sleep(fault.latency_ms / 1000)
             elif fault.fault == "rate_limit":
@@ -182,143 +195,12 @@ class Simulator:
         response.drop = drop
         return response
 
-    def _control(self, req: SimRequest) -> SimResponse:
-        if req.method == "GET" and req.path == "/_sim/stats":
-            return json_response(200, self.stats())
-        if req.path == "/_sim/faults":
-            if req.method == "POST":
-                try:
-                    self.faults.arm(parse_fault(req.body))
-                except ValueError as exc:
-                    return json_response(400, {"error": str(exc)})
-                return json_response(200, {"armed": self.faults.armed()})
-            if req.method == "GET":
-                return json_response(200, {"armed": self.faults.armed()})
-            if req.method == "DELETE":
-                self.faults.clear()
-                return json_response(200, {"armed": []})
-        if req.method == "POST" and req.path == "/_sim/config":
-            delay = req.body.get("ready_delay_s") if isinstance(req.body, dict) else None
-            if not isinstance(delay, int | float) or isinstance(delay, bool) or delay < 0:
-                return json_response(400, {"error": "'ready_delay_s' must be a number of seconds >= 0"})
-            self.state.ready_delay_s = float(delay)
-            return json_response(200, {"ready_delay_s": self.state.ready_delay_s})
-        if req.method == "POST" and req.path == "/_sim/instances":
-            try:
-                ids = _bulk_create(self.state, req.body)
-            except ValueError as exc:
-                return json_response(400, {"error": str(exc)})
-            return json_response(200, {"ids": ids})
-        return json_response(404, {"error": f"no control route {req.method} {req.path}"})
+    def refuse(self, path: str, reason: str) -> SimResponse:
+        """The answer to a request the parser refused, in the shape of the provider it was meant for."""
+        wire = None if path.startswith("/_sim/") else wire_for(path)
+        return wire.bad_request(reason) if wire is not None else json_response(400, {"error": reason})
 
 
-def _bulk_create(state: SimState, body: Any) -> list[str]:
-    if not isinstance(body, dict):
-        raise ValueError("expected a JSON object")
-    provider = body.get("provider")
-    if provider not in ("runpod", "vast", "massed"):
-        raise ValueError("'provider' must be runpod, vast or massed")
-    count = body.get("count", 1)
-    if not isinstance(count, int) or not 1 <= count <= 100_000:
-        raise ValueError("'count' must be an integer between 1 and 100000")
-    gpu_name = body.get("gpu") or catalog.CATALOG[0].runpod_id
-    row = next((g for g in catalog.CATALOG if gpu_name in (g.runpod_id, g.display, g.massed_product)), None)
-    if row is None:
-        raise ValueError(f"unknown gpu {gpu_name!r}")
-    prefix = str(body.get("name_prefix") or "gh-bulk-")
-    ids: list[str] = []
-    with state.lock:
-        start = len(state.instances)
-        for n in range(count):
-            name = f"{prefix}{start + n:05d}"
-            if provider == "runpod":
-                gpu, cost = row.runpod_id, row.runpod_secure or 0.0
-                extra: dict[str, Any] = {}
-            elif provider == "vast":
-                gpu, cost = row.display, row.vast_prices[0]
-                extra = {"label": name, "gpu_ram": row.vram_gb * 1024}
-            else:
-                gpu, cost = row.massed_product or "gpu_1x_a6000", row.massed_price or 0.57
-                extra = {"image_id": 7}
-            instance = state.create(provider, name=name, gpu=gpu, gpu_count=1, cost_hr=cost,
-                                    image=str(body.get("image") or "runpod/pytorch:2.4.0"), region="sim-1",
-                                    extra=extra, count_launch=False)
-            ids.append(instance.id)
-    return ids
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], sim: Simulator) -> None:
-        self.sim = sim
-        super().__init__(address, handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # headers and body leave in one write (flushed by handle_one_request): no Nagle/delayed-ACK stalls
-    wbufsize = 1 << 16
-    disable_nagle_algorithm = True
-    server: _Server
-
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def do_PUT(self) -> None:
-        self._dispatch()
-
-    def do_DELETE(self) -> None:
-        self._dispatch()
-
-    def do_PATCH(self) -> None:
-        self._dispatch()
-
-    def _dispatch(self) -> None:
-        parts = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        body: Any = None
-        if raw:
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                self._send(json_response(400, {"error": "request body is not JSON"}))
-                return
-        req = SimRequest(self.command, parts.path, parse_qs(parts.query), headers, body)
-        try:
-            response = self.server.sim.handle(req)
-        except Exception as exc:  # a simulator (or host_factory) bug must not hang the client
-            response = json_response(500, {"error": f"simulator failure: {type(exc).__name__}: {exc}"})
-            log = self.server.sim.log
-            if log is not None:
-                log(f"simulator failure on {self.command} {parts.path}: {type(exc).__name__}: {exc}")
-        if response.drop:
-            # the mutation is committed; the client never hears back
-            self.close_connection = True
-            return
-        self._send(response)
-
-    def _send(self, response: SimResponse) -> None:
-        data = response.encode()
-        self.send_response(response.status)
-        if response.status != 204:
-            self.send_header("Content-Type", response.content_type)
-            self.send_header("Content-Length", str(len(data)))
-        for name, value in response.headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        if data and response.status != 204:
-            self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log = self.server.sim.log
-        if log is not None:
-            # the request line only: never headers, so never a key
-            line = _REDACT.sub(r"\1***", format % args)
-            log(f"{self.address_string()} {line}")
+def wire_for(path: str) -> ProviderWire | None:
+    """The provider wire serving a path (the longest prefix wins: /runpod/graphql before /runpod)."""
+    return next((w for w in WIRES if path == w.prefix or path.startswith(w.prefix + "/")), None)

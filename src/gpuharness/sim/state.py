@@ -98,6 +98,8 @@ class SimState:
         self.launches = 0
         self._vast_next = 31_000_000
         self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        #: texts served at result URLs (Vast's logs and execute answers), by token
+        self.results: dict[str, str] = {}
 
     # identifiers
     def new_id(self, provider: str) -> str:

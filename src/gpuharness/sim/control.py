@@ -1,0 +1,86 @@
+"""The simulator's control routes under /_sim/: stats, faults, settings, bulk instances, recorded requests."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gpuharness.sim import catalog, vast_offers
+from gpuharness.sim.faults import parse_fault, seconds, whole_number
+from gpuharness.sim.routing import SimRequest, SimResponse, json_response
+from gpuharness.sim.state import SimState
+
+if TYPE_CHECKING:
+    from gpuharness.sim.server import Simulator
+
+#: the longest settable pending -> running delay (a day)
+MAX_READY_DELAY_S = 86_400
+MAX_BULK = 100_000
+
+
+def control(sim: Simulator, req: SimRequest) -> SimResponse:
+    """Answer one /_sim/ request; bad bodies get 400 with a one-line reason."""
+    try:
+        return _route(sim, req)
+    except ValueError as exc:
+        return json_response(400, {"error": str(exc)})
+
+
+def _route(sim: Simulator, req: SimRequest) -> SimResponse:
+    method, path = req.method, req.path
+    if method == "GET" and path == "/_sim/stats":
+        return json_response(200, sim.stats())
+    if path == "/_sim/faults" and method in ("GET", "POST", "DELETE"):
+        if method == "POST":
+            sim.faults.arm(parse_fault(req.body))
+        elif method == "DELETE":
+            sim.faults.clear()
+        return json_response(200, {"armed": sim.faults.armed()})
+    if method == "POST" and path == "/_sim/config":
+        delay = req.body.get("ready_delay_s") if isinstance(req.body, dict) else None
+        if delay is None or not seconds(delay, MAX_READY_DELAY_S):
+            raise ValueError(f"'ready_delay_s' must be a number of seconds from 0 to {MAX_READY_DELAY_S}")
+        sim.state.ready_delay_s = float(delay)
+        return json_response(200, {"ready_delay_s": sim.state.ready_delay_s})
+    if method == "POST" and path == "/_sim/instances":
+        return json_response(200, {"ids": bulk_create(sim.state, req.body)})
+    if path == "/_sim/requests" and method in ("GET", "DELETE"):
+        if method == "DELETE":
+            sim.requests.clear()
+        return json_response(200, {"requests": [r.to_json() for r in sim.requests.all()]})
+    return json_response(404, {"error": f"no control route {method} {path}"})
+
+
+def bulk_create(state: SimState, body: Any) -> list[str]:
+    """Create instances directly (no launch counted): POST /_sim/instances."""
+    if not isinstance(body, dict):
+        raise ValueError("expected a JSON object")
+    provider = body.get("provider")
+    if provider not in ("runpod", "vast", "massed"):
+        raise ValueError("'provider' must be runpod, vast or massed")
+    count = body.get("count", 1)
+    if not whole_number(count) or not 1 <= count <= MAX_BULK:
+        raise ValueError(f"'count' must be an integer between 1 and {MAX_BULK}")
+    gpu_name = body.get("gpu") or catalog.CATALOG[0].runpod_id
+    row = next((g for g in catalog.CATALOG if gpu_name in (g.runpod_id, g.display, g.massed_product)), None)
+    if row is None:
+        raise ValueError(f"unknown gpu {gpu_name!r}")
+    prefix = str(body.get("name_prefix") or "gh-bulk-")
+    ids: list[str] = []
+    with state.lock:
+        start = len(state.instances)
+        for n in range(count):
+            name = f"{prefix}{start + n:05d}"
+            if provider == "runpod":
+                gpu, cost = row.runpod_id, row.runpod_secure or 0.0
+                extra: dict[str, Any] = {}
+            elif provider == "vast":
+                gpu, cost = row.display, row.vast_prices[0]
+                extra = {"label": name, "gpu_ram": vast_offers.gpu_ram(row)}
+            else:
+                gpu, cost = row.massed_product or "gpu_1x_a6000", row.massed_price or 0.57
+                extra = {"image_id": 7}
+            instance = state.create(provider, name=name, gpu=gpu, gpu_count=1, cost_hr=cost,
+                                    image=str(body.get("image") or "runpod/pytorch:2.4.0"), region="sim-1",
+                                    extra=extra, count_launch=False)
+            ids.append(instance.id)
+    return ids

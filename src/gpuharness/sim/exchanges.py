@@ -1,0 +1,76 @@
+"""What clients sent the simulator: each provider request as it arrived, for comparing one client with another."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, final
+
+#: enough for any one test's comparison; older requests fall off
+KEEP = 10_000
+#: headers that say how a client speaks (the key itself never kept)
+KEPT_HEADERS = ("authorization", "content-type", "accept", "user-agent")
+#: query parameters that carry a key (Vast and RunPod GraphQL accept ?api_key=)
+SECRET_PARAMS = ("api_key", "token", "key")
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One provider request: method, path, decoded query, the headers that matter, the JSON body."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any = None
+    route: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as GET /_sim/requests lists it."""
+        return {"method": self.method, "path": self.path, "query": self.query, "headers": self.headers,
+                "body": self.body, "route": self.route}
+
+
+def kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers worth comparing, with the credential reduced to its scheme ("Bearer ***")."""
+    kept = {name: headers[name] for name in KEPT_HEADERS if name in headers}
+    auth = kept.get("authorization")
+    if auth is not None:
+        scheme, _, rest = auth.partition(" ")
+        kept["authorization"] = f"{scheme} ***" if rest else "***"
+    return kept
+
+
+def kept_query(params: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    """The query with any key-bearing parameter (api_key, token, key) masked."""
+    return {name: ["***"] * len(values) if name.lower() in SECRET_PARAMS else list(values)
+            for name, values in params.items()}
+
+
+@final
+class RequestLog:
+    """The last KEEP provider requests, thread-safe."""
+
+    __slots__ = ("_lock", "_requests")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: deque[RecordedRequest] = deque(maxlen=KEEP)
+
+    def add(self, request: RecordedRequest) -> None:
+        """Keep one request (the oldest falls off past KEEP)."""
+        with self._lock:
+            self._requests.append(request)
+
+    def all(self) -> list[RecordedRequest]:
+        """The kept requests, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    def clear(self) -> None:
+        """Forget every kept request."""
+        with self._lock:
+            self._requests.clear()
