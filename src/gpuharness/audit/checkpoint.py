@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
+import msgspec
 import orjson
 
-from gpuharness.audit.ledger_pass import JobState, PartResult
+from gpuharness.audit.ledger_pass import JobState, LatestSync, PassResult, UnsyncedArtifact
 from gpuharness.core.clock import now_ts
 from gpuharness.core.statefile import atomic_write_bytes, exclusive_lock, fsync_dir
 
@@ -46,11 +47,11 @@ class LedgerState:
     dep_examples: dict[str, list[str]] = field(default_factory=dict)
     last_ts: dict[str, str] = field(default_factory=dict)
     open_jobs: dict[str, str] = field(default_factory=dict)
-    unsynced: dict[str, tuple[str, str]] = field(default_factory=dict)
-    synced_max: dict[str, tuple[str, str]] = field(default_factory=dict)
+    unsynced: dict[str, UnsyncedArtifact] = field(default_factory=dict)
+    synced_max: dict[str, LatestSync] = field(default_factory=dict)
 
-    def absorb(self, part: PartResult) -> None:
-        """Fold one worker's deltas into the running state."""
+    def absorb(self, part: PassResult) -> None:
+        """Fold a pass's deltas into the running state."""
         for grouping, deltas in part.spend.items():
             bucket = self.aggregates.setdefault(grouping, {})
             for key, delta in deltas.items():
@@ -61,9 +62,9 @@ class LedgerState:
         for job_id in part.resynced:
             self.unsynced.pop(job_id, None)
         self.unsynced.update(part.unsynced)
-        for deployment, (ts, job_id) in part.synced_max.items():
-            if ts > self.synced_max.get(deployment, ("", ""))[0]:
-                self.synced_max[deployment] = (ts, job_id)
+        for deployment, latest in part.synced_max.items():
+            if latest.synced_at > self.synced_max.get(deployment, LatestSync("", "")).synced_at:
+                self.synced_max[deployment] = latest
         for deployment, count in part.dep_lines.items():
             self.dep_lines[deployment] = self.dep_lines.get(deployment, 0) + count
             examples = self.dep_examples.setdefault(deployment, [])
@@ -128,8 +129,8 @@ def load(path: Path) -> Checkpoint | None:
             dep_lines={str(k): int(v) for k, v in doc["deployment_lines"].items()},
             dep_examples={str(k): list(v) for k, v in doc["deployment_job_examples"].items()},
             last_ts=dict(doc["last_activity"]), open_jobs=dict(doc["open_jobs"]),
-            unsynced={k: (v[0], v[1]) for k, v in doc["unsynced_artifacts"].items()},
-            synced_max={k: (v[0], v[1]) for k, v in doc["latest_sync"].items()})
+            unsynced={k: UnsyncedArtifact(str(v[0]), str(v[1])) for k, v in doc["unsynced_artifacts"].items()},
+            synced_max={k: LatestSync(str(v[0]), str(v[1])) for k, v in doc["latest_sync"].items()})
         for name in state.job_files:
             if "/" in name or not (path.parent / name).is_file():
                 raise ValueError(f"job-state file {name!r} is missing")
@@ -148,17 +149,17 @@ def job_file_path(audit_dir: Path, name: str) -> Path:
 def load_jobs(audit_dir: Path, names: Iterable[str], wanted: set[str]) -> dict[str, JobState]:
     """The states of the wanted job ids from the job-state files (a later file overrides an earlier one)."""
     keys = {orjson.dumps(job_id)[1:-1]: job_id for job_id in wanted}
+    decode = msgspec.json.Decoder(JobState).decode
     found: dict[str, JobState] = {}
     for name in names:
         with open(job_file_path(audit_dir, name), "rb") as handle:
             for line in handle:
-                end = line.find(b'"', 2)
-                if end > 2 and line[end - 1] != 92:
-                    if line[2:end] not in keys:
-                        continue
-                entry = orjson.loads(line)
-                if entry[0] in wanted:
-                    found[entry[0]] = tuple(entry[1:])  # type: ignore[assignment]
+                end = line.find(b'"', 2)  # the id's bytes, when it holds no escape: most lines are not wanted
+                if end > 2 and line[end - 1] != 92 and line[2:end] not in keys:
+                    continue
+                state = decode(line)
+                if state.id in wanted:
+                    found[state.id] = state
     return found
 
 

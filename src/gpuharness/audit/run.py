@@ -19,14 +19,13 @@ from gpuharness.audit import checkpoint as cp
 from gpuharness.audit.findings import Finding
 from gpuharness.audit.journal_rules import journal_problems
 from gpuharness.audit.ledger_pass import (
-    PartResult,
     PassContext,
+    PassResult,
     Prior,
     canonical_ts,
     complete_length,
     hash_range,
-    scan_full,
-    scan_part,
+    scan,
 )
 from gpuharness.audit.readiness import readiness_problems
 from gpuharness.audit.secrets import scan_tree
@@ -239,14 +238,13 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
     pending = Path(tempfile.mkdtemp(prefix="gh-audit-"))
     run.pending_dir = pending
     weakref.finalize(run, shutil.rmtree, str(pending), True)
-    results: list[PartResult] = []
+    results: list[PassResult] = []
     digest: Any = None
     rebaseline = previous is not None and (previous.policy_sha256 != run.policy_sha256
                                            or len(previous.state.job_files) > cp.MAX_JOB_FILES)
-    if previous is not None:
-        # Hash the attested prefix in a thread (hashlib releases the GIL) while the new lines are checked; the
-        # result is used only if the prefix proves unchanged.
-        with ThreadPoolExecutor(1) as hasher:
+    with ThreadPoolExecutor(1) as hasher:  # hashing releases the GIL: it runs beside the pass
+        if previous is not None:
+            # The attested prefix is hashed while the new lines are checked; they count only if it proves unchanged.
             pending_digest = hasher.submit(_prefix_digest, path, size, previous.state.byte_length)
             end = previous.state.byte_length
             if size > end and not rebaseline:
@@ -254,21 +252,19 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
                 wanted = _job_ids(path, end, size)
                 prior = Prior(cp.load_jobs(cp.checkpoint_path(root).parent, state.job_files, wanted),
                               frozenset(state.open_jobs), frozenset(state.unsynced))
-                results = [scan_part(ctx, end, size, 0, 1, prior, pending / "jobs-delta.jsonl")]
+                results = [scan(ctx, end, size, prior, pending / "jobs-delta.jsonl")]
                 end = complete_length(path, size)
             digest = _verified_prefix(run, previous, pending_digest.result())
-    if previous is not None and digest is not None and not rebaseline:
-        run.state = previous.state
-        run.incremental = True
-        hash_range(path, previous.state.byte_length, end, digest)
-    else:
-        results = []
-        run.state = cp.LedgerState()
-        if size:
-            results, digest = scan_full(ctx, size, pending, "jobs-full")
+        if previous is not None and digest is not None and not rebaseline:
+            run.state = previous.state
+            run.incremental = True
+            hash_range(path, previous.state.byte_length, end, digest)
         else:
-            digest = hashlib.sha256()
-        end = complete_length(path, size)
+            run.state = cp.LedgerState()
+            end = complete_length(path, size)
+            full_digest = hasher.submit(_prefix_digest, path, size, end)
+            results = [scan(ctx, 0, size, None, pending / "jobs-full.jsonl")] if size else []
+            digest = full_digest.result()
     _merge(run, results)
     run.state.byte_length = end
     run.state.prefix_sha256 = digest.hexdigest()
@@ -322,12 +318,10 @@ def _verified_prefix(run: AuditRun, previous: cp.Checkpoint, digest: Any) -> Any
     return digest
 
 
-def _merge(run: AuditRun, results: list[PartResult]) -> None:
+def _merge(run: AuditRun, results: list[PassResult]) -> None:
     state = run.state
     base = state.line_count
-    found: list[tuple[int, str, str]] = []
     for result in results:
-        found.extend((lineno, rule, message) for rule, lineno, message in result.findings)
         for rule, count in result.counts.items():
             run.counts[rule] += count
         state.absorb(result)
@@ -335,8 +329,9 @@ def _merge(run: AuditRun, results: list[PartResult]) -> None:
             lineno, length = result.torn
             run.warnings.append(f"{LEDGER}:{base + lineno}: torn last line ({length} bytes without a newline): a "
                                 "writer died mid-write; it was never acknowledged and the next append quarantines it")
-    for lineno, rule, message in sorted(found, key=lambda f: f[0]):
-        run.findings[rule].append(Finding(rule, f"{LEDGER}:{base + lineno}" if lineno else LEDGER, message))
+        for found in result.findings:
+            where = f"{LEDGER}:{base + found.lineno}" if found.lineno else LEDGER
+            run.findings[found.rule].append(Finding(found.rule, where, found.message))
     lines = results[0].lines if results else 0
     state.line_count = base + lines
     run.lines_validated = lines
