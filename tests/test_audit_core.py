@@ -203,3 +203,20 @@ def test_a_leap_second_is_a_time_not_a_crash(reg):
     run = run_audit(reg, NOW, use_checkpoint=False)
     assert run.count("job:duration-agrees") == 0 and run.count("job:completed-after-started") == 0
     assert run.state.line_count == len(lines(reg))
+
+
+def test_a_sha256_checkpoint_still_verifies_and_a_full_pass_records_blake3(reg):
+    shutil.copytree(DEMO / "audit", reg / "audit")  # the committed demo checkpoint: version 2, sha256
+    assert cp.load(cp.checkpoint_path(reg)).state.prefix_hash == "sha256"  # type: ignore[union-attr]
+    again = run_audit(reg, NOW)
+    assert again.passed and again.incremental and again.state.prefix_hash == "sha256"
+    assert not cp.write(cp.checkpoint_path(reg), again.checkpoint_document(), again.previous)  # already attested
+    raw = lines(reg)
+    raw[5] = raw[5].replace(b'"queued"', b'"running"', 1) if b'"queued"' in raw[5] else raw[5].replace(b"0", b"1", 1)
+    (reg / "jobs.jsonl").write_bytes(b"".join(raw))
+    rewritten = run_audit(reg, NOW)
+    assert rewritten.count("ledger:append-only") == 1
+    assert "sha256" in rewritten.explain("ledger:append-only")
+    full = run_audit(reg, NOW, use_checkpoint=False)
+    ledger = full.checkpoint_document()["ledger"]
+    assert ledger["prefix_hash"] == "blake3" and len(ledger["prefix_digest"]) == 64

@@ -1,6 +1,7 @@
 """The audit checkpoint `<registry>/audit/checkpoint.json`: what a passing audit proved about the ledger.
 
-It holds the line count, byte length and sha256 of the audited prefix, the known deployment ids, the running
+It holds the line count, byte length and digest of the audited prefix (BLAKE3; a checkpoint written with sha256,
+version 2, still verifies), the known deployment ids, the running
 spend aggregates, the open jobs and unsynced artifacts, and names the job-state files (`audit/jobs-*.jsonl`,
 one JSON array per job: id, status, cost_usd, day, provider, gpu, deployment; a later file overrides an
 earlier one), so the next audit can prove the prefix unchanged and validate only the lines appended since.
@@ -11,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, final
+from typing import Any, NamedTuple, final
 
+import blake3
 import msgspec
 import orjson
 
@@ -23,9 +25,17 @@ from gpuharness.audit.ledger_pass import JobState, LatestSync, PassResult, Unsyn
 from gpuharness.core.clock import now_ts
 from gpuharness.core.statefile import atomic_write_bytes, exclusive_lock, fsync_dir
 
-VERSION = 2
+VERSION = 3
+#: Versions that load: 2 names the digest `prefix_sha256` (always sha256); 3 names its hash.
+READABLE_VERSIONS = (2, 3)
 FILE_NAME = "checkpoint.json"
-EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+#: The hashes a prefix digest may be taken with; a full pass takes PREFIX_HASH, an incremental one keeps the
+#: checkpoint's.
+PREFIX_HASHES: dict[str, Callable[[], Any]] = {
+    "blake3": lambda: blake3.blake3(max_threads=blake3.blake3.AUTO),
+    "sha256": hashlib.sha256,
+}
+PREFIX_HASH = "blake3"
 GROUPINGS = ("day", "month", "provider", "gpu", "deployment", "day_provider")
 #: Past this many job-state files the next audit re-baselines with a full pass (which writes fresh ones).
 MAX_JOB_FILES = 32
@@ -38,7 +48,8 @@ class LedgerState:
 
     line_count: int = 0
     byte_length: int = 0
-    prefix_sha256: str = EMPTY_SHA256
+    prefix_hash: str = PREFIX_HASH
+    prefix_digest: str = ""
     job_count: int = 0
     #: job-state files: names under audit/ (committed) or absolute paths (written by this run, pending)
     job_files: list[str] = field(default_factory=list)
@@ -87,6 +98,16 @@ class LedgerState:
         return {k: round(v, 6) for k, v in sorted(self.aggregates.get(grouping, {}).items())}
 
 
+class Attestation(NamedTuple):
+    """What a checkpoint attests about the ledger: its first `line_count` lines, `byte_length` bytes, hash to
+    `prefix_digest` with `prefix_hash`."""
+
+    line_count: int
+    byte_length: int
+    prefix_hash: str
+    prefix_digest: str
+
+
 @final
 @dataclass(slots=True)
 class Checkpoint:
@@ -96,8 +117,8 @@ class Checkpoint:
     state: LedgerState
     deployment_ids: list[str]
     policy_sha256: str
-    #: (line_count, byte_length, prefix_sha256) as written; `state` moves on as new lines are audited
-    attested: tuple[int, int, str] = (0, 0, EMPTY_SHA256)
+    #: the ledger prefix as written; `state` moves on as new lines are audited
+    attested: Attestation
 
 
 def checkpoint_path(registry_root: Path) -> Path:
@@ -118,12 +139,18 @@ def load(path: Path) -> Checkpoint | None:
         return None
     try:
         doc = orjson.loads(raw)
-        if doc.get("version") != VERSION:
-            raise ValueError(f"version {doc.get('version')!r}, expected {VERSION}")
+        if doc.get("version") not in READABLE_VERSIONS:
+            raise ValueError(f"version {doc.get('version')!r}, expected one of {READABLE_VERSIONS}")
         ledger = doc["ledger"]
+        if doc["version"] == 2:
+            hash_name, digest = "sha256", str(ledger["prefix_sha256"])
+        else:
+            hash_name, digest = str(ledger["prefix_hash"]), str(ledger["prefix_digest"])
+        if hash_name not in PREFIX_HASHES:
+            raise ValueError(f"prefix hash {hash_name!r}, expected one of {', '.join(PREFIX_HASHES)}")
         state = LedgerState(
             line_count=int(ledger["line_count"]), byte_length=int(ledger["byte_length"]),
-            prefix_sha256=str(ledger["prefix_sha256"]), job_count=int(doc["job_count"]),
+            prefix_hash=hash_name, prefix_digest=digest, job_count=int(doc["job_count"]),
             job_files=[str(name) for name in doc["job_files"]],
             aggregates={g: dict(doc["aggregates"].get(g, {})) for g in GROUPINGS},
             dep_lines={str(k): int(v) for k, v in doc["deployment_lines"].items()},
@@ -135,7 +162,7 @@ def load(path: Path) -> Checkpoint | None:
             if "/" in name or not (path.parent / name).is_file():
                 raise ValueError(f"job-state file {name!r} is missing")
         return Checkpoint(str(doc["written_at"]), state, list(doc["deployment_ids"]), str(doc["policy_sha256"]),
-                          (state.line_count, state.byte_length, state.prefix_sha256))
+                          Attestation(state.line_count, state.byte_length, hash_name, digest))
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
         raise ValueError(f"unreadable checkpoint ({type(exc).__name__}: {exc})") from None
 
@@ -170,8 +197,9 @@ def unchanged(previous: Checkpoint | None, doc: dict[str, Any]) -> bool:
     """
     if previous is None:
         return False
-    lines, length, sha = previous.attested
-    return bool(doc["ledger"] == {"line_count": lines, "byte_length": length, "prefix_sha256": sha}
+    ledger = doc["ledger"]
+    written = Attestation(ledger["line_count"], ledger["byte_length"], ledger["prefix_hash"], ledger["prefix_digest"])
+    return bool(written == previous.attested
                 and doc["deployment_ids"] == sorted(previous.deployment_ids)
                 and doc["policy_sha256"] == previous.policy_sha256)
 
@@ -182,7 +210,7 @@ def document(state: LedgerState, deployment_ids: list[str], policy_sha256: str) 
         "version": VERSION,
         "written_at": now_ts(),
         "ledger": {"line_count": state.line_count, "byte_length": state.byte_length,
-                   "prefix_sha256": state.prefix_sha256},
+                   "prefix_hash": state.prefix_hash, "prefix_digest": state.prefix_digest},
         "deployment_ids": sorted(deployment_ids),
         "policy_sha256": policy_sha256,
         "job_count": state.job_count,
@@ -212,7 +240,7 @@ def write(path: Path, doc: dict[str, Any], previous: Checkpoint | None = None) -
 
 def _commit(path: Path, doc: dict[str, Any]) -> bool:
     audit_dir = path.parent
-    tag = doc["ledger"]["prefix_sha256"][:12]
+    tag = doc["ledger"]["prefix_digest"][:12]
     names: list[str] = []
     for index, name in enumerate(doc["job_files"]):
         source = Path(name)

@@ -206,45 +206,70 @@ class LedgerPass:
                   "Append a correction line with the right fields (never edit the line)")
 
     def follow(self, lineno: int, line: JobLine) -> None:
-        """The job rules for one schema-valid line, then its job's new state."""
-        job_id = line.id
+        """The job rules for one schema-valid line, then its job's new state and its deployment's facts."""
+        job_id, status, ts = line.id, line.status, line.ts
         strings = self.strings
         deployment = strings.setdefault(line.deployment_id, line.deployment_id)
-        previous = self.jobs.get(job_id)
-        if previous is None:
-            previous = self.prior_jobs.get(job_id)
+        previous = self.jobs.get(job_id) or self.prior_jobs.get(job_id)
         if previous is not None:
             if line.correction or previous.status in TERMINAL or previous.deployment_id != deployment:
-                problem = sequence_problem({"status": previous.status, "deployment_id": previous.deployment_id},
-                                           {"id": job_id, "deployment_id": deployment,
-                                            "correction": line.correction, "reason": bool(line.reason)})
-                if problem:
-                    self.note("job:only-corrections-after-terminal", lineno,
-                              f"{problem}. Append a correction line instead")
+                self.check_sequence(lineno, line, previous, deployment)
         elif line.correction:
             self.note("job:only-corrections-after-terminal", lineno,
                       f"job {job_id}: a correction needs an earlier line of the same job")
         started, completed, duration, cost = line.started_at, line.completed_at, line.duration_s, line.cost_usd
         if completed and started:
-            elapsed = seconds_between(started, completed)
-            if elapsed < 0:
-                self.note("job:completed-after-started", lineno,
-                          f"job {job_id}: completed_at {completed} is {-elapsed:.1f} s before started_at {started}; "
-                          "append a correction with the real times")
-            elif duration is not None and abs(duration - elapsed) > max(1.0, 0.01 * elapsed):
-                self.note("job:duration-agrees", lineno,
-                          f"job {job_id}: duration_s {duration:g} but completed_at − started_at = {elapsed:.1f} s; "
-                          "append a correction with the measured duration")
-        elif line.status == "completed":
+            self.check_times(lineno, job_id, started, completed, duration)
+        elif status == "completed":
             missing = " and ".join(n for n, v in (("started_at", started), ("completed_at", completed)) if not v)
             self.note("job:completed-after-started", lineno,
                       f"job {job_id} is completed but has no {missing}; append a correction with both times")
         if duration is not None and cost is not None:
             self.check_cost(lineno, job_id, deployment, duration, cost)
-        if line.status == "failed" and not line.error:
+        if status == "failed" and not line.error:
             self.note("job:failed-has-error", lineno,
                       f"job {job_id} failed without an error; append a correction with the error text")
-        self.record_state(line, deployment)
+
+        stamp = completed or started or ts
+        key = stamp[:10] if stamp[-1] == "Z" else stamp
+        day = self.days.get(key)
+        if day is None:
+            day = self.days[key] = utc_day(stamp)
+        provider, gpu = line.provider or "?", line.gpu or "?"
+        self.jobs[job_id] = JobState(job_id, status, cost or 0.0, day, strings.setdefault(provider, provider),
+                                     strings.setdefault(gpu, gpu), deployment)
+        if line.artifacts:
+            self.artifacts(line, deployment)
+        elif job_id in self.unsynced_now:
+            del self.unsynced_now[job_id]
+        result = self.result
+        dep_lines = result.dep_lines
+        dep_lines[deployment] = dep_lines.get(deployment, 0) + 1
+        if deployment not in self.ctx.cost_hr:  # examples only matter for a deployment missing from the registry
+            examples = result.dep_examples.setdefault(deployment, [])
+            if len(examples) < 3 and job_id not in examples:
+                examples.append(job_id)
+        canonical = ts if (len(ts) == 24 and ts[-1] == "Z") else canonical_ts(ts)
+        if canonical > result.last_ts.get(deployment, ""):
+            result.last_ts[deployment] = canonical
+
+    def check_sequence(self, lineno: int, line: JobLine, previous: JobState, deployment: str) -> None:
+        problem = sequence_problem({"status": previous.status, "deployment_id": previous.deployment_id},
+                                   {"id": line.id, "deployment_id": deployment, "correction": line.correction,
+                                    "reason": bool(line.reason)})
+        if problem:
+            self.note("job:only-corrections-after-terminal", lineno, f"{problem}. Append a correction line instead")
+
+    def check_times(self, lineno: int, job_id: str, started: str, completed: str, duration: float | None) -> None:
+        elapsed = seconds_between(started, completed)
+        if elapsed < 0:
+            self.note("job:completed-after-started", lineno,
+                      f"job {job_id}: completed_at {completed} is {-elapsed:.1f} s before started_at {started}; "
+                      "append a correction with the real times")
+        elif duration is not None and abs(duration - elapsed) > max(1.0, 0.01 * elapsed):
+            self.note("job:duration-agrees", lineno,
+                      f"job {job_id}: duration_s {duration:g} but completed_at − started_at = {elapsed:.1f} s; "
+                      "append a correction with the measured duration")
 
     def check_cost(self, lineno: int, job_id: str, deployment: str, duration: float, cost: float) -> None:
         ctx = self.ctx
@@ -257,34 +282,6 @@ class LedgerPass:
                       f"job {job_id}: cost_usd {cost:.6f} but duration_s {duration:g} × cost_hr {rate:g} / 3600 = "
                       f"{expected:.6f} (tolerance ${ctx.abs_tol:g} + {ctx.rel_tol:.0%}); fix the rate in "
                       "deployments.json or append a correction")
-
-    def record_state(self, line: JobLine, deployment: str) -> None:
-        """The job's state as of this line, its artifacts, and its deployment's facts."""
-        job_id = line.id
-        result = self.result
-        strings = self.strings
-        ts = line.ts
-        stamp = line.completed_at or line.started_at or ts
-        key = stamp[:10] if stamp[-1] == "Z" else stamp
-        day = self.days.get(key)
-        if day is None:
-            day = self.days[key] = utc_day(stamp)
-        provider, gpu = line.provider or "?", line.gpu or "?"
-        self.jobs[job_id] = JobState(job_id, line.status, line.cost_usd or 0.0, day,
-                                     strings.setdefault(provider, provider), strings.setdefault(gpu, gpu), deployment)
-        if line.artifacts:
-            self.artifacts(line, deployment)
-        elif job_id in self.unsynced_now:
-            del self.unsynced_now[job_id]
-        dep_lines = result.dep_lines
-        dep_lines[deployment] = dep_lines.get(deployment, 0) + 1
-        if deployment not in self.ctx.cost_hr:  # examples only matter for a deployment missing from the registry
-            examples = result.dep_examples.setdefault(deployment, [])
-            if len(examples) < 3 and job_id not in examples:
-                examples.append(job_id)
-        canonical = ts if (len(ts) == 24 and ts[-1] == "Z") else canonical_ts(ts)
-        if canonical > result.last_ts.get(deployment, ""):
-            result.last_ts[deployment] = canonical
 
     def artifacts(self, line: JobLine, deployment: str) -> None:
         """The latest sync of the line's artifacts, and the last one neither synced nor discarded."""
@@ -430,6 +427,8 @@ def complete_length(path: Path, size: int) -> int:
 
 def hash_range(path: Path, start: int, end: int, digest: Any) -> None:
     """Feed bytes [start, end) of a file to a hash object (hashlib's interface)."""
+    if start >= end:
+        return
     with open(path, "rb") as handle:
         handle.seek(start)
         remaining = end - start

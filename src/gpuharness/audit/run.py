@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tempfile
 import weakref
@@ -245,7 +244,8 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
     with ThreadPoolExecutor(1) as hasher:  # hashing releases the GIL: it runs beside the pass
         if previous is not None:
             # The attested prefix is hashed while the new lines are checked; they count only if it proves unchanged.
-            pending_digest = hasher.submit(_prefix_digest, path, size, previous.state.byte_length)
+            pending_digest = hasher.submit(_prefix_digest, path, size, previous.state.byte_length,
+                                           previous.state.prefix_hash)
             end = previous.state.byte_length
             if size > end and not rebaseline:
                 state = previous.state
@@ -262,12 +262,12 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
         else:
             run.state = cp.LedgerState()
             end = complete_length(path, size)
-            full_digest = hasher.submit(_prefix_digest, path, size, end)
+            full_digest = hasher.submit(_prefix_digest, path, size, end, cp.PREFIX_HASH)
             results = [scan(ctx, 0, size, None, pending / "jobs-full.jsonl")] if size else []
             digest = full_digest.result()
     _merge(run, results)
     run.state.byte_length = end
-    run.state.prefix_sha256 = digest.hexdigest()
+    run.state.prefix_digest = digest.hexdigest()
     if previous is not None:
         vanished = sorted(set(previous.deployment_ids) - set(ids))
         for deployment in vanished:
@@ -291,11 +291,11 @@ def _job_ids(path: Path, start: int, end: int) -> set[str]:
     return ids
 
 
-def _prefix_digest(path: Path, size: int, length: int) -> Any:
-    """sha256 state over the first `length` bytes, or None when the file is shorter than that."""
+def _prefix_digest(path: Path, size: int, length: int, hash_name: str) -> Any:
+    """The hash state over the first `length` bytes, or None when the file is shorter than that."""
     if size < length:
         return None
-    digest = hashlib.sha256()
+    digest = cp.PREFIX_HASHES[hash_name]()
     hash_range(path, 0, length, digest)
     return digest
 
@@ -309,11 +309,12 @@ def _verified_prefix(run: AuditRun, previous: cp.Checkpoint, digest: Any) -> Any
                 f"the ledger is shorter than the {state.byte_length} bytes ({state.line_count} lines) the checkpoint "
                 f"of {previous.written_at} covered: history was truncated; restore jobs.jsonl from a backup")
         return None
-    if digest.hexdigest() != state.prefix_sha256:
+    if digest.hexdigest() != state.prefix_digest:
         run.add("ledger:append-only", where,
                 f"the first {state.line_count} lines ({state.byte_length} bytes) changed since the checkpoint of "
-                f"{previous.written_at} (sha256 {digest.hexdigest()[:12]}… ≠ {state.prefix_sha256[:12]}…): history "
-                "was rewritten; restore those lines and append correction lines instead")
+                f"{previous.written_at} ({state.prefix_hash} {digest.hexdigest()[:12]}… ≠ "
+                f"{state.prefix_digest[:12]}…): history was rewritten; restore those lines and append correction "
+                "lines instead")
         return None
     return digest
 

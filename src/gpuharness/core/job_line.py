@@ -91,12 +91,17 @@ class JobLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
 
     def times_valid(self) -> bool:
         """Whether every timestamp of the line is an RFC 3339 date-time as the schema's format reads it."""
-        if not is_date_time(self.ts):
+        heads, tails = _HEADS, _TAILS  # the common case, inline: a head and a tail seen valid before
+        ts = self.ts
+        if not (ts[:16] in heads and ts[16:] in tails) and not is_date_time(ts):
             return False
-        started, completed = self.started_at, self.completed_at
-        if started is not None and not is_date_time(started):
+        started = self.started_at
+        if started is not None and started != ts and not (started[:16] in heads and started[16:] in tails) \
+                and not is_date_time(started):
             return False
-        if completed is not None and not is_date_time(completed):
+        completed = self.completed_at
+        if completed is not None and not (completed[:16] in heads and completed[16:] in tails) \
+                and not is_date_time(completed):
             return False
         for artifact in self.artifacts:
             synced = artifact.synced_at
