@@ -16,11 +16,13 @@ from typing import Any, NamedTuple, final
 
 import msgspec
 
+from gpuharness.audit import rules
 from gpuharness.audit.secrets import find_secrets, line_of
 from gpuharness.core import schema
 from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.job_line import DECODE_ERRORS, JobLine, Refusal, decode_job_line, settle
 from gpuharness.core.ledger import TERMINAL, sequence_problem
+from gpuharness.core.rules import Rule
 
 BLOCK = 4 << 20
 
@@ -58,7 +60,7 @@ class LatestSync(NamedTuple):
 class LineFinding:
     """A finding of the pass at a line (relative to the scanned range; 0: the ledger as a whole)."""
 
-    rule: str
+    rule: Rule
     lineno: int
     message: str
 
@@ -96,7 +98,7 @@ class PassResult:
     touched: int = 0
     jobs_file: str | None = None
     findings: list[LineFinding] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[Rule, int] = field(default_factory=dict)
     #: spend deltas per grouping and key
     spend: dict[str, dict[str, float]] = field(default_factory=dict)
     #: open (queued/running) jobs at the end, and touched jobs of Prior.open_jobs that are closed now
@@ -158,7 +160,7 @@ class LedgerPass:
         self.days: dict[str, str] = {}
         self.strings: dict[str, str] = {}
 
-    def note(self, rule: str, lineno: int, message: str) -> None:
+    def note(self, rule: Rule, lineno: int, message: str) -> None:
         counts = self.result.counts
         seen = counts.get(rule, 0)
         counts[rule] = seen + 1
@@ -193,16 +195,16 @@ class LedgerPass:
         elif verdict.record is not None:
             self.not_valid(lineno, verdict)
         elif verdict.problem.startswith("not valid JSON"):
-            self.note("ledger:torn", lineno, f"{verdict.problem}; a torn or merged write in the middle of the "
+            self.note(rules.LEDGER_TORN, lineno, f"{verdict.problem}; a torn or merged write in the middle of the "
                       "ledger. Move the fragment out (keep a copy) and re-append the job's line")
         else:
-            self.note("ledger:torn", lineno, "a ledger line must be a JSON object; move it out of jobs.jsonl")
+            self.note(rules.LEDGER_TORN, lineno, "a ledger line must be a JSON object; move it out of jobs.jsonl")
 
     def not_valid(self, lineno: int, refusal: Refusal) -> None:
         record = refusal.record or {}
         errors, _ = schema.check("job", record)
         detail = "; ".join(f"{e.json_path}: {e.message}" for e in errors[:3]) or refusal.problem
-        self.note("ledger:schema", lineno, f"job {record.get('id')!r} does not match the job schema: {detail}. "
+        self.note(rules.LEDGER_SCHEMA, lineno, f"job {record.get('id')!r} does not match the job schema: {detail}. "
                   "Append a correction line with the right fields (never edit the line)")
 
     def follow(self, lineno: int, line: JobLine) -> None:
@@ -215,19 +217,19 @@ class LedgerPass:
             if line.correction or previous.status in TERMINAL or previous.deployment_id != deployment:
                 self.check_sequence(lineno, line, previous, deployment)
         elif line.correction:
-            self.note("job:only-corrections-after-terminal", lineno,
+            self.note(rules.JOB_SEQUENCE, lineno,
                       f"job {job_id}: a correction needs an earlier line of the same job")
         started, completed, duration, cost = line.started_at, line.completed_at, line.duration_s, line.cost_usd
         if completed and started:
             self.check_times(lineno, job_id, started, completed, duration)
         elif status == "completed":
             missing = " and ".join(n for n, v in (("started_at", started), ("completed_at", completed)) if not v)
-            self.note("job:completed-after-started", lineno,
+            self.note(rules.JOB_TIMES, lineno,
                       f"job {job_id} is completed but has no {missing}; append a correction with both times")
         if duration is not None and cost is not None:
             self.check_cost(lineno, job_id, deployment, duration, cost)
         if status == "failed" and not line.error:
-            self.note("job:failed-has-error", lineno,
+            self.note(rules.JOB_FAILED_ERROR, lineno,
                       f"job {job_id} failed without an error; append a correction with the error text")
 
         stamp = completed or started or ts
@@ -258,16 +260,16 @@ class LedgerPass:
                                    {"id": line.id, "deployment_id": deployment, "correction": line.correction,
                                     "reason": bool(line.reason)})
         if problem:
-            self.note("job:only-corrections-after-terminal", lineno, f"{problem}. Append a correction line instead")
+            self.note(rules.JOB_SEQUENCE, lineno, f"{problem}. Append a correction line instead")
 
     def check_times(self, lineno: int, job_id: str, started: str, completed: str, duration: float | None) -> None:
         elapsed = seconds_between(started, completed)
         if elapsed < 0:
-            self.note("job:completed-after-started", lineno,
+            self.note(rules.JOB_TIMES, lineno,
                       f"job {job_id}: completed_at {completed} is {-elapsed:.1f} s before started_at {started}; "
                       "append a correction with the real times")
         elif duration is not None and abs(duration - elapsed) > max(1.0, 0.01 * elapsed):
-            self.note("job:duration-agrees", lineno,
+            self.note(rules.JOB_DURATION, lineno,
                       f"job {job_id}: duration_s {duration:g} but completed_at − started_at = {elapsed:.1f} s; "
                       "append a correction with the measured duration")
 
@@ -278,7 +280,7 @@ class LedgerPass:
             return
         expected = duration * rate / 3600.0
         if abs(cost - expected) > ctx.abs_tol + ctx.rel_tol * expected:
-            self.note("job:cost-matches-rate", lineno,
+            self.note(rules.JOB_COST, lineno,
                       f"job {job_id}: cost_usd {cost:.6f} but duration_s {duration:g} × cost_hr {rate:g} / 3600 = "
                       f"{expected:.6f} (tolerance ${ctx.abs_tol:g} + {ctx.rel_tol:.0%}); fix the rate in "
                       "deployments.json or append a correction")
@@ -309,7 +311,7 @@ class LedgerPass:
         """Secrets in data[:end] (complete lines), whose first line is number first_lineno."""
         for hit in find_secrets(data, end):
             lineno = first_lineno + line_of(data, hit.offset) - 1
-            self.note("secrets:ledger", lineno, f"{hit.kind} {hit.shown}; revoke it at the provider, then move "
+            self.note(rules.SECRETS_LEDGER, lineno, f"{hit.kind} {hit.shown}; revoke it at the provider, then move "
                       "the secret out of the ledger (keep only the variable's name)")
 
     def finish(self, jobs_out: Path | None) -> PassResult:
@@ -336,7 +338,7 @@ class LedgerPass:
                 key = (state.day, state.provider, state.gpu, state.deployment_id)
                 combos[key] = combos.get(key, 0.0) + cost
                 if cap is not None and cost > cap + 1e-9:
-                    self.note("spend:per-job", 0, f"job {job_id}: billed ${cost:.4f} > per_job_usd ${cap:.2f} "
+                    self.note(rules.SPEND_PER_JOB, 0, f"job {job_id}: billed ${cost:.4f} > per_job_usd ${cap:.2f} "
                               f"(deployment {state.deployment_id}, {state.day}); find out why it ran so long, append a "
                               "correction if the cost is wrong, or raise per_job_usd on purpose")
             if state.status not in TERMINAL:
