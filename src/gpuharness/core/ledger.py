@@ -16,7 +16,6 @@ import orjson
 from gpuharness.core import schema
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
-from gpuharness.core.job_line import DECODE_ERRORS, decode_job_line
 from gpuharness.core.jsonl import append_record
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
@@ -198,6 +197,8 @@ class Ledger:
             return None
         except OSError as exc:
             raise UserError(f"cannot read the ledger: {exc.strerror}", path=self.path) from None
+        from gpuharness.core.job_line import DECODE_ERRORS, decode_job_line  # msgspec: loaded when a lookup runs
+
         found: dict[str, CurrentLine] = {}
         decode = decode_job_line
         with handle:

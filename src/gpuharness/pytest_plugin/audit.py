@@ -9,26 +9,26 @@ import os
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpuharness.audit import checkpoint as cp
 from gpuharness.audit import rules
-from gpuharness.audit.run import AuditRun, run_audit
-from gpuharness.audit.spend_chart import ChartRenderer
-from gpuharness.audit.summary import summarize, to_html
 from gpuharness.core.clock import parse_ts, utcnow
 from gpuharness.core.rules import Rule
 from gpuharness.core.statefile import read_json
 from gpuharness.pytest_plugin import cassette_dir, registry_root
+
+if TYPE_CHECKING:  # the engine, the summary and the chart load when an audit runs: this plugin loads for every suite
+    from gpuharness.audit.run import AuditRun
+    from gpuharness.audit.spend_chart import ChartRenderer
 
 #: An RFC 3339 time the audit takes as "now" (idle minutes); tests and replays pin it, default: the clock.
 NOW_ENV = "GPUHARNESS_AUDIT_NOW"
 MARK = "gh_audit"
 #: The marker by which a check names the audit rule it asserts: @pytest.mark.audit_rule(rules.LEDGER_SCHEMA).
 RULE_MARK = "audit_rule"
-RUN_KEY = pytest.StashKey[AuditRun]()
+RUN_KEY = pytest.StashKey["AuditRun"]()
 SUMMARY_KEY = pytest.StashKey[dict[str, Any]]()
 SESSION_PLUGIN = "gpuharness-audit-session"
 CHART_TITLE = "Daily spend by provider (UTC days) against daily_usd"
@@ -50,6 +50,9 @@ def audit_run(config: pytest.Config) -> AuditRun:
     """The session's audit, computed once."""
     run = config.stash.get(RUN_KEY, None)
     if run is None:
+        from gpuharness.audit.run import run_audit
+        from gpuharness.audit.summary import summarize
+
         root = registry_root(config)
         if not root.is_dir():
             pytest.fail(f"registry {root} not found: pass --registry DIR (or set $GPUHARNESS_REGISTRY), or run "
@@ -123,6 +126,8 @@ class AuditSession:
         self.renderer: ChartRenderer | None = None
         if (not hasattr(config, "workerinput") and config.pluginmanager.has_plugin("html")
                 and any(is_audit_path(Path(str(a).split("::")[0]).resolve()) for a in config.args)):
+            from gpuharness.audit.spend_chart import ChartRenderer
+
             self.renderer = ChartRenderer()
 
     @pytest.hookimpl(trylast=True)
@@ -179,6 +184,8 @@ class AuditSession:
             run = audit_run(config)
         if not run.passed:
             return "audit checkpoint not written: the registry changed during the audit and now fails"
+        from gpuharness.audit import checkpoint as cp
+
         path = cp.checkpoint_path(run.root)
         try:
             written = cp.write(path, run.checkpoint_document(), run.previous)
@@ -204,6 +211,9 @@ class AuditSession:
         data = self.config.stash.get(SUMMARY_KEY, None)
         if data is None or not self.reported:
             return
+        from gpuharness.audit.spend_chart import ChartRenderer
+        from gpuharness.audit.summary import to_html
+
         if self.renderer is None:
             self.renderer = ChartRenderer.inline()
         self.renderer.submit(data["day_provider"], _ceiling(data), title=CHART_TITLE)
