@@ -10,8 +10,8 @@ import pytest
 
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit import run_audit
-from gpuharness.audit.secrets import PATTERNS, find_secrets, redact
 from gpuharness.core.clock import parse_ts
+from gpuharness.core.secrets import PATTERNS, find_secrets, shown
 
 DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu"
 NOW = parse_ts("2026-11-30T18:10:00Z")
@@ -157,7 +157,7 @@ def test_secret_finder_reports_each_kind_redacted():
     hits = list(find_secrets(text))
     assert [h.kind for h in hits] == ["RunPod API key", "bearer token", "private key", "password", "API key"]
     assert all("ABCDEFGHIJ" not in h.shown and "hunter2" not in h.shown for h in hits)
-    assert redact(b"rpa_ABCDEFGH") == "rpa_… (12 chars)"
+    assert shown(b"rpa_ABCDEFGH") == "rpa_… (12 chars)"
 
 
 def test_secret_finder_ignores_placeholders_and_variable_names():

@@ -18,11 +18,10 @@ import msgspec
 import mutants
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gpuharness.audit import secrets
-from gpuharness.core import job_line, schema
+from gpuharness.core import job_line, schema, secrets
 from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.errors import UserError
 from gpuharness.core.job_line import INPUT_DEPTH, JobLine, Refusal, decode_job_line, read_job_line
@@ -272,6 +271,8 @@ def timestamps(draw: st.DrawFn) -> str:
 
 @settings(max_examples=3000, deadline=None)
 @given(timestamps(), timestamps())
+@example("0000-00-00T00:00:15.000+23:59", "0001-01-01T00:00:00.000Z")  # a year-0001 head with a positive offset
+@example("2026-11-01T09:05:28.695Z", "2026-11-01T23:59:60.000Z")
 def test_a_timestamp_is_a_date_time_exactly_when_the_schema_format_says_and_it_is_a_utc_instant(a: str, b: str) -> None:
     # a head and a tail each seen valid may be joined: the caches must still answer as the format does
     for text in (a, b, a[:16] + b[16:], b[:16] + a[16:]):

@@ -17,12 +17,12 @@ from typing import Any, NamedTuple, final
 import msgspec
 
 from gpuharness.audit import rules
-from gpuharness.audit.secrets import find_secrets, line_of
 from gpuharness.core import schema
 from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.job_line import DECODE_ERRORS, JobLine, Refusal, decode_job_line, settle
 from gpuharness.core.ledger import TERMINAL, sequence_problem
 from gpuharness.core.rules import Rule
+from gpuharness.core.secrets import Credential, find_secrets, line_of
 
 BLOCK = 4 << 20
 
@@ -76,6 +76,8 @@ class PassContext:
     rel_tol: float
     per_job_usd: float | None = None
     max_examples: int = 20
+    #: the configured credentials (providers' credential_env) whose values must not be in the ledger
+    credentials: tuple[Credential, ...] = ()
 
 
 @final
@@ -309,7 +311,7 @@ class LedgerPass:
 
     def block_secrets(self, data: bytes, first_lineno: int, end: int | None = None) -> None:
         """Secrets in data[:end] (complete lines), whose first line is number first_lineno."""
-        for hit in find_secrets(data, end):
+        for hit in find_secrets(data, end, self.ctx.credentials):
             lineno = first_lineno + line_of(data, hit.offset) - 1
             self.note(rules.SECRETS_LEDGER, lineno, f"{hit.kind} {hit.shown}; revoke it at the provider, then move "
                       "the secret out of the ledger (keep only the variable's name)")

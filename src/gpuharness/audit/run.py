@@ -28,7 +28,6 @@ from gpuharness.audit.ledger_pass import (
     scan,
 )
 from gpuharness.audit.readiness import readiness_problems
-from gpuharness.audit.secrets import scan_tree
 from gpuharness.core import schema
 from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.errors import UserError
@@ -36,6 +35,7 @@ from gpuharness.core.lifecycle import BILLING
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import DOCUMENTS, JOURNAL, LEDGER
 from gpuharness.core.rules import Rule
+from gpuharness.core.secrets import Credential, configured_credentials, scan_tree
 from gpuharness.core.statefile import read_json
 
 
@@ -80,6 +80,8 @@ class AuditRun:
     pending_dir: Path | None = None
     deployment_ids: list[str] = field(default_factory=list)
     policy_sha256: str = ""
+    #: the providers' configured credentials (credential_env), whose values must be nowhere in what is audited
+    credentials: tuple[Credential, ...] = ()
     #: each deployment's journal entries: (line number, from, to)
     journal_entries: dict[str, list[tuple[int, str | None, str]]] = field(default_factory=lambda: defaultdict(list))
 
@@ -244,7 +246,8 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
              if isinstance(d.get("cost_hr"), int | float) and d.get("id")}
     tol_abs, tol_rel = run.policy.cost_tolerance
     per_job = run.policy.get("per_job_usd")
-    ctx = PassContext(str(path), rates, tol_abs, tol_rel, None if per_job is None else float(per_job))
+    ctx = PassContext(str(path), rates, tol_abs, tol_rel, None if per_job is None else float(per_job),
+                      credentials=run.credentials)
     previous: cp.Checkpoint | None = None
     if use_checkpoint:
         try:
@@ -526,12 +529,12 @@ def _unknown_deployments(run: AuditRun) -> None:
 
 def _secrets(run: AuditRun, extra_roots: dict[Rule, Path]) -> None:
     # the ledger is scanned by the ledger pass; audit/ holds only what this audit derived from it
-    for path, lineno, hit in scan_tree(run.root, skip=(LEDGER, "audit")):
+    for path, lineno, hit in scan_tree(run.root, skip=(LEDGER, "audit"), credentials=run.credentials):
         rel = path.relative_to(run.root)
         run.add(rules.SECRETS_REGISTRY, f"{rel}:{lineno}", f"{hit.kind} {hit.shown}; revoke it at the provider and "
                 "keep only the environment variable's name (credential_env)")
     for rule, root in extra_roots.items():
-        for path, lineno, hit in scan_tree(root):
+        for path, lineno, hit in scan_tree(root, credentials=run.credentials):
             run.add(rule, f"{path}:{lineno}", f"{hit.kind} {hit.shown}; revoke it, then delete or "
                     "re-record the file scrubbed")
 
@@ -543,6 +546,7 @@ def run_audit(root: Path, now: datetime, *, use_checkpoint: bool = True,
     _load_documents(run)
     run.deployment_ids = sorted(str(d.get("id")) for d in run.deployments())
     run.policy_sha256 = cp.policy_digest(run.documents.get("policy.json") or {})
+    run.credentials = configured_credentials(p.get("credential_env") for p in run.items("providers.json"))
     journal_last = _journal(run)
     _references(run)
     _ledger(run, use_checkpoint)

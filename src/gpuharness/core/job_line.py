@@ -167,8 +167,8 @@ def settle(raw: bytes) -> JobLine | Refusal:
 
 #: Known-valid date-time heads (`YYYY-MM-DDTHH:MM`) and tails (`:SS[.frac](Z|±HH:MM)`, seconds below 60). Validity
 #: of a date-time with seconds below 60 is that of its head and of its tail, each checked once by the schema's
-#: format (a leap second depends on both, so it is never cached, nor are the years where an offset could leave the
-#: calendar). Bounded: past CACHE_LIMIT a new head or tail is checked each time.
+#: format (a leap second depends on both, so it is never cached, nor are years 0000, 0001 and 9999, where an offset
+#: can leave the calendar). Bounded: past CACHE_LIMIT a new head or tail is checked each time.
 _HEADS: set[str] = set()
 _TAILS: set[str] = set()
 CACHE_LIMIT: Final = 200_000
@@ -185,7 +185,7 @@ def is_date_time(text: str) -> bool:
         format_ts(parse_ts(text))
     except (ValueError, OverflowError):
         return False
-    if text[16:17] == ":" and text[17:19] != "60" and "0001" <= text[:4] <= "9998":
+    if text[16:17] == ":" and text[17:19] != "60" and "0002" <= text[:4] <= "9998":
         if len(_HEADS) < CACHE_LIMIT:
             _HEADS.add(text[:16])
         if len(_TAILS) < CACHE_LIMIT:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
+from gpuharness.core.secrets import scrub_text
 from gpuharness.health import probe
 from gpuharness.health import rules as health_rules
 from gpuharness.health.probe import ProbeResult, ProbeTargets
@@ -45,19 +45,11 @@ AWAITING: Final = frozenset({"health-checking"})
 #: reported, never counted.
 NOT_JUDGED: Final = frozenset({"no_transcript", "bad_transcript", "no_recording", "no_route", "host_key_unknown"})
 PROPERTY: Final = "gpuharness_health"
-SECRET_PATTERNS: Final = (
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
-    re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"),
-    re.compile(r"(?i)((?:api[_-]?key|token|password|secret)\s*[=:]\s*)\S+"),
-)
 
 
 def scrub(text: str, secrets: tuple[str, ...]) -> str:
     """Remove secrets from a transcript: known values, private key blocks, bearer tokens, key=value secrets."""
-    text = cassette.Scrubber(secrets).text(text)
-    for pattern in SECRET_PATTERNS:
-        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + cassette.REDACTED, text)
-    return text
+    return scrub_text(text, secrets)
 
 
 def selected_deployments(config: pytest.Config) -> list[str]:
