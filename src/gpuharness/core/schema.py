@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
 
-# rfc3987_syntax builds a lark grammar at import time (~0.9 s on every CLI call) and only serves the
+# rfc3987_syntax builds a lark grammar at import time (on every CLI call) and only serves the
 # iri/iri-reference formats, which no schema here uses; date-time, uri and the rest stay checked.
 if "rfc3987_syntax" not in sys.modules:
     sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
@@ -47,7 +47,7 @@ def load_schema(name: str) -> dict[str, Any]:
 @cache
 def validator(name: str) -> Draft202012Validator:
     """A checked, format-aware validator (jsonschema: the source of clear messages; imported only when a document
-    needs explaining, ~0.1 s)."""
+    needs explaining)."""
     from jsonschema import Draft202012Validator
 
     schema = load_schema(name)

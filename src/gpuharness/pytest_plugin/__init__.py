@@ -57,7 +57,7 @@ HYPOTHESIS_REPORT_KEYS = ("_hypothesis_stats", "_hypothesis_failing_examples")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Spare hypothesis' terminal summary when no hypothesis test ran: it imports hypothesis (~0.5 s) only to find
+    """Spare hypothesis' terminal summary when no hypothesis test ran: it imports hypothesis only to find
     it has nothing to say. Nothing is lost: it reports only observations (which need hypothesis imported),
     statistics or failing examples carried on reports, and none of those exists here."""
     manager = session.config.pluginmanager
