@@ -48,6 +48,13 @@ class UnsyncedArtifact(NamedTuple):
     name: str
 
 
+class TornTail(NamedTuple):
+    """A last line without its newline (a writer died mid-write): its number in the scanned range and its length."""
+
+    lineno: int
+    length: int
+
+
 class LatestSync(NamedTuple):
     """The latest artifact sync of a deployment (canonical time) and its job."""
 
@@ -114,8 +121,8 @@ class PassResult:
     dep_lines: dict[str, int] = field(default_factory=dict)
     dep_examples: dict[str, list[str]] = field(default_factory=dict)
     last_ts: dict[str, str] = field(default_factory=dict)
-    #: (relative line, bytes) of a final line without its newline
-    torn: tuple[int, int] | None = None
+    #: a final line without its newline
+    torn: TornTail | None = None
 
 
 def canonical_ts(text: str) -> str:
@@ -404,7 +411,7 @@ def scan(ctx: PassContext, start: int, end: int, prior: Prior | None = None,
                 handle.seek(position)
         if carry:
             ledger.block_secrets(carry, lineno + 1)
-            ledger.result.torn = (lineno + 1, len(carry))
+            ledger.result.torn = TornTail(lineno + 1, len(carry))
         ledger.result.lines = lineno
         return ledger.finish(jobs_out)
     finally:

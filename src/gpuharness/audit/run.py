@@ -17,7 +17,7 @@ import orjson
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit import rules
 from gpuharness.audit.findings import Finding
-from gpuharness.audit.journal_rules import journal_problems
+from gpuharness.audit.journal_rules import JournalEntry, journal_problems
 from gpuharness.audit.ledger_pass import (
     PassContext,
     PassResult,
@@ -83,7 +83,7 @@ class AuditRun:
     #: the providers' configured credentials (credential_env), whose values must be nowhere in what is audited
     credentials: tuple[Credential, ...] = ()
     #: each deployment's journal entries: (line number, from, to)
-    journal_entries: dict[str, list[tuple[int, str | None, str]]] = field(default_factory=lambda: defaultdict(list))
+    journal_entries: dict[str, list[JournalEntry]] = field(default_factory=lambda: defaultdict(list))
 
     def __repr__(self) -> str:
         return f"AuditRun({str(self.root)!r}, {sum(self.counts.values())} problem(s))"
@@ -211,7 +211,7 @@ def _journal(run: AuditRun) -> dict[str, float]:
                         f"transition of deployment {deployment} ({entry.get('from')} → {entry['to']}), which is not "
                         "in deployments.json: history was deleted; restore the deployment (status destroyed, "
                         "with destroyed_at)")
-            run.journal_entries[deployment].append((lineno, entry.get("from"), entry["to"]))
+            run.journal_entries[deployment].append(JournalEntry(lineno, entry.get("from"), entry["to"]))
             moment = _ts(entry.get("ts"))
             if moment is not None and moment > last.get(deployment, 0.0):
                 last[deployment] = moment
@@ -349,9 +349,9 @@ def _merge(run: AuditRun, results: list[PassResult]) -> None:
             run.counts[(rule, "")] += count
         state.absorb(result)
         if result.torn is not None:
-            lineno, length = result.torn
-            run.warnings.append(f"{LEDGER}:{base + lineno}: torn last line ({length} bytes without a newline): a "
-                                "writer died mid-write; it was never acknowledged and the next append quarantines it")
+            run.warnings.append(f"{LEDGER}:{base + result.torn.lineno}: torn last line ({result.torn.length} bytes "
+                                "without a newline): a writer died mid-write; it was never acknowledged and the next "
+                                "append quarantines it")
         for found in result.findings:
             where = f"{LEDGER}:{base + found.lineno}" if found.lineno else LEDGER
             run.findings[found.rule].append(Finding(found.rule, where, found.message))
