@@ -219,9 +219,12 @@ class LedgerPass:
     def follow(self, lineno: int, line: JobLine) -> None:
         """The job rules for one schema-valid line, then its job's new state and its deployment's facts."""
         job_id, status, ts = line.id, line.status, line.ts
-        strings = self.strings
-        deployment = strings.setdefault(line.deployment_id, line.deployment_id)
         previous = self.jobs.get(job_id) or self.prior_jobs.get(job_id)
+        deployment = line.deployment_id
+        if previous is not None and previous.deployment_id == deployment:
+            deployment = previous.deployment_id  # the job's interned str
+        else:
+            deployment = self.strings.setdefault(deployment, deployment)
         if previous is not None:
             if line.correction or previous.status in TERMINAL or previous.deployment_id != deployment:
                 self.check_sequence(lineno, line, previous, deployment)
@@ -247,8 +250,12 @@ class LedgerPass:
         if day is None:
             day = self.days[key] = utc_day(stamp)
         provider, gpu = line.provider or "?", line.gpu or "?"
-        self.jobs[job_id] = JobState(job_id, status, cost or 0.0, day, strings.setdefault(provider, provider),
-                                     strings.setdefault(gpu, gpu), deployment)
+        if previous is None or previous.provider != provider or previous.gpu != gpu:
+            strings = self.strings
+            provider, gpu = strings.setdefault(provider, provider), strings.setdefault(gpu, gpu)
+        else:
+            provider, gpu = previous.provider, previous.gpu
+        self.jobs[job_id] = JobState(job_id, status, cost or 0.0, day, provider, gpu, deployment)
         if line.artifacts:
             self.artifacts(line, deployment)
         elif job_id in self.unsynced_now:

@@ -105,7 +105,8 @@ class JobLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
             return False
         for artifact in self.artifacts:
             synced = artifact.synced_at
-            if synced is not None and not is_date_time(synced):
+            if synced is not None and not (synced[:16] in heads and synced[16:] in tails) \
+                    and not is_date_time(synced):
                 return False
         return True
 
@@ -181,11 +182,13 @@ def is_date_time(text: str) -> bool:
         return True
     if not _date_time_format().is_valid(text):
         return False
-    try:
-        format_ts(parse_ts(text))
-    except (ValueError, OverflowError):
-        return False
-    if text[16:17] == ":" and text[17:19] != "60" and "0002" <= text[:4] <= "9998":
+    inner_year = "0002" <= text[:4] <= "9998"
+    if not inner_year or text[17:19] == "60":  # where an offset or a leap second can leave the calendar
+        try:
+            format_ts(parse_ts(text))
+        except (ValueError, OverflowError):
+            return False
+    if text[16:17] == ":" and text[17:19] != "60" and inner_year:
         if len(_HEADS) < CACHE_LIMIT:
             _HEADS.add(text[:16])
         if len(_TAILS) < CACHE_LIMIT:
