@@ -1,5 +1,6 @@
 """Probe transcripts (cassettes/ssh/<deployment>.json): written scrubbed of secrets in record mode, replayed
-offline. The scrubbing of probe output lives here, in one place (to be folded into the one secrets module)."""
+offline, naming the server catalog recorded with them (cassettes/ssh/catalogs/). The scrubbing of probe output lives
+here, in one place (to be folded into the one secrets module)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Final
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.health import probe
+from gpuharness.health import probe, server_catalog
+from gpuharness.health.server_catalog import CatalogObservation
 from gpuharness.providers import cassette
 from gpuharness.remote import ExecResult
 
@@ -53,11 +55,17 @@ def source_of(deployment: Mapping[str, Any], route: Route) -> str:
     return str((deployment.get("labels") or {}).get("source") or ("simulator" if loopback else "real hardware"))
 
 
+def catalog_dir(cassettes: Path) -> Path:
+    """Where recorded server catalogs live: beside the transcripts that name them."""
+    return cassettes / "ssh" / server_catalog.CATALOG_DIR
+
+
 def write(path: Path, deployment: Mapping[str, Any], route: Route, result: ExecResult,
-          secrets: tuple[str, ...]) -> None:
-    """Write the probe's transcript, scrubbed, with its provenance."""
+          secrets: tuple[str, ...], *, catalog: CatalogObservation | None = None) -> None:
+    """Write the probe's transcript, scrubbed, with its provenance and the server catalog of the same phase."""
     document = {"deployment": deployment["id"], "recorded_at": now_ts(), "source": source_of(deployment, route),
                 "probe_version": probe.PROBE_VERSION, "stdout": scrub(result.stdout, secrets),
-                "stderr": scrub(result.stderr, secrets), "exit_status": result.exit_status}
+                "stderr": scrub(result.stderr, secrets), "exit_status": result.exit_status,
+                **server_catalog.transcript_entry(catalog, path)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2) + "\n")
