@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -118,3 +119,16 @@ def test_process_section_falls_back_to_proc_without_a_usable_ps(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_service_command_line_longer_than_80_columns_is_found_whole():
+    # without a terminal, procps' ps cuts args at 80 columns: a pattern at the end of a long line would be lost
+    marker = "gh-service-" + "x" * 90
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker])
+    try:
+        facts = probe.parse(LocalRemote().exec(probe.build_script(probe.ProbeTargets(
+            workspace="/", process_pattern=marker)), deadline_s=60).stdout)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert (sleeper.pid, f"{sys.executable} -c import time; time.sleep(60) {marker}") in facts.processes

@@ -176,3 +176,21 @@ def test_a_serverless_job_that_fails_is_classified(pytester, world):
     result = run_checks(pytester, world)
     result.stdout.fnmatch_lines(["FAILED*test_test_generation_succeeds[[]dep_sls[]]*FAILED*out of memory*"])
     assert world.deployment("dep_sls")["health"]["cause"] == "cuda_oom"
+
+
+def test_an_invalid_workflow_manifest_is_an_error_naming_the_file_and_field_never_a_missing_manifest(
+        pytester, world):
+    world.add("dep_ok")
+    path = world.registry.path("workflows.json")
+    document = json.loads(path.read_text())
+    document["workflows"][0]["test_generation"]["timeout_s"] = "soon"
+    path.write_text(json.dumps(document))
+    result = run_checks(pytester, world)
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # exit 2: bad input
+    text = result.stdout.str() + result.stderr.str()
+    errors = [line for line in text.splitlines() if "workflows.json" in line and "ERROR" not in line]
+    assert len(errors) == 1, errors
+    assert "workflows.json:$.workflows[0].test_generation.timeout_s: 'soon' is not of type 'number'" in errors[0]
+    assert "has no workflow manifest" not in text
+    assert world.deployment("dep_ok")["status"] == "health-checking"
+    assert world.hosts["dep_ok"].stats["ssh_connections"] == 0, "nothing is probed on a broken registry"

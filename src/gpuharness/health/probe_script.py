@@ -91,9 +91,10 @@ def _disk(targets: ProbeTargets) -> ProbeSection:
 def _process(targets: ProbeTargets) -> ProbeSection:
     return ProbeSection("process", (
         # the pattern travels in the environment so this awk's own argv never matches it;
-        # busybox ps has no -o: fall back to /proc/<pid>/cmdline
+        # -ww: without a terminal procps cuts args at 80 columns; busybox ps has no -o: fall back to
+        # /proc/<pid>/cmdline
         'GH_SVC_PIDS=""',
-        'if [ -n "$GH_PAT" ]; then _procs=$({ ps -eo pid=,args= 2>/dev/null || for p in /proc/[0-9]*; do '
+        'if [ -n "$GH_PAT" ]; then _procs=$({ ps -ww -eo pid=,args= 2>/dev/null || for p in /proc/[0-9]*; do '
         'printf \'%s %s\\n\' "${p#/proc/}" "$(tr \'\\000\' \' \' < "$p/cmdline" 2>/dev/null)"; done; } '
         '| awk \'index($0, ENVIRON["GH_PAT"])\')',
         '  if [ -n "$_procs" ]; then printf \'%s\\n\' "$_procs"; fi',

@@ -55,6 +55,16 @@ def source_of(deployment: Mapping[str, Any], route: Route) -> str:
     return str((deployment.get("labels") or {}).get("source") or ("simulator" if loopback else "real hardware"))
 
 
+def recorded_catalog(cassettes: Path, deployment_id: str) -> CatalogObservation | None:
+    """The server catalog recorded with the deployment's probe transcript (None: no transcript, or not JSON)."""
+    path = transcript_path(cassettes, deployment_id)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return server_catalog.recorded(document, path) if isinstance(document, dict) else None
+
+
 def catalog_dir(cassettes: Path) -> Path:
     """Where recorded server catalogs live: beside the transcripts that name them."""
     return cassettes / "ssh" / server_catalog.CATALOG_DIR

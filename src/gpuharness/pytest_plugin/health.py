@@ -46,8 +46,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         ids = selected_deployments(metafunc.config)
         if ids:
             _check_manifests(metafunc.config)
-    except UserError as exc:
-        raise pytest.UsageError(exc.line()) from None
+    except UserError as exc:  # the registry's error, in one line naming the file and the field
+        refused: str | None = exc.line()
+    else:
+        refused = None
+    if refused is not None:
+        pytest.fail(refused, pytrace=False)
     if not ids:  # unknown --deployment ids are refused in pytest_configure
         registry = Registry(registry_root(metafunc.config))
         reason = (f"no deployment awaiting health in {registry.path('deployments.json')} (statuses "
