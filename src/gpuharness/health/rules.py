@@ -229,15 +229,17 @@ def classified_lines(diagnosis: Diagnosis) -> dict[str, Evidence]:
 
 
 def log_tail_clean(probe: ProbeResult, log_path: str | None, fit: WorkflowFit | None = None) -> Verdict:
-    """No classified failure in the log tail that matters to this workflow (see JUDGED_BY_WORKFLOW)."""
+    """No classified failure in the log tail that matters to this workflow (see JUDGED_BY_WORKFLOW). `fit` is the
+    workflow against a ComfyUI server's catalog; without one (another runtime) every classified cause fails."""
     if not probe.log_tail:
         return passed(f"no log lines at {log_path}" if log_path else "no runtime log configured")
     diagnosis = classify_lines(probe.log_tail)
     found = classified_lines(diagnosis)
-    if diagnosis.cause != "unknown" and diagnosis.cause not in JUDGED_BY_WORKFLOW:
+    judged = JUDGED_BY_WORKFLOW if fit is not None else {}
+    if diagnosis.cause != "unknown" and diagnosis.cause not in judged:
         return failed(diagnosis.cause, f"{log_path} line {diagnosis.line_no} of the tail: {diagnosis.line}; "
                       f"{diagnosis.remedy}")
-    harmful = [label for label in found if label in CAUSES and label not in JUDGED_BY_WORKFLOW]
+    harmful = [label for label in found if label in CAUSES and label not in judged]
     if harmful:
         evidence = found[harmful[0]]  # a weak line, outranked by a strong harmless one in the diagnosis
         return failed(harmful[0], f"{log_path} line {evidence.line_no} of the tail: {evidence.line}; "
