@@ -7,6 +7,7 @@ transcripts are) that the transcript names; deployments on the same server build
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -46,13 +47,7 @@ class CatalogObservation:
 
     def load(self) -> NodeCatalog | None:
         """The catalog, or None when there is none (CatalogError: the recorded file is not a catalog)."""
-        if self.file is None:
-            return None
-        try:
-            document = json.loads(Path(self.file).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise CatalogError(f"{self.file}: cannot read the recorded catalog: {exc}") from None
-        return NodeCatalog(document, source=self.file)
+        return _load(self.file) if self.file is not None else None
 
     @property
     def missing(self) -> str | None:
@@ -70,8 +65,10 @@ def applies(deployment: Mapping[str, Any]) -> bool:
     return deployment.get("runtime") in CATALOG_RUNTIMES and bool(deployment.get("endpoint"))
 
 
-def observe(fetch: CatalogFetch, deployment: Mapping[str, Any], directory: Path, scrub: Scrub) -> CatalogObservation:
-    """Fetch the deployment's catalog once and keep it, scrubbed, in `directory` (content-addressed)."""
+def observe(fetch: CatalogFetch, deployment: Mapping[str, Any], directory: Path,
+            scrub: Scrub | None) -> CatalogObservation:
+    """Fetch the deployment's catalog once and keep it in `directory` (content-addressed), scrubbed where it is
+    recorded (`scrub`; None for the run's own copy)."""
     try:
         document = fetch(deployment)
     except CatalogUnavailable as exc:
@@ -79,16 +76,18 @@ def observe(fetch: CatalogFetch, deployment: Mapping[str, Any], directory: Path,
     return store(document, directory, scrub)
 
 
-def store(document: Mapping[str, Any], directory: Path, scrub: Scrub) -> CatalogObservation:
-    """Write the catalog, every string scrubbed, as `directory/sha256-<hex>.json` (kept if already there)."""
+def store(document: Mapping[str, Any], directory: Path, scrub: Scrub | None) -> CatalogObservation:
+    """Write the catalog, every string scrubbed (unless `scrub` is None), as `directory/sha256-<hex>.json` (kept if
+    already there)."""
     memo: dict[str, str] = {}  # a catalog repeats its strings ("INT", "default", ...) thousands of times
 
     def once(text: str) -> str:
         if text not in memo:
-            memo[text] = scrub(text)
+            memo[text] = scrub(text) if scrub is not None else text
         return memo[text]
 
-    text = json.dumps(_scrubbed(document, once), sort_keys=True, separators=(",", ":"))
+    kept = _scrubbed(document, once) if scrub is not None else document
+    text = json.dumps(kept, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(text.encode()).hexdigest()
     path = directory / f"sha256-{digest}.json"
     if not path.exists():
@@ -125,6 +124,16 @@ def recorded(document: Mapping[str, Any], transcript: Path) -> CatalogObservatio
     return CatalogObservation(note=f"{transcript.name} holds no server catalog (recorded by probe v"
                                    f"{document.get('probe_version', 1)}): the workflow is not validated before the "
                                    "test generation; record again with --gpu-mode record to judge it offline")
+
+
+@functools.lru_cache(maxsize=16)
+def _load(file: str) -> NodeCatalog:
+    """A catalog file, read once per process (the files are content-addressed: they never change)."""
+    try:
+        document = json.loads(Path(file).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CatalogError(f"{file}: cannot read the recorded catalog: {exc}") from None
+    return NodeCatalog(document, source=file)
 
 
 def _scrubbed(value: Any, scrub: Scrub) -> Any:

@@ -68,8 +68,7 @@ class ProbeSession:
             secrets = transcripts.known_secrets(self.registry)
             return server_catalog.observe(self.catalogs, deployment, transcripts.catalog_dir(self.cassettes),
                                           lambda text: transcripts.scrub(text, secrets))
-        return server_catalog.observe(self.catalogs, deployment, self.shared_dir / server_catalog.CATALOG_DIR,
-                                      lambda text: text)
+        return server_catalog.observe(self.catalogs, deployment, self.shared_dir / server_catalog.CATALOG_DIR, None)
 
     def _progress(self, deployment: Mapping[str, Any], record: ProbeRecord) -> probing.ProgressObservation | None:
         """A running job's progress marker, observed once per run (journaled only when the probe was live)."""
