@@ -161,7 +161,7 @@ def test_wrong_model_served_fails_test_generation(pytester, world):
                                            log_lines=()), "test_generation_succeeds", "does not serve")
 
 
-def test_cuda_smoke_mismatch_fails_and_absent_torch_skips(pytester, world):
+def test_a_cuda_smoke_mismatch_fails_with_the_error_it_measured(pytester, world):
     assert_fails(pytester, world, HostSpec(torch="mismatch"), "cuda_smoke_test", "max_abs_err=41.7")
 
 
