@@ -194,3 +194,18 @@ def test_an_invalid_workflow_manifest_is_an_error_naming_the_file_and_field_neve
     assert "has no workflow manifest" not in text
     assert world.deployment("dep_ok")["status"] == "health-checking"
     assert world.hosts["dep_ok"].stats["ssh_connections"] == 0, "nothing is probed on a broken registry"
+
+
+def test_a_manifest_broken_after_collection_is_not_counted_against_the_deployment(pytester, world):
+    world.add("dep_ok")
+    pytester.makeconftest(f"""
+def pytest_collection_finish(session):
+    path = {str(world.registry.path("workflows.json"))!r}
+    open(path, "w").write("{{not json")
+""")
+    result = run_checks(pytester, world)
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_host_reachable[[]dep_ok[]]*",
+                                 "*workflows.json:1:2: invalid JSON:*"])
+    result.stdout.fnmatch_lines(["*dep_ok: NOT judged: host_reachable: bad_manifest*"])
+    deployment = world.deployment("dep_ok")
+    assert deployment["status"] == "health-checking" and deployment.get("health") is None

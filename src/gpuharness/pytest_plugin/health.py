@@ -76,6 +76,16 @@ def _check_manifests(config: pytest.Config) -> None:
     config.stash[_MANIFESTS_READ] = True
 
 
+def _manifests(registry: Registry, deployment: dict[str, Any]) -> tuple[dict[str, Any] | None,
+                                                                       dict[str, Any] | None] | str:
+    """The deployment's model and workflow manifests, or the one line saying which manifest does not read."""
+    try:
+        return (targets.manifest(registry, "models.json", "name", deployment.get("model")),
+                targets.manifest(registry, "workflows.json", "id", deployment.get("workflow")))
+    except UserError as exc:
+        return exc.line()
+
+
 def shared_dir(config: pytest.Config) -> Path:
     """A directory shared by the controller and every xdist worker of this run (not across runs)."""
     factory = config._tmp_path_factory  # type: ignore[attr-defined]
@@ -98,12 +108,11 @@ def health(request: pytest.FixtureRequest, health_deployment_id: str) -> Iterato
     request.node.user_properties.append((PROPERTY, {"deployment": health_deployment_id, "check": check}))
     registry = Registry(registry_root(config))
     deployment = registry.deployment(health_deployment_id)
-    try:
-        model = targets.manifest(registry, "models.json", "name", deployment.get("model"))
-        workflow = targets.manifest(registry, "workflows.json", "id", deployment.get("workflow"))
-    except UserError as exc:  # changed since collection: the registry's error, not the deployment's
+    manifests = _manifests(registry, deployment)
+    if isinstance(manifests, str):  # changed since collection: the registry's error, not the deployment's
         request.node.user_properties.append((PROPERTY + "_cause", "bad_manifest"))
-        pytest.fail(exc.line(), pytrace=False)
+        pytest.fail(manifests, pytrace=False)
+    model, workflow = manifests
     session = ProbeSession(registry, _mode(config), cassette_dir(config), shared_dir(config),
                            catalogs=catalog_fetch(registry))
     record = session.probe(deployment)
