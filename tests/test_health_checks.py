@@ -141,7 +141,7 @@ def test_missing_custom_node_fails_test_generation(pytester, world):
     _, deployment = assert_fails(pytester, world, with_fault(HostSpec(), "missing_custom_node"),
                                  "test_generation_succeeds", "ClownsharKSampler", "pin",
                                  workflow="sdxl-custom-sampler")
-    assert deployment["health"]["cause"] == "custom_node_import"
+    assert deployment["health"]["cause"] == "custom_node_missing"  # what the workflow lacks (issue 9)
 
 
 def test_unhealthy_service_endpoint_fails(pytester, world):

@@ -39,7 +39,7 @@ def test_a_healthy_server_that_could_not_import_an_optional_module_passes_with_a
 
 def test_the_same_log_fails_when_the_workflow_needs_a_class_the_server_lacks():
     verdict = rules.log_tail_clean(log("comfyui-rocm-optional-torchaudio.log"), "comfyui.log", fits(WITH_AUDIO))
-    assert (verdict.ok, verdict.cause) == (False, "custom_node_import")
+    assert (verdict.ok, verdict.cause) == (False, "custom_node_missing")
     assert "the workflow needs EmptyLatentAudio, VAEDecodeAudio, SaveAudio, which the server lacks" in verdict.message
     assert "nodes_audio.py" in verdict.message and "install its requirements" in verdict.message
 

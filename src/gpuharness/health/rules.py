@@ -235,8 +235,9 @@ def log_tail_clean(probe: ProbeResult, log_path: str | None, fit: WorkflowFit | 
     for label, evidence in found.items():
         if fit is not None and fit.cause is not None and fit.cause in JUDGED_BY_WORKFLOW.get(label, ()):
             needs = ", ".join(fit.missing_classes or fit.missing_models)
-            return failed(label, f"{log_path} line {evidence.line_no} of the tail: {evidence.line}; the workflow "
-                          f"needs {needs}, which the server lacks ({fit.cause}); {_remedy(label)}")
+            # the cause is what the workflow lacks; the log line says why the server lacks it
+            return failed(fit.cause, f"{log_path} line {evidence.line_no} of the tail: {evidence.line}; the "
+                          f"workflow needs {needs}, which the server lacks ({label}); {_remedy(label)}")
     warnings = tuple(_harmless(label, evidence, log_path, fit) for label, evidence in found.items())
     return Verdict(True, f"{len(probe.log_tail)} log lines, no classified failure that matters to the workflow"
                    + (f" ({len(warnings)} harmless, see the warnings)" if warnings else ""), warnings=warnings)
