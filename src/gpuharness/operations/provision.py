@@ -352,15 +352,19 @@ def _launch_failed(ctx: Context, request: ProvisionRequest, deployment_id: str, 
 
 def _ssh_access(ctx: Context, request: ProvisionRequest, instance: Instance) -> tuple[SshAccess | None,
                                                                                       dict[str, Any]]:
-    """The instance's SSH block (with the request's key and known_hosts files), and the other fields only the
-    host knows (ctx.host_details: the simulator's keys, ports, workspace)."""
+    """The instance's SSH block (with the key and known_hosts files the request names, else those its
+    providers.json entry names), and the other fields only the host knows (ctx.host_details: the simulator's
+    keys, ports, workspace)."""
     ssh: dict[str, Any] = {}
     if instance.ssh is not None:
         ssh = {"host": instance.ssh.host, "port": instance.ssh.port, "user": instance.ssh.user, "transport": "ssh"}
-        if request.ssh_key_file:
-            ssh["key_file"] = request.ssh_key_file
-        if request.known_hosts:
-            ssh["known_hosts"] = request.known_hosts
+        entry = ctx.registry.provider(request.provider)
+        key_file = request.ssh_key_file or entry.get("ssh_key_file")
+        known_hosts = request.known_hosts or entry.get("known_hosts")
+        if key_file:
+            ssh["key_file"] = key_file
+        if known_hosts:
+            ssh["known_hosts"] = known_hosts
     fields: dict[str, Any] = {"endpoint": instance.endpoint}
     if ctx.host_details is not None:
         details = dict(ctx.host_details(instance))
