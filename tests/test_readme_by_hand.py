@@ -24,7 +24,7 @@ EXPECTED = {
     "gpuharness offers": r"RTX 4090",
     "gpuharness provision": r"provisioned dep_\w+ \(\w[\w-]*\) on vast instance",
     "gpuharness install": r"installed dep_\w+",
-    "gpuharness configure": r"configured dep_\w+",
+    "gpuharness configure": r"configured dep_\w+; next: pytest checks/health --gpu-mode live --deployment dep_\w+",
     "gpuharness check health": r"passed",
     "gpuharness run": r"J-\d+ completed",
     "gpuharness retrieve": r"synced 1 artifact\(s\)",

@@ -10,6 +10,7 @@ from typing import Any, final
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.lifecycle import transition
+from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify, transport_failure
 from gpuharness.remote import Remote, RemoteError
@@ -181,6 +182,6 @@ def configure(ctx: Context, deployment_id: str, *, deadline_s: float = 900.0) ->
     deployment = transition(ctx.registry, deployment_id, "health-checking", route=deployment.ssh_route,
                             marker={"workflow": workflow["id"] if workflow else None,
                                     "duration_s": round(duration, 3)},
-                            next_action=f"pytest checks/health --deployment {deployment_id}",
+                            next_action=gate_command(deployment_id),
                             note="runtime configured; only the health suite may mark it ready")
     return PhaseResult(deployment, lines, duration)

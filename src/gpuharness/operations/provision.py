@@ -13,6 +13,7 @@ from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import journal, transition
 from gpuharness.core.policy import Action, Policy
 from gpuharness.core.spend import today_and_month
+from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
 from gpuharness.operations.launch import launch_instance
 from gpuharness.operations.reconcile import machine_record
@@ -413,5 +414,5 @@ def _register_endpoint(ctx: Context, entry: dict[str, Any], deployment_id: str, 
                                    ssh=None)
     deployment = transition(ctx.registry, deployment_id, "health-checking", route=f"{base}/v2/{endpoint_id}",
                             note="serverless endpoint: no SSH, nothing to install",
-                            next_action=f"pytest checks/health --deployment {deployment_id}")
+                            next_action=gate_command(deployment_id))
     return ProvisionResult(deployment, False, text)

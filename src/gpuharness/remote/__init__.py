@@ -19,12 +19,15 @@ class ExecResult:
 
 
 class RemoteError(Exception):
-    """A transport failure. Probes make one attempt: callers never retry on this."""
+    """A transport failure. Probes make one attempt: callers never retry on this. `remedy`, when the transport
+    knows one (the command that pins a host key), is kept apart so that no caller cuts it off."""
 
-    def __init__(self, kind: RemoteErrorKind, message: str, *, target: str) -> None:
+    def __init__(self, kind: RemoteErrorKind, message: str, *, target: str, remedy: str | None = None) -> None:
         self.kind = kind
         self.target = target
-        super().__init__(f"{target}: {kind}: {message}")
+        self.message = message
+        self.remedy = remedy
+        super().__init__(f"{target}: {kind}: {message}" + (f" ({remedy})" if remedy else ""))
 
 
 class Remote(Protocol):
