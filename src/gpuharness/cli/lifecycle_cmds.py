@@ -95,8 +95,11 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _ctx(args: argparse.Namespace) -> Any:
+    from gpuharness.cli.progress import transfers_for
     from gpuharness.operations.seams import cli_context
-    return cli_context(Registry.locate(args.registry))
+    ctx = cli_context(Registry.locate(args.registry))
+    ctx.transfers = transfers_for(args)
+    return ctx
 
 
 def cmd_provision(args: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ def classify(text: str) -> Failure:
     diagnosis = classify_text(text)
     line = diagnosis.line
     if line is None:
-        tail = [x for x in text.splitlines() if x.strip() and not x.startswith("GH-PROGRESS")]
+        tail = [x for x in text.splitlines() if x.strip() and not x.startswith(("GH-PROGRESS", "GH-BYTES"))]
         line = tail[-1] if tail else None
     return Failure(diagnosis.cause, line, diagnosis.remedy, diagnosis.retryable)
 
