@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from gpuharness.core.deployment import DEFAULT_WORKSPACE
+from gpuharness.core.ledger import Ledger
+from gpuharness.core.registry import Registry
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 MARKER = "<!-- try-it-by-hand -->"
 
@@ -91,6 +95,15 @@ def test_readme_try_it_by_hand_block_runs_as_written(tmp_path: Path) -> None:
             if expected is not None:
                 assert re.search(expected, stdout, re.MULTILINE), f"`{line}` printed:\n{stdout}\n{stderr}"
         assert sorted(p.name for p in (work / "outputs").rglob("*.png")), "retrieve synced no image"
+        # install, the job's outputs, retrieve and the disk check all used the one default workspace
+        registry = Registry(work / ".pi" / "gpu")
+        [deployment] = registry.deployments()
+        assert deployment.ssh is not None and deployment.ssh.workspace is None
+        checks = deployment.to_json()["health"]["checks"]
+        assert checks["disk_has_room_for_model"] == checks["test_generation_succeeds"] == "passed"
+        paths = [a["remote_path"] for job in Ledger(registry.ledger_path).current().values()
+                 for a in job.get("artifacts") or []]
+        assert paths and all(p.startswith(f"{DEFAULT_WORKSPACE}/output/") for p in paths), paths
         assert started is not None
         # `sim stop` stopped it: the process is gone and its hosts' key and known_hosts with it
         end = time.monotonic() + 10

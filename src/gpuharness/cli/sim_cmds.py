@@ -81,6 +81,9 @@ def _serve(args: argparse.Namespace, ready: Callable[[str], None]) -> int:
                             hint="pick another --port, or 0 for a free one") from None
         if args.configure:
             _configure(Registry.locate(args.registry), sim, access)
+        elif access is not None:
+            print(f"its hosts accept the key {access.key_file} and list their host keys in {access.known_hosts} "
+                  "(provision --ssh-key / --known-hosts, or --configure to record them)", file=sys.stderr, flush=True)
         ready(sim.base_url)
         with _sigterm_stops():
             while not sim.shutdown_requested.wait(3600):
