@@ -64,11 +64,13 @@ def install_script(ws: str, files: list[dict[str, Any]], margin_gb: float = 0.0)
         f'(model files + disk_margin_gb {margin_gb:g}), free ${{free_kb}} KB"; exit 28',
         "fi",
         'sum() { sha256sum "$1" 2>/dev/null | cut -d" " -f1; }',
-        # the download runs in the background while its byte count is reported, so the bar moves during it
+        # a watcher reports the download's byte count while it runs (so the bar moves during it) and is stopped
+        # the moment the download ends; its sleep keeps no hold on stdout
         'bytes() { echo "GH-BYTES $([ -f "$1" ] && wc -c < "$1" || echo 0) $1"; }',
-        'fetch() { case "$1" in file://*) cp "${1#file://}" "$2.part" & ;; *) curl -fsSL -o "$2.part" "$1" & ;; '
-        'esac; pid=$!; while kill -0 "$pid" 2>/dev/null; do bytes "$2.part"; sleep 0.2 2>/dev/null || sleep 1; done; '
-        'wait "$pid" || { echo "GH-ERROR download failed: $1"; rm -f "$2.part"; return 1; }; '
+        'fetch() { ( while :; do bytes "$2.part"; sleep 0.2 >/dev/null 2>&1 || sleep 1 >/dev/null 2>&1; done ) & '
+        'watcher=$!; case "$1" in file://*) cp "${1#file://}" "$2.part" ;; *) curl -fsSL -o "$2.part" "$1" ;; esac; '
+        'fetched=$?; kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; '
+        '[ "$fetched" -eq 0 ] || { echo "GH-ERROR download failed: $1"; rm -f "$2.part"; return 1; }; '
         'bytes "$2.part"; mv "$2.part" "$2"; }',
     ]
     total = len(files)
