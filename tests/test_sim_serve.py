@@ -147,6 +147,26 @@ def test_sim_serve_stops_on_sigterm_and_removes_its_hosts_files(tmp_path):
         proc.wait()
 
 
+def test_sim_serve_cleans_up_when_sigterm_comes_while_it_is_still_starting(tmp_path):
+    # the key directory appears before the simulator is configured and ready: a SIGTERM then must still remove it
+    (tmp_path / "tmp").mkdir()
+    assert gpuharness("init", cwd=tmp_path).returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUHARNESS_")}
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    proc = subprocess.Popen([sys.executable, "-m", "gpuharness", "sim", "serve", "--port", "0", "--configure"],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not list((tmp_path / "tmp").glob("gh-sim-access-*")) and proc.poll() is None:
+            pass
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)  # a second one must not cut the cleanup short
+        assert proc.wait(timeout=30) == 0
+        assert list((tmp_path / "tmp").iterdir()) == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_sim_stop_refuses_a_non_loopback_url(tmp_path):
     result = gpuharness("sim", "stop", "--url", "http://203.0.113.9:8765", cwd=tmp_path)
     assert result.returncode == 2 and "not a loopback address" in result.stderr

@@ -63,38 +63,51 @@ def cmd_sim_serve(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, ready: Callable[[str], None]) -> int:
-    """Serve until Ctrl-C, SIGTERM or POST /_sim/shutdown; the hosts and their access files go with it."""
+    """Serve until Ctrl-C, SIGTERM or POST /_sim/shutdown; the hosts and their access files go with it, before the
+    port closes (so `sim stop` returns once they are gone)."""
     from gpuharness.sim import Simulator  # the server is only needed by this command
-    from gpuharness.sim.access import HostAccess
-    from gpuharness.sim.host import host_factory
 
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else None
     sim = Simulator(host=args.host, port=args.port, ready_delay_s=args.ready_delay, log=log)
-    access = None if args.no_hosts else HostAccess()
-    if access is not None:
-        sim.host_factory = host_factory(counter=sim.state.increment, access=access)
-    try:
+    made: list[Any] = []  # the HostAccess, once its files exist
+    with _signals_stop():
         try:
-            sim.start()
-        except OSError as exc:
-            raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}", place="sim serve",
-                            hint="pick another --port, or 0 for a free one") from None
-        if args.configure:
-            _configure(Registry.locate(args.registry), sim, access)
-        elif access is not None:
-            print(f"its hosts accept the key {access.key_file} and list their host keys in {access.known_hosts} "
-                  "(provision --ssh-key / --known-hosts, or --configure to record them)", file=sys.stderr, flush=True)
-        ready(sim.base_url)
-        with _sigterm_stops():
+            _start(args, sim, made)
+            ready(sim.base_url)
             while not sim.shutdown_requested.wait(3600):
                 pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sim.stop()
-        if access is not None:
-            access.close()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sim.host_factory = None  # no new host while the others go
+            sim.state.shutdown()
+            for access in made:
+                access.close()
+            sim.stop()
     return 0
+
+
+def _start(args: argparse.Namespace, sim: Any, made: list[Any]) -> None:
+    """Listen, give running instances hosts (reached with one HostAccess, kept in made), and configure if asked."""
+    from gpuharness.sim.access import HostAccess
+    from gpuharness.sim.host import host_factory
+
+    try:
+        sim.start()
+    except OSError as exc:
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}", place="sim serve",
+                        hint="pick another --port, or 0 for a free one") from None
+    access = None
+    if not args.no_hosts:
+        with _signals_held():  # a stop signal lands once the files are recorded for the cleanup, not between
+            made.append(HostAccess())
+        access = made[0]
+        sim.host_factory = host_factory(counter=sim.state.increment, access=access)
+    if args.configure:
+        _configure(Registry.locate(args.registry), sim, access)
+    elif access is not None:
+        print(f"its hosts accept the key {access.key_file} and list their host keys in {access.known_hosts} "
+              "(provision --ssh-key / --known-hosts, or --configure to record them)", file=sys.stderr, flush=True)
 
 
 def _configure(registry: Registry, sim: Any, access: Any) -> None:
@@ -123,20 +136,36 @@ def _configure(registry: Registry, sim: Any, access: Any) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_stops() -> Iterator[None]:
-    """SIGTERM stops the simulator as Ctrl-C does, so its hosts and files are removed (main thread only)."""
+def _signals_held() -> Iterator[None]:
+    """SIGTERM and SIGINT wait (blocked) until the block is over."""
+    stops = {signal.SIGTERM, signal.SIGINT}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextlib.contextmanager
+def _signals_stop() -> Iterator[None]:
+    """SIGTERM stops the simulator as Ctrl-C does, from the first moment, so its hosts and files are removed; a
+    second SIGTERM or Ctrl-C cannot cut that cleanup short (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def stop(_signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = signal.signal(signal.SIGTERM, stop), signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, stop)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 def _detached(args: argparse.Namespace) -> int:
