@@ -27,6 +27,8 @@ from gpuharness.health.nvidia_smi import (
 )
 
 SMI = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi"
+#: Real captures with the link, power and clock fields (tests/test_nvidia_smi_performance_fields.py reads them).
+PERFORMANCE_CAPTURES = tuple(p.name for p in SMI.glob("csv-header-units-*-*-*.txt"))
 
 
 def read(name: str) -> str:
@@ -157,7 +159,7 @@ def test_every_fixture_is_covered_by_a_test_table():
     covered = set(TABLES) | set(ERRORS) | {
         "csv-probe-h200-8x.txt", "csv-probe-rtx4090-throttled.txt", "csv-probe-legacy-470-a100.txt",
         "csv-header-units-rtx4090.txt", "csv-header-not-supported-gtx770.txt", "csv-basic-h100.txt", "SOURCES.md",
-        "table-470-v100-err-power.txt", "table-550-a100-mig.txt"}
+        "table-470-v100-err-power.txt", "table-550-a100-mig.txt"} | set(PERFORMANCE_CAPTURES)
     assert {p.name for p in SMI.iterdir()} == covered
 
 
