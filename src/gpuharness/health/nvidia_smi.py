@@ -534,7 +534,8 @@ def _mask(text: str | None) -> int | None:
         return None
 
 
-def _gpu_from_values(values: Mapping[str, str]) -> GpuInfo:
+def gpu_from_values(values: Mapping[str, str]) -> GpuInfo:
+    """One GPU from its field values by --query-gpu name (units and [N/A] as nvidia-smi prints them)."""
     attrs: dict[str, Any] = {"index": None, "name": None}
     for name, raw in values.items():
         attr = _ATTR.get(name)
@@ -570,7 +571,7 @@ def _parse_csv(text: str, fields: tuple[str, ...], *, has_header: bool) -> SmiRe
         if len(cells) != len(fields):
             unexpected = unexpected or row.strip()
             continue
-        gpus.append(_gpu_from_values(dict(zip(fields, cells, strict=True))))
+        gpus.append(gpu_from_values(dict(zip(fields, cells, strict=True))))
     drivers = {g.driver_version for g in gpus if g.driver_version}
     report = SmiReport(layout="csv", gpus=tuple(gpus), driver_version=next(iter(drivers)) if len(drivers) == 1 else
                        (sorted(drivers)[0] if drivers else None), fields=fields)
