@@ -289,3 +289,14 @@ def message(report: PerformanceReport) -> tuple[str | None, str]:
     judged = [f.text() for f in report.figures if f.counts and f.ratio is not None]
     notes = f" ({'; '.join(report.notes)})" if report.notes else ""
     return None, "; ".join(judged) + notes if judged else "nothing to judge" + notes
+
+
+def evidence(report: PerformanceReport, measurement: Measurement | None, measured_at: str | None) -> dict[str, Any]:
+    """What a deployment's health record keeps of the judgement (`health.performance`): every figure with its
+    expectation, the measurement's outcome, and when it was taken; `gpuharness gpus --history` reads it."""
+    cause, line = message(report)
+    return {"measured_at": measured_at, "cause": cause, "message": line[:500], **report.to_json(),
+            "measurement": None if measurement is None else {
+                "status": measurement.status, "reason": measurement.reason,
+                "torch_version": measurement.torch_version, "cuda_version": measurement.cuda_version,
+                "elapsed_s": measurement.elapsed_s}}
