@@ -1,37 +1,26 @@
 """Probe transcripts (cassettes/ssh/<deployment>.json): written scrubbed of secrets in record mode, replayed
-offline. The scrubbing of probe output lives here, in one place (to be folded into the one secrets module)."""
+offline, scrubbed by the one secrets module (core.secrets)."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
+from gpuharness.core.secrets import configured_values, scrub_text
 from gpuharness.health import probe
-from gpuharness.providers import cassette
 from gpuharness.remote import ExecResult
 
 if TYPE_CHECKING:  # the route module imports paramiko (~0.4 s): only a live probe needs it
     from gpuharness.remote.route import HostRoute
 
-SECRET_PATTERNS: Final = (
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
-    re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"),
-    re.compile(r"(?i)((?:api[_-]?key|token|password|secret)\s*[=:]\s*)\S+"),
-)
-
-
 def scrub(text: str, secrets: tuple[str, ...]) -> str:
     """Remove secrets from a transcript: known values, private key blocks, bearer tokens, key=value secrets."""
-    text = cassette.Scrubber(secrets).text(text)
-    for pattern in SECRET_PATTERNS:
-        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + cassette.REDACTED, text)
-    return text
+    return scrub_text(text, secrets)
 
 
 def known_secrets(registry: Registry) -> tuple[str, ...]:
@@ -40,7 +29,7 @@ def known_secrets(registry: Registry) -> tuple[str, ...]:
         envs = [p.get("credential_env") for p in registry.providers()]
     except UserError:
         envs = []
-    return cassette.secret_values(envs)
+    return configured_values(envs)
 
 
 def transcript_path(cassettes: Path, deployment_id: str) -> Path:
