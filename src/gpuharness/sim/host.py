@@ -314,6 +314,8 @@ class SimHost:
         self._stopping = threading.Event()
         self.ssh_host = "127.0.0.1"
         self.ssh_port = 0
+        self.armed_faults: tuple[str, ...] = ()
+        self._unfaulted: HostSpec | None = None
 
     # --- lifecycle
     def start(self) -> SimHost:
@@ -414,6 +416,22 @@ class SimHost:
         if self.runtime is not None:
             self.runtime.faults = spec.runtime_faults
         self.write_sandbox()
+
+    def arm_fault(self, name: str) -> tuple[str, ...]:
+        """Give this running host one of FAULTS (POST /_sim/host-faults); the faults armed so far."""
+        if name not in FAULTS:
+            raise ValueError(f"'fault' must be one of {sorted(FAULTS)}")
+        if self._unfaulted is None:
+            self._unfaulted = self.spec
+        self.armed_faults = (*self.armed_faults, name)
+        self.reconfigure(with_fault(self.spec, name))
+        return self.armed_faults
+
+    def clear_faults(self) -> None:
+        """Back to the host as it started, before any armed fault."""
+        if self._unfaulted is not None:
+            self.reconfigure(self._unfaulted)
+        self._unfaulted, self.armed_faults = None, ()
 
     # --- SSH server
     def _count(self, name: str) -> None:
