@@ -8,9 +8,9 @@ import json
 import pytest
 
 from gpuharness.core import secrets
+from gpuharness.health.transcripts import scrub
 from gpuharness.providers import cassette
 from gpuharness.providers.failures import classify, redact
-from gpuharness.pytest_plugin.health import scrub
 
 KEY = "vk-" + "9Qf3ZLm0T7wXc2Rj5Hn8Bd4Ks6Pe1Ya"
 
