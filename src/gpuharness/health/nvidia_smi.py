@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, final
 
-PROBE_FIELDS: Final[tuple[str, ...]] = (
+#: The probe's query before the performance fields (transcripts recorded by probe v1 and v2).
+PROBE_FIELDS_V1: Final[tuple[str, ...]] = (
     "index", "name", "uuid", "driver_version", "memory.total", "memory.used", "temperature.gpu",
     "utilization.gpu", "ecc.errors.uncorrected.volatile.total", "clocks_event_reasons.active",
     "clocks_throttle_reasons.active", "pcie.link.gen.current", "pcie.link.width.current",
@@ -25,13 +26,16 @@ PERFORMANCE_FIELDS: Final[tuple[str, ...]] = (
     "pcie.link.gen.max", "pcie.link.width.max", "power.limit", "enforced.power.limit", "power.default_limit",
     "power.max_limit", "clocks.sm", "clocks.max.sm",
 )
-#: The probe's query before the performance fields (transcripts recorded by probe v1).
-PROBE_FIELDS_V1: Final[tuple[str, ...]] = PROBE_FIELDS[:13]
+PROBE_FIELDS: Final[tuple[str, ...]] = PROBE_FIELDS_V1 + PERFORMANCE_FIELDS
 #: For drivers that predate the `clocks_event_reasons` spelling (before ~r525).
 PROBE_FIELDS_LEGACY: Final[tuple[str, ...]] = tuple(f for f in PROBE_FIELDS if f != "clocks_event_reasons.active")
 #: For drivers that have dropped the deprecated `clocks_throttle_reasons` spelling.
 PROBE_FIELDS_MODERN: Final[tuple[str, ...]] = tuple(f for f in PROBE_FIELDS if f != "clocks_throttle_reasons.active")
-PROBE_FIELD_SETS: Final[tuple[tuple[str, ...], ...]] = (PROBE_FIELDS, PROBE_FIELDS_LEGACY, PROBE_FIELDS_MODERN)
+#: The probe tries these in turn while the driver refuses a field; a driver that knows none of the performance
+#: fields still gives every other fact (the performance check then says what it could not read).
+PROBE_FIELDS_V1_LEGACY: Final[tuple[str, ...]] = tuple(f for f in PROBE_FIELDS_V1 if f != "clocks_event_reasons.active")
+PROBE_FIELD_SETS: Final[tuple[tuple[str, ...], ...]] = (
+    PROBE_FIELDS, PROBE_FIELDS_LEGACY, PROBE_FIELDS_MODERN, PROBE_FIELDS_V1, PROBE_FIELDS_V1_LEGACY)
 #: The 9-field query of providers.md section 7 (recognised in headerless CSV by its column count).
 BASIC_FIELDS: Final[tuple[str, ...]] = PROBE_FIELDS[:9]
 
@@ -266,7 +270,10 @@ def parse_probe_csv(text: str, fields: Sequence[str] | None = None) -> SmiReport
         return SmiReport(layout="none", error="nvidia_smi_timeout", error_line="nvidia-smi exceeded its deadline")
     if exit_status == 127:
         return SmiReport(layout="none", error="nvidia_smi_missing", error_line="nvidia-smi: not found")
-    chosen = tuple(fields) if fields is not None else PROBE_FIELDS
+    if fields is None:  # no `# query:` line: the probe query (of any version) with as many columns as the rows
+        widths = {len(_split_csv(row)) for row in body if "," in row and not _ERROR_LINE_ANY.search(row)}
+        fields = _KNOWN_QUERIES.get(widths.pop(), PROBE_FIELDS) if len(widths) == 1 else PROBE_FIELDS
+    chosen = tuple(fields)
     report = _parse_csv(content, chosen, has_header=False)
     if report.error is None and exit_status not in (None, 0):
         return _with_error(report, "nvidia_smi_crashed", f"nvidia-smi exited with status {exit_status}")
@@ -388,8 +395,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
 #: Headerless CSV recognised by its column count: the probe's queries (current and v1) and the 9-field one.
 _KNOWN_QUERIES: Final[Mapping[int, tuple[str, ...]]] = {
     len(PROBE_FIELDS): PROBE_FIELDS, len(PROBE_FIELDS_LEGACY): PROBE_FIELDS_LEGACY,
-    len(PROBE_FIELDS_V1): PROBE_FIELDS_V1, len(PROBE_FIELDS_V1) - 1: tuple(
-        f for f in PROBE_FIELDS_V1 if f != "clocks_event_reasons.active"),
+    len(PROBE_FIELDS_V1): PROBE_FIELDS_V1, len(PROBE_FIELDS_V1_LEGACY): PROBE_FIELDS_V1_LEGACY,
     len(BASIC_FIELDS): BASIC_FIELDS}
 _TABLE_ROW1 = re.compile(r"^\s*(\d+)\s+(.*?)\s+(On|Off|N/A|WDDM|TCC)\s*$")
 _ATTR: Final[Mapping[str, str]] = {

@@ -105,15 +105,13 @@ def smi_values(sim: SimFigures, *, under_load: bool) -> dict[str, str]:
     }
 
 
-def install_torch(site_packages: Path, *, gpu: str, devices: int, total_mib: int, used_mib: int, smoke_error: float,
-                  sim: SimFigures, busy_dir: Path) -> None:
-    """Put the torch stand-in (sim/torch_package.py) into a virtual environment's site-packages, configured as
-    this card: what the smoke test and the measurement meet there."""
+def torch_files(*, gpu: str, devices: int, total_mib: int, used_mib: int, smoke_error: float, sim: SimFigures,
+                busy_dir: Path) -> dict[str, str]:
+    """The torch stand-in (sim/torch_package.py) for a virtual environment's site-packages, configured as this
+    card: path in site-packages -> text. What the smoke test and the measurement meet there."""
     known = gpu_classes.by_name(gpu)
-    package = site_packages / "torch"
-    package.mkdir(parents=True, exist_ok=True)
-    (package / "__init__.py").write_text((Path(__file__).parent / "torch_package.py").read_text())
     config = {"torch": "2.7.1+cu128", "cuda": "12.8", "devices": devices, "name": gpu, "total_mib": total_mib,
               "used_mib": used_mib, "smoke_error": smoke_error, "bf16": known.bf16 if known is not None else True,
               "busy_dir": str(busy_dir), "figures": asdict(sim)}
-    (package / "_gpuharness_sim.json").write_text(json.dumps(config, indent=1) + "\n")
+    return {"torch/__init__.py": (Path(__file__).parent / "torch_package.py").read_text(),
+            "torch/_gpuharness_sim.json": json.dumps(config, indent=1) + "\n"}
