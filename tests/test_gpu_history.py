@@ -44,7 +44,7 @@ def test_a_slow_host_stands_out_among_deployments_of_its_class_and_provider(regi
     assert done.returncode == 0, done.stderr
     assert "RTX 4090 at runpod: 1 measured, 0 not" in done.stdout
     assert "RTX 4090 at vast: 3 measured, 1 not" in done.stdout
-    assert "dep_c stands out: matmul TFLOP/s 52 is 0.33 of the median of its peers (158.4)" in done.stdout
+    assert "dep_c stands out: matmul TFLOP/s 52 is 0.33 of the median of its peers (159.25)" in done.stdout
     assert "dep_c stands out: link width 4 is 0.25 of the median of its peers (16)" in done.stdout
     assert "not measured: dep_d" in done.stdout
     assert "dep_a stands out" not in done.stdout and "dep_e stands out" not in done.stdout

@@ -40,15 +40,15 @@ class HostFigures:
 @final
 @dataclass(frozen=True, slots=True)
 class Peers:
-    """The deployments of one GPU class at one provider, with the median of each figure and those that stand
-    out below it."""
+    """The deployments of one GPU class at one provider, with the median of each figure, and those that stand out:
+    below STANDS_OUT of the median of the others."""
 
     gpu: str
     provider: str
     hosts: tuple[HostFigures, ...]
     not_measured: tuple[str, ...] = ()
     medians: Mapping[str, float] = field(default_factory=dict)
-    stand_out: tuple[tuple[str, str, float, float], ...] = ()  # (deployment, figure, value, median)
+    stand_out: tuple[tuple[str, str, float, float], ...] = ()  # (deployment, figure, value, median of the others)
 
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "provider": self.provider, "hosts": [h.to_json() for h in self.hosts],
@@ -101,9 +101,13 @@ def _peers(gpu: str, provider: str, members: list[Deployment]) -> Peers:
             hosts.append(figures)
     medians = {key: statistics.median(h.figures[key] for h in hosts if key in h.figures)
                for key, _ in FIGURES if any(key in h.figures for h in hosts)}
-    stand_out = tuple((h.deployment, key, h.figures[key], medians[key]) for h in hosts for key, _ in FIGURES
-                      if key in h.figures and len(hosts) > 1 and h.figures[key] < STANDS_OUT * medians[key])
-    return Peers(gpu, provider, tuple(hosts), tuple(not_measured), medians, stand_out)
+    stand_out: list[tuple[str, str, float, float]] = []
+    for host in hosts:
+        for key, _ in FIGURES:
+            others = [h.figures[key] for h in hosts if h is not host and key in h.figures]
+            if key in host.figures and others and host.figures[key] < STANDS_OUT * statistics.median(others):
+                stand_out.append((host.deployment, key, host.figures[key], statistics.median(others)))
+    return Peers(gpu, provider, tuple(hosts), tuple(not_measured), medians, tuple(stand_out))
 
 
 def text(groups: list[Peers]) -> str:
