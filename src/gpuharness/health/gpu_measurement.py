@@ -114,7 +114,7 @@ def timed(work, repeats):
         work()
         end.record()
         end.synchronize()
-        seconds = start.elapsed_time(end) / 1000.0
+        seconds = max(start.elapsed_time(end) / 1000.0, 1e-9)
         best = seconds if best is None else min(best, seconds)
     return best
 
@@ -176,7 +176,7 @@ def matmul(result, device, free, target):
             torch.cuda.synchronize(device)
         end.record()
         end.synchronize()
-        seconds = start.elapsed_time(end) / 1000.0
+        seconds = max(start.elapsed_time(end) / 1000.0, 1e-9)
         result["matmul_tflops"] = round(2.0 * n ** 3 * done / seconds / 1e12, 1)
         reader.join(15)
         result["under_load"] = reading if not reader.is_alive() else {"error": "nvidia-smi did not answer"}
