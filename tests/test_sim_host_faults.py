@@ -54,6 +54,9 @@ def arm(sim: Simulator, body: dict[str, object]) -> httpx.Response:
     ("full_disk", lambda f, host: rules.disk_has_room(f, str(host.workspace), 0, 10).cause == "disk_full"),
     ("oom", lambda f, host: rules.log_tail_clean(f, str(host.log_path)).cause == "cuda_oom"),
     ("missing_custom_node", lambda f, host: not rules.log_tail_clean(f, str(host.log_path)).ok),
+    ("power_capped", lambda f, host: (f.gpus[0].enforced_power_limit_w, f.gpus[0].power_default_limit_w)
+     == (180.0, 450.0)),
+    ("underperforming", lambda f, host: f.gpus[0].utilization_pct == 97),
 ])
 def test_a_fault_armed_over_the_control_route_shows_in_the_next_probe(sim, fault, judged):
     instance_id, host = running(sim)

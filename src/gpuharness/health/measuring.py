@@ -35,8 +35,10 @@ class MeasurementRecord:
         """The measurement; for a host that cannot be measured, why (None: not taken for another reason)."""
         if self.stdout is not None:
             return gpu_measurement.parse(self.stdout, self.stderr, self.exit_status, interpreter=self.interpreter)
-        if self.skipped in ("absent", "no_interpreter"):
-            return Measurement(self.skipped, self.reason or self.skipped)  # type: ignore[arg-type]
+        if self.skipped == "absent":
+            return Measurement("absent", self.reason or "torch is absent")
+        if self.skipped == "no_interpreter":
+            return Measurement("no_interpreter", self.reason or "no interpreter")
         return None
 
     def to_json(self) -> dict[str, Any]:
