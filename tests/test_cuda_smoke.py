@@ -92,7 +92,7 @@ def test_a_service_that_does_not_load_torch_skips_where_its_interpreter_has_none
 
 
 def test_the_interpreter_of_a_bare_argv0_is_found_on_the_services_own_path(tmp_path):
-    venv = python_environment(tmp_path / "venv", {"torch/__init__.py": torch_stand_in(HostSpec())})
+    venv = python_environment(tmp_path / "venv", torch_stand_in(HostSpec(), busy=tmp_path))
     marker = f"gh-service-{uuid.uuid4().hex}"
     service = subprocess.Popen(["python", "-c", "import time; time.sleep(60)", marker],
                                env={"PATH": f"{venv.parent}:/usr/bin:/bin"}, cwd=tmp_path)

@@ -42,6 +42,17 @@ def test_demo_oom_deployment_is_never_ready_and_its_cause_is_shown(demo):
     assert bad.status == "destroyed"
 
 
+def test_demo_power_capped_deployment_fails_its_performance_check_with_its_cause(demo):
+    workdir, completed = demo
+    summary = json.loads(completed.stdout)
+    assert "failed check: gpu_performs_like_its_class; cause power_cap" in summary["capped"]
+    assert "the enforced power limit is 180 W of its default 450 W" in summary["capped"]
+    capped = Registry(workdir / ".pi" / "gpu").deployment("dep_h3_vast_02")
+    assert capped.ready_at is None and capped.health["performance"]["cause"] == "power_cap"
+    assert any(step.startswith("gpus --history (RTX 4090 at vast): dep_h3_vast_02 stands out: matmul TFLOP/s 60.8")
+               for step in summary["steps"])
+
+
 def test_demo_leaves_real_ledger_lines_artifacts_and_history(demo):
     workdir, _ = demo
     registry = Registry(workdir / ".pi" / "gpu")

@@ -17,9 +17,12 @@ def test_offline_replay_of_the_health_fixture_judges_each_host_and_changes_nothi
     result = pytester.runpytest_subprocess(str(ROOT / "checks" / "health"), "--registry",
                                            str(FIXTURE / ".pi" / "gpu"), "--cassettes", str(FIXTURE / "cassettes"),
                                            "-p", "no:html", "-p", "no:cacheprovider", "-rf")
-    result.assert_outcomes(passed=36, failed=3, skipped=3)
+    result.assert_outcomes(passed=52, failed=4, skipped=4)
     result.stdout.fnmatch_lines_random([
         "FAILED*test_disk_has_room_for_model[[]dep_comfy_full_disk[]]*",
+        "FAILED*test_gpu_performs_like_its_class[[]dep_comfy_pcie[]]*",
+        "*dep_comfy_pcie: GPU 0 PCIe generation (under load) Gen1 is 0.25 of its class's Gen4*likely cause: degraded "
+        "link*",
         "FAILED*test_test_generation_succeeds[[]dep_comfy_oom[]]*",
         "*dep_comfy_oom: test generation failed:*torch.OutOfMemoryError*never blind-retry*",
         "*dep_comfy_ok: offline replay: checks pass on the recording; status unchanged*",

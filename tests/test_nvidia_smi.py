@@ -15,6 +15,8 @@ from gpuharness.health.nvidia_smi import (
     PROBE_FIELD_SETS,
     PROBE_FIELDS,
     PROBE_FIELDS_LEGACY,
+    PROBE_FIELDS_V1,
+    PROBE_FIELDS_V1_LEGACY,
     SmiParseError,
     cuda_version_from_header,
     decode_clock_events,
@@ -27,6 +29,8 @@ from gpuharness.health.nvidia_smi import (
 )
 
 SMI = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi"
+#: Real captures with the link, power and clock fields (tests/test_nvidia_smi_performance_fields.py reads them).
+PERFORMANCE_CAPTURES = tuple(p.name for p in SMI.glob("csv-header-units-*-*-*.txt"))
 
 
 def read(name: str) -> str:
@@ -73,7 +77,7 @@ def test_table_ignores_the_processes_section():
 
 def test_probe_csv_with_query_markers_parses_eight_h200():
     report = parse_probe_csv(read("csv-probe-h200-8x.txt"))
-    assert report.ok and report.fields == PROBE_FIELDS
+    assert report.ok and report.fields == PROBE_FIELDS_V1  # recorded before the performance fields
     assert len(report.gpus) == 8
     assert {g.name for g in report.gpus} == {"NVIDIA H200"}
     assert {g.memory_total_mib for g in report.gpus} == {143771}
@@ -95,7 +99,7 @@ def test_probe_csv_without_markers_defaults_to_probe_fields_and_decodes_thermal_
 
 def test_probe_csv_in_the_legacy_field_set_reads_the_throttle_spelling():
     report = parse_probe_csv(read("csv-probe-legacy-470-a100.txt"))
-    assert report.fields == PROBE_FIELDS_LEGACY
+    assert report.fields == PROBE_FIELDS_V1_LEGACY
     gpu = report.gpus[0]
     assert (gpu.name, gpu.driver_version, gpu.clock_event_reasons) == ("NVIDIA A100-SXM4-80GB", "470.103.01", 1)
 
@@ -157,7 +161,7 @@ def test_every_fixture_is_covered_by_a_test_table():
     covered = set(TABLES) | set(ERRORS) | {
         "csv-probe-h200-8x.txt", "csv-probe-rtx4090-throttled.txt", "csv-probe-legacy-470-a100.txt",
         "csv-header-units-rtx4090.txt", "csv-header-not-supported-gtx770.txt", "csv-basic-h100.txt", "SOURCES.md",
-        "table-470-v100-err-power.txt", "table-550-a100-mig.txt"}
+        "table-470-v100-err-power.txt", "table-550-a100-mig.txt"} | set(PERFORMANCE_CAPTURES)
     assert {p.name for p in SMI.iterdir()} == covered
 
 
@@ -212,10 +216,20 @@ def test_probe_field_sets_try_both_spellings_then_each_alone():
 
 # --- real processes: a fake nvidia-smi on PATH ----------------------------------------------------------
 
+# a 470 driver: no clocks_event_reasons yet, and the link, power and clock fields it has known for long
 OLD_DRIVER_SMI = """#!/bin/sh
 case "$*" in
   *clocks_event_reasons*) echo 'Field "clocks_event_reasons.active" is not a valid field to query.'; echo; exit 2;;
-  *--query-gpu*) echo '0, NVIDIA A100-SXM4-80GB, GPU-a75cda02, 470.103.01, 81251, 0, 30, 0, 0, 0x1, 4, 16';;
+  *--query-gpu*) echo '0, NVIDIA A100-SXM4-80GB, GPU-a75cda02, 470.103.01, 81251, 0, 30, 0, 0, 0x1, 4, 16, 4, 16, \
+400.00, 400.00, 400.00, 400.00, 1410, 1410';;
+  *) cat "$TABLE";;
+esac
+"""
+#: a driver (or a vGPU) that refuses a performance field: the probe falls back to the query without them
+NO_MAX_CLOCK_SMI = """#!/bin/sh
+case "$*" in
+  *clocks.max.sm*) echo 'Field "clocks.max.sm" is not a valid field to query.'; echo; exit 2;;
+  *clocks_event_reasons*) echo '0, NVIDIA A10, GPU-1, 535.54.03, 23028, 0, 31, 0, 0, 0x1, 0x1, 4, 16';;
   *) cat "$TABLE";;
 esac
 """
@@ -244,6 +258,13 @@ def test_probe_snippet_falls_back_to_the_legacy_spelling_on_an_old_driver(tmp_pa
     assert report.error is None, report.error_line
     assert report.fields == PROBE_FIELDS_LEGACY
     assert report.gpus[0].name == "NVIDIA A100-SXM4-80GB" and report.gpus[0].clock_event_reasons == 1
+
+
+def test_probe_snippet_falls_back_to_the_facts_without_the_performance_fields(tmp_path):
+    fake_smi(tmp_path, NO_MAX_CLOCK_SMI)
+    report = parse_probe_csv(run_snippet(tmp_path))
+    assert report.error is None and report.fields == PROBE_FIELDS_V1
+    assert (report.gpus[0].pcie_gen, report.gpus[0].clocks_max_sm_mhz) == (4, None)
 
 
 def test_probe_snippet_reports_a_hung_nvidia_smi_as_timeout(tmp_path):

@@ -82,6 +82,10 @@ def test_cuda_smoke_test(health):
     health.judge(rules.cuda_smoke(health.probe, deployment.get("runtime"), deployment.get("runtime_python")))
 
 
+def test_gpu_performs_like_its_class(health):
+    health.judge(health.performance())
+
+
 def test_job_progress_advanced(health):
     if health.deployment.get("status") != "running":
         health.judge(rules.skipped(f"no job running (status {health.deployment.get('status')})"))

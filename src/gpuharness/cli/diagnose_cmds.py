@@ -1,4 +1,5 @@
-"""Commands that read failure evidence: `diagnose` (classify a failure log) and `gpus` (parse nvidia-smi)."""
+"""Commands that read failure evidence: `diagnose` (classify a failure log) and `gpus` (parse nvidia-smi, or compare
+the measured figures of past deployments with `--history`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuharness.cli import emit
+from gpuharness.cli.registry_cmds import existing_registry
 from gpuharness.core.errors import EXIT_USAGE, UserError
+from gpuharness.health import performance_history
 from gpuharness.health.diagnose import classify_file, classify_stream
 from gpuharness.health.nvidia_smi import SmiParseError, SmiReport, parse_output, run_local
 
@@ -25,8 +28,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     p = subparsers.add_parser(
         "gpus", parents=[common],
-        help="parse nvidia-smi output (table, CSV, or an error) from --from FILE, else run the local nvidia-smi")
+        help="parse nvidia-smi output (table, CSV, or an error) from --from FILE, else run the local nvidia-smi; "
+             "--history compares the GPU figures measured on past deployments of each class and provider")
     p.add_argument("--from", dest="source", metavar="FILE", help="saved nvidia-smi output ('-' reads stdin)")
+    p.add_argument("--history", action="store_true",
+                   help="compare the figures recorded in deployments' health evidence, per GPU class and provider")
+    p.add_argument("--gpu", help="with --history: only this GPU class (an order name or the nvidia-smi name)")
+    p.add_argument("--provider", help="with --history: only this provider")
     p.add_argument("--fields", help="comma-separated --query-gpu fields of a headerless CSV")
     p.add_argument("--timeout", type=float, default=20.0, help="deadline for the local nvidia-smi (seconds)")
     p.set_defaults(handler=cmd_gpus)
@@ -55,6 +63,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
+    if args.history:
+        return _history(args)
+    if args.gpu or args.provider:
+        raise UserError("--gpu and --provider select deployments of --history", place="gpus",
+                        hint="add --history, or drop them")
     fields = tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None
     if args.source is None:
         report = run_local(timeout_s=args.timeout)
@@ -71,6 +84,17 @@ def cmd_gpus(args: argparse.Namespace) -> int:
         print(f"gpuharness: error: {origin}: {report.error}: {report.error_line} ({report.remedy})",
               file=sys.stderr)
         return EXIT_USAGE
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    if args.source is not None or args.fields:
+        raise UserError("--history reads the registry, not nvidia-smi output", place="gpus",
+                        hint="drop --from/--fields, or drop --history")
+    registry = existing_registry(args)
+    groups = performance_history.compare(registry.deployments(), gpu=args.gpu, provider=args.provider)
+    emit(args, {"registry": str(registry.root), "groups": [g.to_json() for g in groups]},
+         performance_history.text(groups))
     return 0
 
 

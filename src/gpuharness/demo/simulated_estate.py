@@ -42,7 +42,8 @@ def seed(registry: Registry, root: Path, sim_urls: dict[str, str]) -> None:
         doc["workflows"] = [examples.workflow_entry(WORKFLOW, MODEL)]
     with registry.update("policy.json") as doc:
         doc.update(per_job_usd=1.0, daily_usd=20.0, monthly_usd=200.0, max_cost_hr=5.0,
-                   max_concurrent_deployments=4, max_idle_minutes=30, disk_margin_gb=1)
+                   max_concurrent_deployments=4, max_idle_minutes=30, disk_margin_gb=1,
+                   performance_floor={"measure": True})
 
 
 @final

@@ -24,6 +24,7 @@ from gpuharness.operations.run import run_job, spend_line
 
 GOOD = "dep_h3_vast_01"
 OOM = "dep_h3_runpod_01"
+CAPPED = "dep_h3_vast_02"
 PROMPTS = ("a red cube on a table", "a cat in the rain", "a lighthouse at dusk")
 
 
@@ -38,6 +39,7 @@ class Summary:
     jobs: list[dict[str, Any]] = field(default_factory=list)
     artifacts: list[str] = field(default_factory=list)
     oom: str | None = None
+    capped: str | None = None
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -48,15 +50,18 @@ class Summary:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "workdir": str(self.workdir), "registry": str(self.registry), "steps": self.steps,
                 "reports": self.reports, "suites": self.suites, "jobs": self.jobs, "artifacts": self.artifacts,
-                "oom": self.oom, "problems": self.problems, "seconds": round(self.seconds, 1)}
+                "oom": self.oom, "capped": self.capped, "problems": self.problems,
+                "seconds": round(self.seconds, 1)}
 
     def text(self) -> str:
         lines = [f"gpuharness demo ({self.seconds:.1f} s) in {self.workdir}", *[f"  {s}" for s in self.steps]]
         if self.oom:
             lines.append(f"  {OOM} never became ready: {self.oom}")
+        if self.capped:
+            lines.append(f"  {CAPPED} never became ready: {self.capped}")
         lines.append("  jobs: " + ", ".join(f"{j['id']} {j['status']} ${j['cost_usd']:.6f}" for j in self.jobs))
         lines += [f"  artifact: {a}" for a in self.artifacts]
-        expected = {"health": f" (expected: {OOM} fails its test generation)"}
+        expected = {"health": f" (expected: {OOM} fails its test generation, {CAPPED} its GPU's performance)"}
         lines += [f"  {name} suite: exit {code}{expected.get(name, '') if code == 1 else ''}, "
                   f"report {self.reports.get(name, '-')}" for name, code in self.suites.items()]
         lines.append(f"  registry: {self.registry}")
@@ -66,8 +71,9 @@ class Summary:
 
 
 def run_demo(*, workdir: str | Path | None = None, suites: bool = True) -> Summary:
-    """Provision two deployments on two simulated providers, take one through the whole lifecycle, let the
-    other fail its test generation with an injected CUDA OOM, then run the health, audit and plan suites."""
+    """Provision three deployments on two simulated providers, take one through the whole lifecycle, let one fail
+    its test generation with an injected CUDA OOM and one its GPU's performance (a power-capped card), then run the
+    health, audit and plan suites."""
     started = time.monotonic()
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="gpuharness-demo-"))
     registry = Registry(root / ".pi" / "gpu")
@@ -76,7 +82,7 @@ def run_demo(*, workdir: str | Path | None = None, suites: bool = True) -> Summa
     summary = Summary(root, registry.root)
     reports = root / "reports"
     reports.mkdir(parents=True, exist_ok=True)
-    with SimulatedEstate(root, host_faults={OOM: "oom"}) as estate:
+    with SimulatedEstate(root, host_faults={OOM: "oom", CAPPED: "power_capped"}) as estate:
         try:
             _lifecycle(estate, summary, reports, suites)
         except UserError as exc:
@@ -98,7 +104,8 @@ def run_demo(*, workdir: str | Path | None = None, suites: bool = True) -> Summa
 
 def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites: bool) -> None:
     ctx, registry, root = estate.ctx, estate.registry, estate.root
-    plan = ((GOOD, "vast", "RTX 4090", 0.40), (OOM, "runpod", "NVIDIA GeForce RTX 5090", 0.89))
+    plan = ((GOOD, "vast", "RTX 4090", 0.40), (OOM, "runpod", "NVIDIA GeForce RTX 5090", 0.89),
+            (CAPPED, "vast", "RTX 4090", 0.40))
     for dep_id, provider, gpu, cost in plan:
         result = provision(ctx, ProvisionRequest(
             provider=provider, gpu=gpu, image="ghcr.io/example/comfyui-h3:1.0", cost_hr=cost, runtime="comfyui",
@@ -111,8 +118,8 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
         configure(ctx, dep_id, deadline_s=60)
         summary.steps.append(f"installed (sha256-verified) and configured {dep_id}")
     health_report = reports / "health.html"
-    summary.suites["health"] = estate.suite("health", ["--gpu-mode", "live", "--deployment", GOOD, "--deployment", OOM],
-                                         health_report)
+    summary.suites["health"] = estate.suite("health", ["--gpu-mode", "live", "--deployment", GOOD, "--deployment", OOM,
+                                                    "--deployment", CAPPED], health_report)
     summary.reports["health"] = str(health_report)
     if summary.suites["health"] not in (0, 1):
         raise UserError(f"the health suite did not run (pytest exit {summary.suites['health']})",
@@ -131,6 +138,7 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
     summary.oom = f"status {bad.status}; failed checks: {failed}; cause {cause}; remedy: {remedy}"
     if cause != "cuda_oom":
         summary.problems.append(f"{OOM}'s failure was classified {cause!r}, expected cuda_oom")
+    _capped(estate, summary)
     ctx.say(spend_line(ctx))
     for prompt in PROMPTS:
         job = run_job(ctx, GOOD, inputs={"text": prompt}, poll_s=0.05)
@@ -143,9 +151,9 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
     for d in decisions:
         why = [a for a in d.arithmetic if a.startswith(("idle ", "decision:"))]
         summary.steps.append(f"reap (dry run): {d.deployment} {d.action}: {'; '.join(why)}")
-    for dep_id in (GOOD, OOM):
+    for dep_id in (GOOD, OOM, CAPPED):
         destroy(ctx, dep_id, confirm=dep_id)
-    summary.steps.append(f"destroyed {GOOD} and {OOM} (verified by listing; both kept as history)")
+    summary.steps.append(f"destroyed {GOOD}, {OOM} and {CAPPED} (verified by listing; all kept as history)")
     if suites:
         _make_plan(estate)
         summary.steps.append("made a plan for the next batch, rehearsed against the simulator into a cassette")
@@ -153,6 +161,28 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
     with open(registry.journal_path, "rb") as journal:
         transitions = sum(1 for _ in journal)
     summary.steps.append(f"ledger: {len(lines)} lines, nothing rewritten; journal: {transitions} transitions")
+
+
+def _capped(estate: SimulatedEstate, summary: Summary) -> None:
+    """The power-capped card fails test_gpu_performs_like_its_class with its cause, and stands out among the
+    deployments of its class at its provider (`gpuharness gpus --history`)."""
+    capped = estate.registry.deployment(CAPPED)
+    health = capped.health or {}
+    if capped.status == "ready" or health.get("cause") != "power_cap":
+        summary.problems.append(f"{CAPPED} (a power-capped card) ended {capped.status} with cause "
+                                f"{health.get('cause')!r}, expected not ready with power_cap")
+    figure = str((health.get("performance") or {}).get("message", "")).split("): ", 1)[0]  # up to the cause's fact
+    summary.capped = (f"status {capped.status}; failed check: {health.get('check')}; cause {health.get('cause')}: "
+                      f"{figure})")
+    history = estate.cli("gpus", "--history", "--registry", str(estate.registry.root), "--gpu", "RTX 4090")
+    (estate.root / "reports" / "gpus-history.txt").write_text(history.stdout + history.stderr)
+    stands_out = [line.strip() for line in history.stdout.splitlines() if line.strip().startswith(CAPPED)
+                  and "stands out" in line]
+    if history.returncode != 0 or not stands_out:
+        summary.problems.append(f"`gpuharness gpus --history` did not single out {CAPPED}; see "
+                                f"{estate.root / 'reports' / 'gpus-history.txt'}")
+        return
+    summary.steps.append(f"gpus --history (RTX 4090 at vast): {stands_out[0]}")
 
 
 def _make_plan(estate: SimulatedEstate) -> None:

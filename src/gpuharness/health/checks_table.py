@@ -110,6 +110,12 @@ HEALTH_CHECKS: Final = HealthChecks((
     _check("cuda_smoke_test", "a matmul on the GPU matches the CPU, run by the service's own interpreter (skips only "
            "where the service does not import torch)", "probe.torch", "probe.smoke.interpreter",
            "probe.smoke.service_torch", "deployments.runtime", "deployments.runtime_python", may_skip=True),
+    _check("gpu_performs_like_its_class", "the GPU performs like its class: the PCIe link it trained (under load where "
+           "measured), its power limit, and where the policy asks for the measurement, pinned host<->device copies, "
+           "device memory copies and dense matmul against the class's figures and performance_floor",
+           "probe.gpus.pcie_gen_max", "probe.gpus.pcie_width_max", "probe.gpus.enforced_power_limit_w",
+           "probe.gpus.power_default_limit_w", "probe.measurement", "gpu_classes", "policy.performance_floor",
+           "workflows.precision", may_skip=True),
     _check("job_progress_advanced", "a running job's progress marker advanced since the last observation",
            "probe.progress", "transitions.jsonl progress observation", may_skip=True),
 ))

@@ -23,11 +23,13 @@ FAILURES_TO_ERROR: Final = 2
 @final
 @dataclass(frozen=True, slots=True)
 class RunEvidence:
-    """What the run offers as evidence: the probe's digest and route, and the report of the run."""
+    """What the run offers as evidence: the probe's digest and route, the report of the run, and the GPU's figures
+    against its class (health.performance.evidence)."""
 
     probe_digest: str | None = None
     route: str | None = None
     report: str | None = None
+    performance: dict[str, Any] | None = None
 
 
 def gate_command(deployment_id: str) -> str:
@@ -77,7 +79,7 @@ def _record_failure(registry: Registry, deployment: Mapping[str, Any], decisive:
     count = int((deployment.get("health") or {}).get("failures", 0)) + 1
     health = {"status": "failed", "failed_at": now_ts(), "check": name, "cause": result.cause or name,
               "message": result.message[:500], "failures": count, "failed_checks": failed_checks,
-              "probe_digest": evidence.probe_digest, "report": evidence.report}
+              "probe_digest": evidence.probe_digest, "report": evidence.report, **_figures(evidence)}
     target = "error" if count >= FAILURES_TO_ERROR else "health-checking"
     extra: dict[str, Any] = {"health": health}
     if target == "error":
@@ -94,8 +96,13 @@ def _mark_ready(registry: Registry, deployment_id: str, results: Mapping[str, Ch
     passed_at = now_ts()
     health = {"status": "passed", "passed_at": passed_at, "report": evidence.report,
               "probe_digest": evidence.probe_digest, "route": evidence.route,
-              "checks": {name: results[name].outcome for name in table.ids()}, "failures": 0}
+              "checks": {name: results[name].outcome for name in table.ids()}, "failures": 0, **_figures(evidence)}
     lifecycle.transition(registry, deployment_id, "ready", route=evidence.route, marker=evidence.probe_digest,
                          note="health: every check passed, test generation included", next_action="run jobs",
                          ready_at=passed_at, health=health)
     return f"{deployment_id}: READY (probe {(evidence.probe_digest or '?')[:19]})"
+
+
+def _figures(evidence: RunEvidence) -> dict[str, Any]:
+    """The GPU's figures for the health record (read back by `gpuharness gpus --history`), where they were taken."""
+    return {"performance": evidence.performance} if evidence.performance is not None else {}

@@ -15,16 +15,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, final
 
-PROBE_FIELDS: Final[tuple[str, ...]] = (
+#: The probe's query before the performance fields (transcripts recorded by probe v1 and v2).
+PROBE_FIELDS_V1: Final[tuple[str, ...]] = (
     "index", "name", "uuid", "driver_version", "memory.total", "memory.used", "temperature.gpu",
     "utilization.gpu", "ecc.errors.uncorrected.volatile.total", "clocks_event_reasons.active",
     "clocks_throttle_reasons.active", "pcie.link.gen.current", "pcie.link.width.current",
 )
+#: What the card's performance is judged by: the link it negotiated, its power limits and its SM clock.
+PERFORMANCE_FIELDS: Final[tuple[str, ...]] = (
+    "pcie.link.gen.max", "pcie.link.width.max", "power.limit", "enforced.power.limit", "power.default_limit",
+    "power.max_limit", "clocks.sm", "clocks.max.sm",
+)
+PROBE_FIELDS: Final[tuple[str, ...]] = PROBE_FIELDS_V1 + PERFORMANCE_FIELDS
 #: For drivers that predate the `clocks_event_reasons` spelling (before ~r525).
 PROBE_FIELDS_LEGACY: Final[tuple[str, ...]] = tuple(f for f in PROBE_FIELDS if f != "clocks_event_reasons.active")
 #: For drivers that have dropped the deprecated `clocks_throttle_reasons` spelling.
 PROBE_FIELDS_MODERN: Final[tuple[str, ...]] = tuple(f for f in PROBE_FIELDS if f != "clocks_throttle_reasons.active")
-PROBE_FIELD_SETS: Final[tuple[tuple[str, ...], ...]] = (PROBE_FIELDS, PROBE_FIELDS_LEGACY, PROBE_FIELDS_MODERN)
+#: The probe tries these in turn while the driver refuses a field; a driver that knows none of the performance
+#: fields still gives every other fact (the performance check then says what it could not read).
+PROBE_FIELDS_V1_LEGACY: Final[tuple[str, ...]] = tuple(f for f in PROBE_FIELDS_V1 if f != "clocks_event_reasons.active")
+PROBE_FIELD_SETS: Final[tuple[tuple[str, ...], ...]] = (
+    PROBE_FIELDS, PROBE_FIELDS_LEGACY, PROBE_FIELDS_MODERN, PROBE_FIELDS_V1, PROBE_FIELDS_V1_LEGACY)
 #: The 9-field query of providers.md section 7 (recognised in headerless CSV by its column count).
 BASIC_FIELDS: Final[tuple[str, ...]] = PROBE_FIELDS[:9]
 
@@ -113,6 +124,13 @@ class GpuInfo:
     clock_event_reasons: int | None = None
     pcie_gen: int | None = None
     pcie_width: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    enforced_power_limit_w: float | None = None
+    power_default_limit_w: float | None = None
+    power_max_limit_w: float | None = None
+    clocks_sm_mhz: int | None = None
+    clocks_max_sm_mhz: int | None = None
     bus_id: str | None = None
     raw: Mapping[str, str] = field(default_factory=dict)
     #: Readings the table printed as ERR! (e.g. "power", "fan"): sometimes transient, always worth a look.
@@ -131,7 +149,11 @@ class GpuInfo:
             "power_draw_w": self.power_draw_w, "power_limit_w": self.power_limit_w,
             "ecc_uncorrected": self.ecc_uncorrected, "clock_event_reasons": self.clock_event_reasons,
             "clock_event_names": list(self.clock_event_names), "pcie_gen": self.pcie_gen,
-            "pcie_width": self.pcie_width, "bus_id": self.bus_id, "faults": list(self.faults), "raw": dict(self.raw),
+            "pcie_width": self.pcie_width, "pcie_gen_max": self.pcie_gen_max, "pcie_width_max": self.pcie_width_max,
+            "enforced_power_limit_w": self.enforced_power_limit_w, "power_default_limit_w": self.power_default_limit_w,
+            "power_max_limit_w": self.power_max_limit_w, "clocks_sm_mhz": self.clocks_sm_mhz,
+            "clocks_max_sm_mhz": self.clocks_max_sm_mhz, "bus_id": self.bus_id, "faults": list(self.faults),
+            "raw": dict(self.raw),
         }
 
 
@@ -248,7 +270,10 @@ def parse_probe_csv(text: str, fields: Sequence[str] | None = None) -> SmiReport
         return SmiReport(layout="none", error="nvidia_smi_timeout", error_line="nvidia-smi exceeded its deadline")
     if exit_status == 127:
         return SmiReport(layout="none", error="nvidia_smi_missing", error_line="nvidia-smi: not found")
-    chosen = tuple(fields) if fields is not None else PROBE_FIELDS
+    if fields is None:  # no `# query:` line: the probe query (of any version) with as many columns as the rows
+        widths = {len(_split_csv(row)) for row in body if "," in row and not _ERROR_LINE_ANY.search(row)}
+        fields = _KNOWN_QUERIES.get(widths.pop(), PROBE_FIELDS) if len(widths) == 1 else PROBE_FIELDS
+    chosen = tuple(fields)
     report = _parse_csv(content, chosen, has_header=False)
     if report.error is None and exit_status not in (None, 0):
         return _with_error(report, "nvidia_smi_crashed", f"nvidia-smi exited with status {exit_status}")
@@ -367,6 +392,11 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("clocks_event_reasons.active", re.compile(r"^0x[0-9A-Fa-f]+$")),
     ("pstate", re.compile(r"^P\d{1,2}$")),
 )
+#: Headerless CSV recognised by its column count: the probe's queries (current and v1) and the 9-field one.
+_KNOWN_QUERIES: Final[Mapping[int, tuple[str, ...]]] = {
+    len(PROBE_FIELDS): PROBE_FIELDS, len(PROBE_FIELDS_LEGACY): PROBE_FIELDS_LEGACY,
+    len(PROBE_FIELDS_V1): PROBE_FIELDS_V1, len(PROBE_FIELDS_V1_LEGACY): PROBE_FIELDS_V1_LEGACY,
+    len(BASIC_FIELDS): BASIC_FIELDS}
 _TABLE_ROW1 = re.compile(r"^\s*(\d+)\s+(.*?)\s+(On|Off|N/A|WDDM|TCC)\s*$")
 _ATTR: Final[Mapping[str, str]] = {
     "index": "index", "name": "name", "gpu_name": "name", "uuid": "uuid", "gpu_uuid": "uuid",
@@ -375,10 +405,21 @@ _ATTR: Final[Mapping[str, str]] = {
     "power.limit": "power_limit_w", "ecc.errors.uncorrected.volatile.total": "ecc_uncorrected",
     "clocks_event_reasons.active": "clock_event_reasons", "clocks_throttle_reasons.active": "clock_event_reasons",
     "pcie.link.gen.current": "pcie_gen", "pcie.link.width.current": "pcie_width", "pci.bus_id": "bus_id",
+    "pcie.link.gen.max": "pcie_gen_max", "pcie.link.width.max": "pcie_width_max",
+    "enforced.power.limit": "enforced_power_limit_w", "power.default_limit": "power_default_limit_w",
+    "power.max_limit": "power_max_limit_w",
+    # nvidia-smi accepts clocks.sm and prints it back as clocks.current.sm in a CSV header; the gpu.power.* and
+    # gpucurrent spellings are the newer names --help-query-gpu lists beside the old ones (590+)
+    "clocks.sm": "clocks_sm_mhz", "clocks.current.sm": "clocks_sm_mhz", "clocks.max.sm": "clocks_max_sm_mhz",
+    "gpu.power.requested_limit": "power_limit_w", "gpu.power.current_limit": "enforced_power_limit_w",
+    "gpu.power.default_limit": "power_default_limit_w", "gpu.power.max_limit": "power_max_limit_w",
+    "pcie.link.gen.gpucurrent": "pcie_gen",
 }
 _INT_ATTRS = frozenset({"index", "memory_total_mib", "memory_used_mib", "temperature_c", "utilization_pct",
-                        "ecc_uncorrected", "pcie_gen", "pcie_width"})
-_FLOAT_ATTRS = frozenset({"power_draw_w", "power_limit_w"})
+                        "ecc_uncorrected", "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max",
+                        "clocks_sm_mhz", "clocks_max_sm_mhz"})
+_FLOAT_ATTRS = frozenset({"power_draw_w", "power_limit_w", "enforced_power_limit_w", "power_default_limit_w",
+                          "power_max_limit_w"})
 
 
 def _split_csv(line: str) -> list[str]:
@@ -407,8 +448,7 @@ def infer_fields(rows: Sequence[Sequence[str]]) -> tuple[str, ...]:
     say nothing certain is `column<N>` (kept raw)."""
     width = len(rows[0]) if rows else 0
     rows = [r for r in rows if len(r) == width]
-    known = {len(PROBE_FIELDS): PROBE_FIELDS, len(PROBE_FIELDS_LEGACY): PROBE_FIELDS_LEGACY,
-             len(BASIC_FIELDS): BASIC_FIELDS}
+    known = _KNOWN_QUERIES
     if width in known and all(_BRAND.search(r[1]) and _INT.match(r[0]) for r in rows):
         return known[width]
     columns = [[r[i] for r in rows] for i in range(width)]
@@ -463,12 +503,10 @@ def _strip_unit(name: str) -> str:
 
 
 def _fields_for_columns(count: int) -> tuple[str, ...]:
-    known = {len(PROBE_FIELDS): PROBE_FIELDS, len(PROBE_FIELDS_LEGACY): PROBE_FIELDS_LEGACY,
-             len(BASIC_FIELDS): BASIC_FIELDS}
-    if count not in known:
+    if count not in _KNOWN_QUERIES:
         raise SmiParseError(f"headerless CSV with {count} columns matches no known query; name the fields "
-                            f"(known: {len(PROBE_FIELDS)}, {len(PROBE_FIELDS_LEGACY)} or {len(BASIC_FIELDS)} columns)")
-    return known[count]
+                            f"(known: {', '.join(str(n) for n in sorted(_KNOWN_QUERIES))} columns)")
+    return _KNOWN_QUERIES[count]
 
 
 def _value(text: str) -> str | None:
@@ -502,7 +540,8 @@ def _mask(text: str | None) -> int | None:
         return None
 
 
-def _gpu_from_values(values: Mapping[str, str]) -> GpuInfo:
+def gpu_from_values(values: Mapping[str, str]) -> GpuInfo:
+    """One GPU from its field values by --query-gpu name (units and [N/A] as nvidia-smi prints them)."""
     attrs: dict[str, Any] = {"index": None, "name": None}
     for name, raw in values.items():
         attr = _ATTR.get(name)
@@ -538,7 +577,7 @@ def _parse_csv(text: str, fields: tuple[str, ...], *, has_header: bool) -> SmiRe
         if len(cells) != len(fields):
             unexpected = unexpected or row.strip()
             continue
-        gpus.append(_gpu_from_values(dict(zip(fields, cells, strict=True))))
+        gpus.append(gpu_from_values(dict(zip(fields, cells, strict=True))))
     drivers = {g.driver_version for g in gpus if g.driver_version}
     report = SmiReport(layout="csv", gpus=tuple(gpus), driver_version=next(iter(drivers)) if len(drivers) == 1 else
                        (sorted(drivers)[0] if drivers else None), fields=fields)

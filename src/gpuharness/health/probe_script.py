@@ -11,7 +11,7 @@ from typing import Final, final
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.health import nvidia_smi
 
-PROBE_VERSION: Final = 2
+PROBE_VERSION: Final = 3
 MARK: Final = "@@gpuharness"
 
 

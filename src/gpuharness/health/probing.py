@@ -13,7 +13,8 @@ from typing import Any, final
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
-from gpuharness.health import probe, server_catalog, targets, transcripts
+from gpuharness.health import measuring, probe, server_catalog, targets, transcripts
+from gpuharness.health.measuring import MeasurementRecord
 from gpuharness.health.probe import ProbeResult
 from gpuharness.health.server_catalog import CatalogObservation
 from gpuharness.remote import RemoteError
@@ -76,6 +77,7 @@ class ProbeRecord:
     probed_at: str | None = None
     progress: ProgressObservation | None = None
     catalog: CatalogObservation | None = None
+    measurement: MeasurementRecord | None = None  # the GPU measurement, where the policy asks for one
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,7 +86,7 @@ class ProbeRecord:
     def from_json(cls, data: Mapping[str, Any]) -> ProbeRecord:
         fields = dict(data)
         for name, kind in (("transcript", Transcript), ("failure", ProbeFailure), ("progress", ProgressObservation),
-                           ("catalog", CatalogObservation)):
+                           ("catalog", CatalogObservation), ("measurement", MeasurementRecord)):
             if fields.get(name) is not None:
                 fields[name] = kind(**fields[name])
         return cls(**fields)
@@ -109,6 +111,10 @@ def live(registry: Registry, deployment: Mapping[str, Any], *, record_to: Path |
     try:
         result = remote.exec(probe.build_script(targets.probe_targets(deployment, policy)),
                              deadline_s=float(timeouts.get("probe_s", 120)))
+        workflow = targets.manifest(registry, "workflows.json", "id", deployment.get("workflow")) or {}
+        measured = measuring.take(remote, deployment, policy, probe.parse(result.stdout, result.stderr,
+                                                                          result.exit_status),
+                                  workflow.get("precision"))
     except RemoteError as exc:
         return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)), catalog=catalog)
     finally:
@@ -119,9 +125,10 @@ def live(registry: Registry, deployment: Mapping[str, Any], *, record_to: Path |
     record_probe(registry, route, phase="health", result=outcome,
                  accepted_key=getattr(remote, "accepted_host_key", None))
     if record_to is not None:
-        transcripts.write(record_to, deployment, route, result, transcripts.known_secrets(registry), catalog=catalog)
+        transcripts.write(record_to, deployment, route, result, transcripts.known_secrets(registry), catalog=catalog,
+                          measurement=measured)
     return ProbeRecord(route=route.label, transcript=transcript, connections=getattr(remote, "connections", 0),
-                       execs=getattr(remote, "execs", 1), catalog=catalog)
+                       execs=getattr(remote, "execs", 1), catalog=catalog, measurement=measured)
 
 
 def replay(path: Path, deployment_id: str, *, catalog: bool = False) -> ProbeRecord:
@@ -138,4 +145,5 @@ def replay(path: Path, deployment_id: str, *, catalog: bool = False) -> ProbeRec
     transcript = Transcript(document.get("stdout", ""), document.get("stderr", ""), document.get("exit_status"))
     return ProbeRecord(route=f"offline replay of {path.name} ({document.get('source', 'unknown source')})",
                        transcript=transcript, source=document.get("source"),
-                       catalog=server_catalog.recorded(document, path) if catalog else None)
+                       catalog=server_catalog.recorded(document, path) if catalog else None,
+                       measurement=measuring.recorded(document))

@@ -6,9 +6,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, final
 
+from gpuharness.health import performance
 from gpuharness.health.diagnose import CAUSES, REMEDIES, Diagnosis, Evidence, classify_lines
 from gpuharness.health.gpu_classes import GPU_MEMORY_MIB, ORDER_NAMES
+from gpuharness.health.measuring import MeasurementRecord
 from gpuharness.health.nvidia_smi import ERROR_REMEDIES, HARMFUL_CLOCK_EVENTS
+from gpuharness.health.performance import PerformanceFloor, PerformanceReport
 from gpuharness.health.probe import ProbeResult
 from gpuharness.health.workflow_fit import WorkflowFit
 
@@ -364,3 +367,27 @@ def progress_advanced(current: dict[str, int], previous: dict[str, Any] | None, 
         return failed("job_stuck", f"the job made no progress since {previous_at}: marker {current} unchanged; a "
                       "stuck job burns money: inspect the log, then stop or restart it")
     return passed(f"progress: {', '.join(f'{k} {previous.get(k)} -> {current[k]}' for k in advanced)}")
+
+
+def gpu_performs_like_its_class(probe: ProbeResult, record: MeasurementRecord | None,
+                                floor: PerformanceFloor) -> tuple[Verdict, PerformanceReport]:
+    """The GPU's figures against its class (health.performance): the link and power limit from the probe, and the
+    measurement where the policy asked for one. Fails naming the figure, the expectation and the likely cause;
+    skips where nothing could be judged (a GPU outside the class table); the report is the evidence."""
+    error = gpu_error(probe)
+    if error:
+        return error, PerformanceReport(())
+    ours = service_pids(probe)
+    foreign = any(app.pid not in ours for app in probe.compute_apps)
+    measurement = record.parse() if record is not None else None
+    note: str | None
+    if record is None:
+        note = ("not measured: policy performance_floor.measure is off (judged on nvidia-smi's link and power "
+                "facts)" if not floor.measure else "not measured: the probe's recording has no measurement")
+    else:
+        note = None if measurement is not None else f"not measured: {record.reason}"
+    report = performance.judge(probe.gpus, measurement, floor, foreign_processes=foreign, not_measured=note)
+    cause, text = performance.message(report)
+    if cause is not None:
+        return failed(cause, text), report
+    return (passed(text) if report.judged else skipped(text)), report

@@ -13,7 +13,8 @@ from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.core.secrets import configured_values, scrub_text
-from gpuharness.health import probe, server_catalog
+from gpuharness.health import measuring, probe, server_catalog
+from gpuharness.health.measuring import MeasurementRecord
 from gpuharness.health.server_catalog import CatalogObservation
 from gpuharness.remote import ExecResult
 
@@ -60,11 +61,14 @@ def catalog_dir(cassettes: Path) -> Path:
 
 
 def write(path: Path, deployment: Mapping[str, Any], route: HostRoute, result: ExecResult,
-          secrets: tuple[str, ...], *, catalog: CatalogObservation | None = None) -> None:
-    """Write the probe's transcript, scrubbed, with its provenance and the server catalog of the same phase."""
+          secrets: tuple[str, ...], *, catalog: CatalogObservation | None = None,
+          measurement: MeasurementRecord | None = None) -> None:
+    """Write the probe's transcript, scrubbed, with its provenance, the server catalog of the same phase and the GPU
+    measurement's transcript (where the policy asked for one)."""
     document = {"deployment": deployment["id"], "recorded_at": now_ts(), "source": source_of(deployment, route),
                 "probe_version": probe.PROBE_VERSION, "stdout": scrub(result.stdout, secrets),
                 "stderr": scrub(result.stderr, secrets), "exit_status": result.exit_status,
-                **server_catalog.transcript_entry(catalog, path)}
+                **server_catalog.transcript_entry(catalog, path),
+                **measuring.transcript_entry(measurement, lambda text: scrub(text, secrets))}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2) + "\n")

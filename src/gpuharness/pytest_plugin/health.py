@@ -139,6 +139,7 @@ class ReadyGate:
         self.config = config
         self.results: dict[str, dict[str, CheckResult]] = {}
         self.probes: dict[str, dict[str, Any]] = {}
+        self.figures: dict[str, dict[str, Any]] = {}
         self.lines: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -148,6 +149,8 @@ class ReadyGate:
             return
         if PROPERTY + "_probe" in props:
             self.probes[info["deployment"]] = props[PROPERTY + "_probe"]
+        if PROPERTY + "_performance" in props:
+            self.figures[info["deployment"]] = props[PROPERTY + "_performance"]
         checks = self.results.setdefault(info["deployment"], {})
         if report.when == "call" or report.outcome != "passed":
             previous = checks.get(info["check"])
@@ -158,12 +161,16 @@ class ReadyGate:
         registry = Registry(registry_root(self.config))
         offline = _mode(self.config) is Mode.OFFLINE
         for deployment_id, results in sorted(self.results.items()):
+            figures = self.figures.get(deployment_id)
             if offline:
                 self.lines.append(gate.offline_verdict(deployment_id, results))
-                continue
-            probe = self.probes.get(deployment_id, {})
-            evidence = gate.RunEvidence(probe.get("digest"), probe.get("route"), run_report(self.config))
-            self.lines.append(gate.conclude(registry, deployment_id, results, evidence))
+            else:
+                probe = self.probes.get(deployment_id, {})
+                evidence = gate.RunEvidence(probe.get("digest"), probe.get("route"), run_report(self.config),
+                                            figures)
+                self.lines.append(gate.conclude(registry, deployment_id, results, evidence))
+            if figures is not None:  # the GPU against its class, in the report's summary
+                self.lines.append(f"  {deployment_id} GPU: {figures.get('message')}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.lines:

@@ -22,7 +22,8 @@ from gpuharness.core.comfy_catalog import CatalogError
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
-from gpuharness.health import rules, server_catalog, targets, workflow_fit
+from gpuharness.health import performance, rules, server_catalog, targets, workflow_fit
+from gpuharness.health.performance import PerformanceFloor
 from gpuharness.health.probe import ProbeResult, ProbeTargets
 from gpuharness.health.probing import ProbeRecord, ProgressObservation
 from gpuharness.health.server_catalog import CatalogFetch, CatalogUnavailable
@@ -102,6 +103,17 @@ class HealthTarget:
         with warnings.catch_warnings():
             warnings.simplefilter("always", HealthWarning)
             self.node.warn(HealthWarning(f"{self.id}: {text}"))
+
+    def performance(self) -> rules.Verdict:
+        """The GPU against its class (the probe's link and power facts, the measurement where the policy asked for
+        one); every figure is recorded as the deployment's health evidence and in the report (JUnit properties)."""
+        floor = PerformanceFloor.from_policy(self.policy.doc)
+        verdict, report = rules.gpu_performs_like_its_class(self.probe, self.record.measurement, floor)
+        measurement = self.record.measurement.parse() if self.record.measurement is not None else None
+        evidence = performance.evidence(report, measurement, self.record.probed_at)
+        self.node.user_properties.append((PROPERTY + "_performance", evidence))
+        print(f"gpuharness performance: {self.id}: {evidence['message']}")  # the captured output: -rA, HTML
+        return verdict
 
     def service_health(self) -> runtimes.Outcome:
         """The runtime's answer on its health endpoint (live, recorded or replayed per mode)."""

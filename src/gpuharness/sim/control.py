@@ -1,11 +1,11 @@
-"""The simulator's control routes under /_sim/: stats, faults, settings, bulk instances, recorded requests,
-shutdown (`gpuharness sim stop`)."""
+"""The simulator's control routes under /_sim/: stats, faults (of providers and of hosts), settings, bulk instances,
+recorded requests, shutdown (`gpuharness sim stop`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpuharness.sim import catalog, vast_offers
+from gpuharness.sim import catalog, host_faults, vast_offers
 from gpuharness.sim.faults import parse_fault, seconds, whole_number
 from gpuharness.sim.routing import SimRequest, SimResponse, json_response
 from gpuharness.sim.state import SimState
@@ -24,6 +24,8 @@ def control(sim: Simulator, req: SimRequest) -> SimResponse:
         return _route(sim, req)
     except ValueError as exc:
         return json_response(400, {"error": str(exc)})
+    except host_faults.UnknownInstance as exc:
+        return json_response(404, {"error": str(exc)})
 
 
 def _route(sim: Simulator, req: SimRequest) -> SimResponse:
@@ -36,6 +38,11 @@ def _route(sim: Simulator, req: SimRequest) -> SimResponse:
         elif method == "DELETE":
             sim.faults.clear()
         return json_response(200, {"armed": sim.faults.armed()})
+    if path == "/_sim/host-faults" and method in ("GET", "POST", "DELETE"):
+        if method == "GET":
+            return json_response(200, host_faults.listing(sim.state))
+        status, answer = (host_faults.arm if method == "POST" else host_faults.clear)(sim.state, req.body)
+        return json_response(status, answer)
     if method == "POST" and path == "/_sim/config":
         delay = req.body.get("ready_delay_s") if isinstance(req.body, dict) else None
         if delay is None or not seconds(delay, MAX_READY_DELAY_S):

@@ -31,7 +31,9 @@ from paramiko.sftp import SFTP_PERMISSION_DENIED
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.health import gpu_classes
 from gpuharness.health.nvidia_smi import CLOCK_EVENT_BITS
+from gpuharness.sim import gpu_figures
 from gpuharness.sim.access import HostAccess
+from gpuharness.sim.gpu_figures import GpuBehaviour
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
 Counter = Callable[[str], None]
@@ -80,6 +82,7 @@ class HostSpec:
     latency_s: float = 0.0
     runtime_faults: RuntimeFaults = field(default_factory=RuntimeFaults)
     model: str = "Qwen/Qwen2.5-0.5B-Instruct"
+    performance: GpuBehaviour = field(default_factory=GpuBehaviour)  # how the card departs from a healthy one
 
 
 #: A startup that could not import an optional built-in node module (ComfyUI's own lines, as a ROCm image without
@@ -106,12 +109,20 @@ FAULTS: dict[str, dict[str, Any]] = {
     "optional_import_failure": {"log_lines": OPTIONAL_IMPORT_FAILURE},
     "service_without_torch": {"torch": "absent"},
     "no_gpu": {"nvidia_smi": "missing"},
+    # how the card performs (sim.gpu_figures): these change `performance`, and add up with one another
+    "pcie_degraded": {"performance": {"link_gen_under_load": 1}},
+    "pcie_riser": {"performance": {"link_width_under_load": 4}},
+    "power_capped": {"performance": {"power_limit_fraction": 0.4}},
+    "underperforming": {"performance": {"busy_at_rest_pct": 97, "speed": 0.4}},
 }
 
 
 def with_fault(spec: HostSpec, name: str) -> HostSpec:
     """The spec with one of the named faults of FAULTS injected."""
-    return replace(spec, **FAULTS[name])
+    change = dict(FAULTS[name])
+    if "performance" in change:
+        change["performance"] = replace(spec.performance, **change["performance"])
+    return replace(spec, **change)
 
 
 def _memory_total_mib(spec: HostSpec) -> int:
@@ -122,24 +133,28 @@ def _memory_total_mib(spec: HostSpec) -> int:
     return known.memory_mib if known is not None else 24564
 
 
-def _gpu_rows(spec: HostSpec) -> list[dict[str, str]]:
+def _gpu_rows(spec: HostSpec, *, under_load: bool = False) -> list[dict[str, str]]:
+    """What nvidia-smi --query-gpu prints of each GPU, at rest or while our measurement loads it."""
     known = gpu_classes.by_name(spec.gpu)
     total = _memory_total_mib(spec)
     has_ecc = known is not None and known.ecc
+    card = gpu_figures.figures(spec.gpu, spec.performance)
+    throttle = set(spec.throttle) | ({"sw_power_cap"} if under_load and spec.performance.power_limit_fraction < 1
+                                     else set())
     rows = []
     for index in range(spec.gpu_count):
         row = {
-            "index": str(index), "name": spec.gpu,
+            "index": str(index), "name": spec.gpu, "pci.bus_id": f"00000000:{index + 1:02X}:00.0",
             "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'{spec.gpu}{index}')}",
             "driver_version": spec.driver, "memory.total": str(total), "memory.used": str(spec.memory_used_mib),
-            "temperature.gpu": str(spec.temperature_c), "utilization.gpu": "0",
+            "temperature.gpu": str(spec.temperature_c),
             "ecc.errors.uncorrected.volatile.total": str(spec.ecc_uncorrected) if has_ecc or spec.ecc_uncorrected
             else "[N/A]",
-            "pcie.link.gen.current": "4", "pcie.link.width.current": "16",
+            **gpu_figures.smi_values(card, under_load=under_load),
         }
-        mask = sum(bit for bit, name in CLOCK_EVENT_BITS.items() if name in spec.throttle)
+        mask = sum(bit for bit, name in CLOCK_EVENT_BITS.items() if name in throttle)
         for reason in CLOCK_EVENT_BITS.values():
-            state = "Active" if reason in spec.throttle else "Not Active"
+            state = "Active" if reason in throttle else "Not Active"
             row[f"clocks_throttle_reasons.{reason}"] = state
             if not spec.old_spelling:
                 row[f"clocks_event_reasons.{reason}"] = state
@@ -150,8 +165,9 @@ def _gpu_rows(spec: HostSpec) -> list[dict[str, str]]:
     return rows
 
 
-def _nvidia_smi_script(spec: HostSpec, service_pid: int | None) -> str:
-    """A /bin/sh nvidia-smi: CSV queries, the default header, compute apps and the error outputs."""
+def _nvidia_smi_script(spec: HostSpec, service_pid: int | None, busy: Path) -> str:
+    """A /bin/sh nvidia-smi: CSV queries (of one GPU with -i), the default header, compute apps and the error
+    outputs. A GPU whose `busy` marker exists (our measurement's matmuls run on it) shows its figures under load."""
     q = shlex.quote
     if spec.nvidia_smi == "hung":
         return "#!/bin/sh\nexec sleep 3600\n"
@@ -165,11 +181,14 @@ def _nvidia_smi_script(spec: HostSpec, service_pid: int | None) -> str:
         return "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
     rows = _gpu_rows(spec)
     cases = []
-    for row in rows:
-        arms = "\n".join(f"      {q(key)}) v={q(value)} ;;" for key, value in row.items())
-        cases.append(f"    {row['index']}) case \"$f\" in\n{arms}\n"
-                     f"      *) echo \"Field \\\"$f\\\" is not a valid field to query.\" >&2; exit 2 ;;\n"
-                     "    esac ;;")
+    for state, state_rows in (("rest", rows), ("load", _gpu_rows(spec, under_load=True))):
+        for row in state_rows:
+            arms = "\n".join(f"      {q(key)}) v={q(value)} ;;" for key, value in row.items())
+            cases.append(f"    {state}{row['index']}) case \"$f\" in\n{arms}\n"
+                         f"      *) echo \"Field \\\"$f\\\" is not a valid field to query.\" >&2; exit 2 ;;\n"
+                         "    esac ;;")
+    ids = "\n".join(f"    {q(row['index'])}|{q(row['pci.bus_id'])}|{q(row['uuid'])}) [ \"$i\" = {row['index']} ] || "
+                    "continue ;;" for row in rows)
     apps = []
     if service_pid is not None:
         apps.append(f"{service_pid}, python, 20480")
@@ -183,21 +202,33 @@ def _nvidia_smi_script(spec: HostSpec, service_pid: int | None) -> str:
         f"|   0  {name[:30]:<30}  On |   00000000:01:00.0 Off |                  Off |\n"
         "+-----------------------------------------------------------------------------------------+\n")
     return f"""#!/bin/sh
-query=""; apps=""
+query=""; apps=""; want=""; next=""
 for arg in "$@"; do
+  if [ -n "$next" ]; then want="$arg"; next=""; continue; fi
   case "$arg" in
     --query-gpu=*) query="${{arg#--query-gpu=}}" ;;
     --query-compute-apps=*) apps=1 ;;
+    -i|--id) next=1 ;;
+    --id=*) want="${{arg#--id=}}" ;;
   esac
 done
 if [ -n "$apps" ]; then printf '{apps_text}'; [ -n '{apps_text}' ] && echo; exit 0; fi
 if [ -z "$query" ]; then printf '%s' {q(header)}; exit 0; fi
+found=""
 for i in {" ".join(r["index"] for r in rows)}; do
+  if [ -n "$want" ]; then
+    case "$want" in
+{ids}
+    *) continue ;;
+    esac
+  fi
+  found=1; state=rest
+  if [ -e {q(str(busy))}/gpu-busy-$i ]; then state=load; fi
   line=""; sep=""
   old_ifs="$IFS"; IFS=","
   for f in $query; do
     IFS="$old_ifs"
-    case "$i" in
+    case "$state$i" in
 {chr(10).join(cases)}
     esac
     line="$line$sep$v"; sep=", "
@@ -205,11 +236,14 @@ for i in {" ".join(r["index"] for r in rows)}; do
   IFS="$old_ifs"
   echo "$line"
 done
+if [ -n "$want" ] && [ -z "$found" ]; then echo "No devices were found"; exit 6; fi
 """
 
 
-def _fake_tools(spec: HostSpec, service_port: int | None, service: tuple[int, str] | None) -> dict[str, str]:
-    """The fake tools; `service` is the running service process (pid, command line), if any."""
+def _fake_tools(spec: HostSpec, service_port: int | None, service: tuple[int, str] | None,
+                busy: Path) -> dict[str, str]:
+    """The fake tools; `service` is the running service process (pid, command line), if any; `busy` holds the
+    markers of GPUs under load."""
     free_kb = int(spec.disk_free_gb * 1024 * 1024)
     total_kb = int(spec.disk_total_gb * 1024 * 1024)
     process_lines = ["    1 /bin/sh /start.sh", "   77 sshd: root@notty"]
@@ -219,7 +253,7 @@ def _fake_tools(spec: HostSpec, service_port: int | None, service: tuple[int, st
     ports = [22] + ([service_port] if service is not None and service_port else [])
     ss_lines = [f"LISTEN 0      4096         0.0.0.0:{port}      0.0.0.0:*" for port in ports]
     tools = {
-        "nvidia-smi": _nvidia_smi_script(spec, service[0] if service is not None else None),
+        "nvidia-smi": _nvidia_smi_script(spec, service[0] if service is not None else None, busy),
         "df": ("#!/bin/sh\necho 'Filesystem     1024-blocks      Used Available Capacity Mounted on'\n"
                "for a in \"$@\"; do case \"$a\" in -*) ;; *) "
                f"echo \"overlay {total_kb} {total_kb - free_kb} {free_kb} 50% $a\" ;; esac; done\n"),
@@ -254,70 +288,14 @@ def python_environment(root: Path, packages: Mapping[str, str]) -> Path:
     return root / "bin" / "python"
 
 
-def torch_stand_in(spec: HostSpec) -> str:
-    """torch as the probe's CUDA smoke test meets it on this host: CUDA only where nvidia-smi sees the GPUs, and the
-    matmul's error against the CPU as the spec says."""
-    devices = spec.gpu_count if spec.nvidia_smi == "ok" else 0
-    error = 41.7 if spec.torch == "mismatch" else 3.05e-05
-    return f'''"""A stand-in for torch on a simulated host: the calls of the CUDA smoke test."""
-__version__ = "2.7.1+cu128"
-_DEVICES = {devices}
-_ERROR = {error!r}
-
-
-class version:
-    cuda = "12.8"
-
-
-class _Tensor:
-    def __init__(self, error=0.0):
-        self.error = error
-
-    def __matmul__(self, other):
-        return _Tensor(max(self.error, other.error))
-
-    def __sub__(self, other):
-        return _Tensor(abs(self.error - other.error))
-
-    def cuda(self):
-        if not _DEVICES:
-            raise RuntimeError("No CUDA GPUs are available")
-        return _Tensor(_ERROR)
-
-    def cpu(self):
-        return self
-
-    def abs(self):
-        return self
-
-    def max(self):
-        return self
-
-    def __float__(self):
-        return float(self.error)
-
-
-def randn(*shape):
-    return _Tensor()
-
-
-def manual_seed(seed):
-    return None
-
-
-class cuda:
-    @staticmethod
-    def is_available():
-        return _DEVICES > 0
-
-    @staticmethod
-    def device_count():
-        return _DEVICES
-
-    @staticmethod
-    def get_device_name(index=0):
-        return {spec.gpu!r}
-'''
+def torch_stand_in(spec: HostSpec, busy: Path) -> dict[str, str]:
+    """torch as the service's interpreter meets it on this host (sim/torch_package.py, configured as this card):
+    CUDA only where nvidia-smi sees the GPUs, the smoke test's matmul error as the spec says, and the measurement's
+    figures of the card's class and faults; `busy` is where it marks a GPU under load."""
+    return gpu_figures.torch_files(
+        gpu=spec.gpu, devices=spec.gpu_count if spec.nvidia_smi == "ok" else 0, total_mib=_memory_total_mib(spec),
+        used_mib=spec.memory_used_mib, smoke_error=41.7 if spec.torch == "mismatch" else 3.05e-05,
+        sim=gpu_figures.figures(spec.gpu, spec.performance), busy_dir=busy)
 
 
 class _Server(paramiko.ServerInterface):
@@ -430,6 +408,8 @@ class SimHost:
         self._stopping = threading.Event()
         self.ssh_host = "127.0.0.1"
         self.ssh_port = 0
+        self.armed_faults: tuple[str, ...] = ()
+        self._unfaulted: HostSpec | None = None
 
     # --- lifecycle
     def start(self) -> SimHost:
@@ -536,7 +516,7 @@ class SimHost:
         spec = self.spec
         if spec.runtime is None or self.service_python is None:
             return
-        packages = {"torch/__init__.py": torch_stand_in(spec)} if spec.torch != "absent" else {}
+        packages = torch_stand_in(spec, self.root) if spec.torch != "absent" else {}
         if spec.runtime == "openai":
             for package in ("vllm", "vllm/entrypoints", "vllm/entrypoints/openai"):
                 packages[f"{package}/__init__.py"] = ""
@@ -573,7 +553,7 @@ class SimHost:
         for stale in self.bin.iterdir():
             stale.unlink()
         service = (self.service.pid, " ".join(self._service_command())) if self.service is not None else None
-        for name, body in _fake_tools(self.spec, self.service_port, service).items():
+        for name, body in _fake_tools(self.spec, self.service_port, service, self.root).items():
             path = self.bin / name
             path.write_text(body)
             path.chmod(0o755)
@@ -593,6 +573,22 @@ class SimHost:
         if self.runtime is not None:
             self.runtime.faults = spec.runtime_faults
         self.write_sandbox()
+
+    def arm_fault(self, name: str) -> tuple[str, ...]:
+        """Give this running host one of FAULTS (POST /_sim/host-faults); the faults armed so far."""
+        if name not in FAULTS:
+            raise ValueError(f"'fault' must be one of {sorted(FAULTS)}")
+        if self._unfaulted is None:
+            self._unfaulted = self.spec
+        self.armed_faults = (*self.armed_faults, name)
+        self.reconfigure(with_fault(self.spec, name))
+        return self.armed_faults
+
+    def clear_faults(self) -> None:
+        """Back to the host as it started, before any armed fault."""
+        if self._unfaulted is not None:
+            self.reconfigure(self._unfaulted)
+        self._unfaulted, self.armed_faults = None, ()
 
     # --- SSH server
     def _count(self, name: str) -> None:

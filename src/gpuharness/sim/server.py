@@ -11,6 +11,7 @@ from typing import Any, final
 
 from gpuharness.core.errors import UserError
 from gpuharness.sim import (
+    host_faults,
     providers_massed,
     providers_runpod,
     providers_runpod_graphql,
@@ -147,6 +148,14 @@ class Simulator:
     def inject(self, **fault: Any) -> None:
         """Arm a fault, same fields as POST /_sim/faults."""
         self.faults.arm(parse_fault(fault))
+
+    def inject_host_fault(self, instance_id: str, fault: str, provider: str | None = None) -> dict[str, Any]:
+        """Arm a fault on a running instance's simulated host, as POST /_sim/host-faults does; its answer."""
+        status, answer = host_faults.arm(self.state, {"instance_id": instance_id, "fault": fault,
+                                                      "provider": provider})
+        if status != 200:
+            raise ValueError(answer["error"])
+        return answer
 
     def create_instances(self, provider: str, count: int, gpu: str | None = None,
                          name_prefix: str = "gh-bulk-") -> list[str]:
