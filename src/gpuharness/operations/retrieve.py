@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
+from gpuharness.core.confinement import local_path
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import transition
@@ -129,7 +130,11 @@ class _Sync:
         label, remote_path = f"{job_id}/{artifact['name']}", str(artifact.get("remote_path") or "")
         expected, size = sums.get(remote_path, ("MISSING", 0))
         problem = _not_syncable(artifact, expected)
-        local = self.destination / job_id / str(artifact["name"])
+        try:  # the job id and the name came from the ledger and the host: confined under the destination
+            local = local_path(self.destination, job_id, str(artifact["name"]), what="artifact")
+        except UserError as exc:
+            self.problems.append(f"{label}: {exc.what}")
+            return None
         if problem is None and local.exists() and sha256_file(local) != expected:
             problem = f"{local} exists with other content; not overwritten (move it away, or retrieve --to another " \
                       "directory)"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, final
 
 from gpuharness.core.clock import format_ts
+from gpuharness.core.confinement import local_path
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
@@ -64,7 +65,7 @@ class JobResult:
 
 
 def lock_path(ctx: Context, deployment_id: str) -> str:
-    return str(ctx.registry.root / "locks" / f"run-{deployment_id}.lock")
+    return str(local_path(ctx.registry.root / "locks", f"run-{deployment_id}.lock", what="deployment id"))
 
 
 @contextlib.contextmanager
