@@ -74,7 +74,7 @@ def remote_within(workspace: str, path: str, *, what: str) -> str:
     if ".." in path.split("/"):
         raise _refuse(what, path, "climbs out of its directory (..)", "nothing was read from it")
     normal = posixpath.normpath(path)
-    if base == "/" and normal.startswith("/"):
+    if (base == "/" and normal.startswith("/")) or (base == "." and not normal.startswith(("/", "."))):
         return normal
     if not normal.startswith(base.rstrip("/") + "/"):
         raise _refuse(what, path, f"is not under the workspace {workspace}", "nothing was read from it")
