@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpuharness.core import terminal
 from gpuharness.core.errors import EXIT_USAGE, UserError
 
 #: Each module defines `register(subparsers, common)`; a new command family adds one line here.
@@ -45,12 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def show(text: str, *, err: bool = False) -> None:
+    """The command line's one way to print: every control character from outside is escaped (core.terminal)."""
+    terminal.show(text, file=sys.stderr if err else sys.stdout)
+
+
 def emit(args: argparse.Namespace, payload: Any, text: str) -> None:
     """Print JSON with --json, else the human text."""
     if getattr(args, "json", False):
-        print(json.dumps(payload, indent=2, default=str))
+        show(json.dumps(payload, indent=2, default=str))
     else:
-        print(text)
+        show(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,10 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except UserError as exc:
-        print(f"gpuharness: error: {exc.line()}", file=sys.stderr)
+        show(f"gpuharness: error: {exc.line()}", err=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("gpuharness: interrupted", file=sys.stderr)
+        show("gpuharness: interrupted", err=True)
         return 130
     except BrokenPipeError:
         # The reader went away (`gpuharness ... | head`): stop quietly, as other Unix tools do.

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuharness.cli import emit
+from gpuharness.cli import emit, show
 from gpuharness.core.errors import EXIT_USAGE, UserError
 from gpuharness.health.diagnose import classify_file, classify_stream
 from gpuharness.health.nvidia_smi import SmiParseError, SmiReport, parse_output, run_local
@@ -68,8 +68,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
             raise UserError(str(exc), path=origin, hint="pass --fields index,name,...") from None
     emit(args, {"source": origin, **report.to_json()}, _text(origin, report))
     if report.error is not None:
-        print(f"gpuharness: error: {origin}: {report.error}: {report.error_line} ({report.remedy})",
-              file=sys.stderr)
+        show(f"gpuharness: error: {origin}: {report.error}: {report.error_line} ({report.remedy})", err=True)
         return EXIT_USAGE
     return 0
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from gpuharness.cli import emit
+from gpuharness.cli import emit, show
 from gpuharness.core.deployment import live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
@@ -53,7 +52,7 @@ def cmd_sim_serve(args: argparse.Namespace) -> int:
 
     if args.port < 0 or args.port > 65535:
         raise UserError(f"--port {args.port} is not a TCP port", place="sim serve")
-    log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else None
+    log = (lambda line: show(line, err=True)) if args.verbose else None
     sim = Simulator(host=args.host, port=args.port, ready_delay_s=args.ready_delay, log=log)
     if not args.no_hosts:
         from gpuharness.sim.host import host_factory
@@ -69,9 +68,9 @@ def cmd_sim_serve(args: argparse.Namespace) -> int:
         with Registry.locate(args.registry).update("providers.json") as document:
             names = {e["name"] for e in entries}
             document["providers"] = [p for p in document["providers"] if p["name"] not in names] + entries
-        print(f"providers.json points at {sim.base_url}; export {entries[0]['credential_env']}=<any 20+ characters>",
-              file=sys.stderr, flush=True)
-    print(f"ready {sim.base_url}", flush=True)
+        show(f"providers.json points at {sim.base_url}; export {entries[0]['credential_env']}=<any 20+ characters>",
+             err=True)
+    show(f"ready {sim.base_url}")
     try:
         while True:
             sim.wait(3600)

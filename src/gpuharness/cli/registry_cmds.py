@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuharness.cli import emit
+from gpuharness.cli import emit, show
 from gpuharness.core import schema
 from gpuharness.core.economics import keep_alive
 from gpuharness.core.errors import UserError
@@ -125,7 +125,7 @@ def cmd_ledger_append(args: argparse.Namespace) -> int:
         raise UserError("expected one JSON object", path=source, place="1:1", hint="nothing was appended")
     ledger = Ledger(registry.ledger_path)
     for warning in ledger.append(record, check_sequence=True):
-        print(f"gpuharness: warning: {warning}", file=sys.stderr)
+        show(f"gpuharness: warning: {warning}", err=True)
     emit(args, {"appended": record.get("id"), "ledger": str(ledger.path)},
          f"appended {record.get('id')} ({record.get('status')}) to {ledger.path}")
     return 0

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from gpuharness.cli import emit
+from gpuharness.cli import emit, show
 from gpuharness.cli.registry_cmds import existing_registry
 from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
 from gpuharness.core.comfy_problems import Problem, cause, problems
@@ -176,7 +176,7 @@ def cmd_add(args: argparse.Namespace) -> int:
             verdict = validate(graph, catalog)
             if not verdict.accepted and not args.force:
                 found = problems(verdict.body(), catalog)
-                print("\n".join([f"{args.source}: rejected by {catalog.source}, not added (--force adds it anyway)"]
+                show("\n".join([f"{args.source}: rejected by {catalog.source}, not added (--force adds it anyway)"]
                                 + [f"  {p.line()}" for p in found]))
                 return EXIT_REJECTED
         else:
