@@ -112,3 +112,20 @@ def test_an_error_line_escapes_the_value_it_quotes(tmp_path, capsys):
     assert main(["destroy", HOSTILE, "--registry", str(registry.root)]) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("gpuharness: error:") and not any(c in captured.err for c in RAW)
+
+
+def test_the_command_line_prints_only_through_its_escaping_seam():
+    """No print() in cli/ or operations/ outside core.terminal: every printed line passes escape()."""
+    import ast
+    from pathlib import Path
+
+    import gpuharness
+
+    root = Path(gpuharness.__file__).parent
+    found = []
+    for package in ("cli", "operations", "demo"):
+        for path in (root / package).glob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+                    found.append(f"{path.name}:{node.lineno}")
+    assert found == []
