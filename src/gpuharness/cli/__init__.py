@@ -36,7 +36,9 @@ def common_parent() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from gpuharness.cli.arguments import OneLineParser
+
+    parser = OneLineParser(
         prog="gpuharness",
         description="Verify, audit and operate rented GPU workloads (state in .pi/gpu/).")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -62,9 +64,9 @@ def emit(args: argparse.Namespace, payload: Any, text: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script. UserError -> one line on stderr, exit 2."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Handler = args.handler
     try:
+        args = parser.parse_args(argv)
+        handler: Handler = args.handler
         return handler(args)
     except UserError as exc:
         show(f"gpuharness: error: {exc.line()}", err=True)

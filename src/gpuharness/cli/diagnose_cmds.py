@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuharness.cli import emit, show
+from gpuharness.cli.arguments import positive
 from gpuharness.core.errors import EXIT_USAGE, UserError
 from gpuharness.health.diagnose import classify_file, classify_stream
 from gpuharness.health.nvidia_smi import SmiParseError, SmiReport, parse_output, run_local
@@ -28,7 +29,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="parse nvidia-smi output (table, CSV, or an error) from --from FILE, else run the local nvidia-smi")
     p.add_argument("--from", dest="source", metavar="FILE", help="saved nvidia-smi output ('-' reads stdin)")
     p.add_argument("--fields", help="comma-separated --query-gpu fields of a headerless CSV")
-    p.add_argument("--timeout", type=float, default=20.0, help="deadline for the local nvidia-smi (seconds)")
+    p.add_argument("--timeout", type=positive, default=20.0, help="deadline for the local nvidia-smi (seconds)")
     p.set_defaults(handler=cmd_gpus)
 
 

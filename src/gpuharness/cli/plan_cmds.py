@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuharness.cli import emit
+from gpuharness.cli.arguments import non_negative, positive, whole
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
@@ -38,13 +39,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", help="provider name of providers.json for the launch")
     p.add_argument("--gpu", help="GPU as the provider names it, e.g. 'NVIDIA GeForce RTX 4090'")
     p.add_argument("--image", help="container or VM image")
-    p.add_argument("--cost-hr", type=float,
+    p.add_argument("--cost-hr", type=non_negative,
                    help="the hourly price accepted (default, live: the provider's cheapest offer of --gpu)")
-    p.add_argument("--idle-minutes", type=float, help="stop condition: idle minutes")
-    p.add_argument("--max-hours", type=float, help="stop condition: max hours")
-    p.add_argument("--gpu-count", type=int, default=1)
+    p.add_argument("--idle-minutes", type=positive, help="stop condition: idle minutes")
+    p.add_argument("--max-hours", type=positive, help="stop condition: max hours")
+    p.add_argument("--gpu-count", type=whole(minimum=1), default=1)
     p.add_argument("--region")
-    p.add_argument("--disk-gb", type=int, default=50)
+    p.add_argument("--disk-gb", type=whole(minimum=1), default=50)
     p.add_argument("--checkpoint-path")
     p.add_argument("--terminate", action="append", default=[], metavar="DEPLOYMENT",
                    help="add a retrieve then a terminate of this deployment (repeatable)")

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from gpuharness.cli import emit, show
+from gpuharness.cli.arguments import non_negative, positive, whole
 from gpuharness.core.deployment import live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
@@ -21,8 +22,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     sim_sub = sim.add_subparsers(dest="sim_command", metavar="ACTION", required=True)
     p = sim_sub.add_parser("serve", parents=[common], help="serve RunPod/Vast/Massed wire formats on loopback")
     p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
-    p.add_argument("--ready-delay", type=float, default=0.2, metavar="S",
+    p.add_argument("--port", type=whole(maximum=65535), default=8765, help="port (default 8765; 0 picks a free one)")
+    p.add_argument("--ready-delay", type=non_negative, default=0.2, metavar="S",
                    help="seconds an instance stays pending before running (default 0.2)")
     p.add_argument("--verbose", action="store_true", help="log each request line (never headers)")
     p.add_argument("--configure", action="store_true",
@@ -36,14 +37,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = prov_sub.add_parser("check", parents=[common],
                             help="one cheap authenticated read per provider; records authenticated/checked_at")
     p.add_argument("--provider", metavar="NAME", help="only this provider")
-    p.add_argument("--deadline", type=float, default=60.0, metavar="S", help="phase deadline (default 60 s)")
+    p.add_argument("--deadline", type=positive, default=60.0, metavar="S", help="phase deadline (default 60 s)")
     p.set_defaults(handler=cmd_providers_check)
 
     p = subparsers.add_parser("offers", parents=[common], help="what can be rented now, cheapest first")
     p.add_argument("--gpu", required=True, help='GPU model, e.g. "RTX 4090"')
-    p.add_argument("--max-cost-hr", type=float, metavar="X", help="hide offers above X $/hr")
+    p.add_argument("--max-cost-hr", type=non_negative, metavar="X", help="hide offers above X $/hr")
     p.add_argument("--provider", metavar="NAME", action="append", help="only this provider (repeatable)")
-    p.add_argument("--deadline", type=float, default=60.0, metavar="S", help="phase deadline (default 60 s)")
+    p.add_argument("--deadline", type=positive, default=60.0, metavar="S", help="phase deadline (default 60 s)")
     p.set_defaults(handler=cmd_offers)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuharness.cli import emit, show
+from gpuharness.cli.arguments import non_negative, whole
 from gpuharness.core import schema
 from gpuharness.core.economics import keep_alive
 from gpuharness.core.errors import UserError
@@ -43,11 +44,12 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     p = subparsers.add_parser("economics", parents=[common], help="keep-alive versus destroy arithmetic")
     p.add_argument("--deployment", help="take cost_hr from this deployment")
-    p.add_argument("--cost-hr", type=float, help="hourly cost (overrides the deployment's)")
-    p.add_argument("--gap-minutes", type=float, required=True, help="expected idle gap until the next job")
-    p.add_argument("--startup-minutes", type=float, default=12.0, help="provision+install+load time (default 12)")
-    p.add_argument("--jobs", type=int, default=2, help="jobs in the batch (N)")
-    p.add_argument("--avg-job-minutes", type=float, default=0.0)
+    p.add_argument("--cost-hr", type=non_negative, help="hourly cost (overrides the deployment's)")
+    p.add_argument("--gap-minutes", type=non_negative, required=True, help="expected idle gap until the next job")
+    p.add_argument("--startup-minutes", type=non_negative, default=12.0,
+                   help="provision+install+load time (default 12)")
+    p.add_argument("--jobs", type=whole(minimum=1), default=2, help="jobs in the batch (N)")
+    p.add_argument("--avg-job-minutes", type=non_negative, default=0.0)
     p.add_argument("--retryable", action="store_true", help="the queue is retryable (spot/bid may pay)")
     p.set_defaults(handler=cmd_economics)
 

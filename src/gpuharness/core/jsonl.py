@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from gpuharness.core import json_text
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 
@@ -54,7 +55,11 @@ def append_record(path: Path, record: dict[str, Any],
 
     precheck runs under the lock; a returned message refuses the append. Returns warnings.
     """
-    line = orjson.dumps(record) + b"\n"
+    json_text.check_writable(record, path, what="nothing was appended")  # orjson writes NaN as null
+    try:
+        line = orjson.dumps(record) + b"\n"
+    except orjson.JSONEncodeError as exc:  # an integer beyond 64 bits
+        raise UserError(f"cannot be written as JSON: {exc}", path=path, hint="nothing was appended") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)

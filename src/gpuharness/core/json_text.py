@@ -1,0 +1,117 @@
+"""JSON text as the harness reads and writes it: numbers are finite and fit a float, strings are Unicode.
+
+Every state file is parsed here (`loads`), and every document or line is checked here before it is written
+(`check_writable`), so a value that would make a file unreadable (NaN, an integer beyond a float, a lone surrogate)
+is refused with its place and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Final
+
+from gpuharness.core.errors import UserError
+
+#: The most digits an integer may have and still fit a float (10**309 does not); Python's int() refuses 4,300.
+MAX_INT_DIGITS: Final = 309
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+class _Unreadable(ValueError):
+    def __init__(self, token: str, why: str) -> None:
+        super().__init__(token)
+        self.token = token
+        self.why = why
+
+
+def _refuse_constant(token: str) -> Any:
+    raise _Unreadable(token, f"{token} is not a finite number (JSON has no NaN or Infinity)")
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise _Unreadable(token, f"{_short(token)} is not a finite number")
+    return value
+
+
+def _bounded_int(token: str) -> int:
+    if len(token.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Unreadable(token, f"an integer of {len(token.lstrip('-'))} digits does not fit a number")
+    value = int(token)
+    try:
+        float(value)
+    except OverflowError:
+        raise _Unreadable(token, f"{_short(token)} does not fit a number") from None
+    return value
+
+
+def _short(token: str) -> str:
+    return token if len(token) <= 24 else f"{token[:10]}…{token[-6:]}"
+
+
+def _line_column(text: str, token: str) -> tuple[int, int]:
+    at = max(text.find(token), 0)
+    return text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1
+
+
+def loads(text: str, path: Path | str) -> Any:
+    """Parse a JSON document; a problem is a UserError at file:line:column (or file:$.json.path)."""
+    if not text.strip():
+        raise UserError("file is empty", path=path, place="1:1",
+                        hint="write a JSON document, or run `gpuharness init`")
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+    except _Unreadable as exc:
+        line, column = _line_column(text, exc.token)
+        raise UserError(exc.why, path=path, place=f"{line}:{column}",
+                        hint="write a finite number or null; nothing was changed") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"invalid JSON: {exc.msg}", path=path, place=f"{exc.lineno}:{exc.colno}",
+                        hint="fix the syntax at that place; nothing was changed") from None
+    except RecursionError:
+        raise UserError("invalid JSON: nested too deeply to read", path=path, place="1:1",
+                        hint="nothing was changed") from None
+
+
+def unwritable(value: Any, place: str = "$") -> tuple[str, str] | None:
+    """(JSON path, why) of the first value JSON text cannot carry faithfully, or None."""
+    kind = type(value)
+    if kind is str:
+        return (place, "a string holds a lone surrogate (not Unicode text)") if _SURROGATE.search(value) else None
+    if kind is float:
+        return None if math.isfinite(value) else (place, f"{value} is not a finite number")
+    if kind is int:
+        return None if -(10 ** (MAX_INT_DIGITS - 1)) < value < 10 ** (MAX_INT_DIGITS - 1) or _fits(value) \
+            else (place, "an integer too large for a number")
+    if kind is dict:
+        for key, item in value.items():
+            found = unwritable(key, f"{place} (a key)") if type(key) is str else None
+            found = found or unwritable(item, f"{place}.{key}")
+            if found:
+                return found
+    elif kind is list or kind is tuple:
+        for index, item in enumerate(value):
+            found = unwritable(item, f"{place}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def _fits(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def check_writable(value: Any, path: Path | str, *, what: str = "nothing was written") -> None:
+    """Refuse (UserError at file:$.path) a document or line with a value JSON text cannot carry faithfully."""
+    found = unwritable(value)
+    if found is not None:
+        place, why = found
+        raise UserError(why, path=path, place=place, hint=what)
