@@ -1,8 +1,10 @@
-"""JSON text as the harness reads and writes it: numbers are finite and fit a float, strings are Unicode.
+"""JSON text as the harness reads and writes it: numbers are finite and fit a float, strings are Unicode, and no
+object names a key twice.
 
-Every state file is parsed here (`loads`), and every document or line is checked here before it is written
-(`check_writable`), so a value that would make a file unreadable (NaN, an integer beyond a float, a lone surrogate)
-is refused with its place and nothing is written.
+Every state file is parsed here (`loads`), every JSON Lines line is checked here for repeated keys
+(`line_duplicate`), and every document or line is checked here before it is written (`check_writable`), so a value
+that would make a file unreadable (NaN, an integer beyond a float, a lone surrogate) or ambiguous
+(`{"status": "destroyed", "status": "ready"}`: most parsers keep the last) is refused with its place.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from gpuharness.core.errors import UserError
 #: The most digits an integer may have and still fit a float (10**309 does not); Python's int() refuses 4,300.
 MAX_INT_DIGITS: Final = 309
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
+#: a quote before whitespace (padded JSON, or inside a string), and every quote that may close a key
+_QUOTE_SPACE: Final = re.compile(rb'"[ \t\r\n]').search
+_KEY_END: Final = re.compile(rb'"[ \t\r\n]*:').findall
 
 
 class _Unreadable(ValueError):
@@ -25,6 +30,87 @@ class _Unreadable(ValueError):
         super().__init__(token)
         self.token = token
         self.why = why
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        raise _Duplicate
+    return document
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """An object as written, repeated keys kept (only to find where a repeat is)."""
+
+
+def _first_repeat(value: Any, place: str) -> tuple[str, str] | None:
+    if isinstance(value, _Pairs):
+        seen: set[str] = set()
+        for key, _ in value:
+            if key in seen:
+                return place, key
+            seen.add(key)
+        items: list[tuple[str, Any]] = [(f"{place}.{key}", item) for key, item in value]
+    elif isinstance(value, list):
+        items = [(f"{place}[{index}]", item) for index, item in enumerate(value)]
+    else:
+        return None
+    for where, item in items:
+        found = _first_repeat(item, where)
+        if found:
+            return found
+    return None
+
+
+def first_duplicate(text: str | bytes) -> tuple[str, str] | None:
+    """(JSON path of the object, key) of the first key an object of text names twice, or None (text is valid JSON)."""
+    try:
+        parsed = json.loads(text, object_pairs_hook=_Pairs)
+    except (ValueError, RecursionError):
+        return None
+    return _first_repeat(parsed, "$")
+
+
+def _duplicate_error(text: str, path: Path | str) -> UserError:
+    found = first_duplicate(text)
+    where, key = found if found else ("$", "?")
+    return UserError(f"duplicate key {json.dumps(key)} in the object at {where} (JSON keeps one of them silently)",
+                     path=path, place=f"{where}.{key}",
+                     hint="keep one of them; nothing was changed")
+
+
+def _count_keys(value: Any) -> int:
+    kind = type(value)
+    if kind is dict:
+        count = len(value)
+        for item in value.values():
+            if type(item) in (dict, list):
+                count += _count_keys(item)
+        return count
+    if kind is list:
+        return sum(_count_keys(item) for item in value if type(item) in (dict, list))
+    return 0
+
+
+def line_duplicate(raw: bytes, record: Any) -> str | None:
+    """Why a JSON Lines line (raw, as parsed into record by orjson or msgspec) names a key twice, or None.
+
+    Cheap when it does not: every key is a string whose closing quote is followed by a colon (or by whitespace
+    and a colon), so counting `":` (or, when a quote is followed by whitespace anywhere, every quote-space*-colon)
+    bounds the keys written from above. When that bound equals the keys parsed, none repeats; otherwise (a quote
+    and a colon inside a string, or a real repeat) the exact check decides."""
+    bound = raw.count(b'":') if _QUOTE_SPACE(raw) is None else len(_KEY_END(raw))
+    if bound == _count_keys(record):
+        return None
+    found = first_duplicate(raw)
+    if found is None:
+        return None
+    where, key = found
+    return f"duplicate key {json.dumps(key)} in the object at {where} (JSON keeps one of them silently)"
 
 
 def _refuse_constant(token: str) -> Any:
@@ -64,7 +150,10 @@ def loads(text: str, path: Path | str) -> Any:
         raise UserError("file is empty", path=path, place="1:1",
                         hint="write a JSON document, or run `gpuharness init`")
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int,
+                          object_pairs_hook=_unique)
+    except _Duplicate:
+        raise _duplicate_error(text, path) from None
     except _Unreadable as exc:
         line, column = _line_column(text, exc.token)
         raise UserError(exc.why, path=path, place=f"{line}:{column}",

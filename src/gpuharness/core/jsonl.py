@@ -102,4 +102,7 @@ def read_records(path: Path, *, what: str = "line") -> Iterator[dict[str, Any]]:
                                 hint=f"a broken {what} in the middle of the file") from None
             if not isinstance(record, dict):
                 raise UserError(f"a {what} must be a JSON object", path=path, place=f"{lineno}:1")
+            repeated = json_text.line_duplicate(raw, record)
+            if repeated:
+                raise UserError(repeated, path=path, place=f"{lineno}:1", hint=f"keep one of them in that {what}")
             yield record

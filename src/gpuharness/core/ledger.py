@@ -16,6 +16,7 @@ import orjson
 from gpuharness.core import schema
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
+from gpuharness.core.json_text import line_duplicate
 from gpuharness.core.jsonl import append_record
 from gpuharness.core.line_scanner import LineScanner, compiled
 
@@ -251,12 +252,22 @@ class Ledger:
                     for key, value in found.items():
                         if len(value) == 3:
                             if every or value[2] == status:
-                                records[key] = loads(view[value[0]:value[1]])
+                                records[key] = self._checked(loads, view[value[0]:value[1]], value[0])
                         elif every or value[1].get("status") == status:
                             records[key] = value[1]
         if job_id is not None:
             return records.get(job_id)
         return records
+
+    def _checked(self, loads: Any, raw: bytes, offset: int) -> dict[str, Any]:
+        """A current line the scanner proved, parsed; one that repeats a key is a broken line."""
+        record: dict[str, Any] = loads(raw)
+        repeated = line_duplicate(raw, record)
+        if repeated is not None:
+            with open(self.path, "rb") as handle:
+                lineno = handle.read(offset).count(b"\n") + 1
+            raise self.broken(Entry(lineno, offset, raw, None, repeated))
+        return record
 
     def _keep(self, entry: Entry, job_id: str | None, found: dict[str, Any]) -> None:
         """A line the scanner left to Python: raise if it is broken, else keep it if it is its job's latest."""
@@ -285,5 +296,6 @@ def _entry(lineno: int, offset: int, raw: bytes) -> Entry:
         problem = "blank line" if not raw.strip() else f"invalid JSON: {exc.msg}"
         return Entry(lineno, offset, raw, None, problem, exc.colno)
     if isinstance(record, dict):
-        return Entry(lineno, offset, raw, record)
+        repeated = line_duplicate(raw, record)  # orjson keeps the last of a repeated key silently
+        return Entry(lineno, offset, raw, record) if repeated is None else Entry(lineno, offset, raw, None, repeated)
     return Entry(lineno, offset, raw, None, "a ledger line must be a JSON object")
