@@ -83,16 +83,22 @@ def _duplicate_error(text: str, path: Path | str) -> UserError:
                      hint="keep one of them; nothing was changed")
 
 
-def _count_keys(value: Any) -> int:
+def key_bound(raw: bytes) -> int:
+    """At least the number of keys written in raw (see line_duplicate)."""
+    return raw.count(b'":') if _QUOTE_SPACE(raw) is None else len(_KEY_END(raw))
+
+
+def count_keys(value: Any) -> int:
+    """The keys of every object in a parsed JSON value."""
     kind = type(value)
     if kind is dict:
         count = len(value)
         for item in value.values():
             if type(item) in (dict, list):
-                count += _count_keys(item)
+                count += count_keys(item)
         return count
     if kind is list:
-        return sum(_count_keys(item) for item in value if type(item) in (dict, list))
+        return sum(count_keys(item) for item in value if type(item) in (dict, list))
     return 0
 
 
@@ -103,8 +109,7 @@ def line_duplicate(raw: bytes, record: Any) -> str | None:
     and a colon), so counting `":` (or, when a quote is followed by whitespace anywhere, every quote-space*-colon)
     bounds the keys written from above. When that bound equals the keys parsed, none repeats; otherwise (a quote
     and a colon inside a string, or a real repeat) the exact check decides."""
-    bound = raw.count(b'":') if _QUOTE_SPACE(raw) is None else len(_KEY_END(raw))
-    if bound == _count_keys(record):
+    if key_bound(raw) == count_keys(record):
         return None
     found = first_duplicate(raw)
     if found is None:
