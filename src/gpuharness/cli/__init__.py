@@ -12,6 +12,7 @@ from typing import Any
 
 from gpuharness.core import terminal
 from gpuharness.core.errors import EXIT_USAGE, UserError
+from gpuharness.core.registry import Registry
 
 #: Each module defines `register(subparsers, common)`; a new command family adds one line here.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -46,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers, common)
     return parser
+
+
+def existing_registry(args: argparse.Namespace) -> Registry:
+    """The registry named by --registry / $GPUHARNESS_REGISTRY; every command but `init` refuses a missing one."""
+    return Registry.existing(getattr(args, "registry", None))
 
 
 def show(text: str, *, err: bool = False) -> None:

@@ -6,10 +6,9 @@ import argparse
 import subprocess
 from typing import Any
 
-from gpuharness.cli import emit
+from gpuharness.cli import emit, existing_registry
 from gpuharness.cli.arguments import non_negative, positive, whole
 from gpuharness.core.errors import UserError
-from gpuharness.core.registry import Registry
 
 SUITES = ("health", "audit", "plan")
 
@@ -94,7 +93,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 def _ctx(args: argparse.Namespace) -> Any:
     from gpuharness.operations.seams import cli_context
-    return cli_context(Registry.locate(args.registry))
+    return cli_context(existing_registry(args))
 
 
 def cmd_provision(args: argparse.Namespace) -> int:

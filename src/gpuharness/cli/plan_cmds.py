@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpuharness.cli import emit
+from gpuharness.cli import emit, existing_registry
 from gpuharness.cli.arguments import non_negative, positive, whole
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
@@ -87,7 +87,7 @@ def _registry_view(registry: Registry) -> tuple[list[dict[str, Any]], str]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    registry = Registry.locate(args.registry)
+    registry = existing_registry(args)
     if not args.refresh:
         deployments, text = _registry_view(registry)
         emit(args, {"deployments": deployments}, text)
@@ -142,7 +142,7 @@ def _launch_request(args: argparse.Namespace, registry: Registry) -> LaunchReque
 
 
 def cmd_plan_make(args: argparse.Namespace) -> int:
-    registry = Registry.locate(args.registry)
+    registry = existing_registry(args)
     request = _launch_request(args, registry)
     if request is not None:
         registry.provider(request.provider)
@@ -168,7 +168,7 @@ def cmd_plan_apply(args: argparse.Namespace) -> int:
     from gpuharness.operations.seams import cli_context
     from gpuharness.plans.apply import apply_plan
 
-    registry = Registry.locate(args.registry)
+    registry = existing_registry(args)
     plan = load_plan(args.file)
     done = apply_plan(plan, cli_context(registry), artifacts=args.artifacts, ask=None if args.yes else _ask,
                       plan_path=args.file)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gpuharness.cli import emit, show
+from gpuharness.cli import emit, existing_registry, show
 from gpuharness.cli.arguments import non_negative, positive, whole
 from gpuharness.core.deployment import live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
-from gpuharness.core.registry import Registry
 from gpuharness.providers.authentication import check_all
 from gpuharness.providers.base import OfferSource
 from gpuharness.providers.factory import PhaseOptions, build_provider, capabilities_of
@@ -53,6 +52,7 @@ def cmd_sim_serve(args: argparse.Namespace) -> int:
 
     if args.port < 0 or args.port > 65535:
         raise UserError(f"--port {args.port} is not a TCP port", place="sim serve")
+    registry = existing_registry(args) if args.configure else None  # checked before anything starts
     log = (lambda line: show(line, err=True)) if args.verbose else None
     sim = Simulator(host=args.host, port=args.port, ready_delay_s=args.ready_delay, log=log)
     if not args.no_hosts:
@@ -66,7 +66,8 @@ def cmd_sim_serve(args: argparse.Namespace) -> int:
                         hint="pick another --port, or 0 for a free one") from None
     if args.configure:
         entries = sim.provider_entries()
-        with Registry.locate(args.registry).update("providers.json") as document:
+        assert registry is not None
+        with registry.update("providers.json") as document:
             names = {e["name"] for e in entries}
             document["providers"] = [p for p in document["providers"] if p["name"] not in names] + entries
         show(f"providers.json points at {sim.base_url}; export {entries[0]['credential_env']}=<any 20+ characters>",
@@ -83,7 +84,7 @@ def cmd_sim_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_providers_check(args: argparse.Namespace) -> int:
-    registry = Registry.locate(args.registry)
+    registry = existing_registry(args)
     results = check_all(registry, options=PhaseOptions(deadline_s=args.deadline), only=args.provider)
     lines = []
     for r in results:
@@ -94,7 +95,7 @@ def cmd_providers_check(args: argparse.Namespace) -> int:
 
 
 def cmd_offers(args: argparse.Namespace) -> int:
-    registry = Registry.locate(args.registry)
+    registry = existing_registry(args)
     policy = Policy(registry.policy_document())
     burn_hr, live_count = live_burn(registry.deployments())
     options = PhaseOptions(deadline_s=args.deadline)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuharness.cli import emit, show
+from gpuharness.cli import emit, existing_registry, show
 from gpuharness.cli.arguments import non_negative, whole
 from gpuharness.core import schema
 from gpuharness.core.economics import keep_alive
@@ -61,15 +61,6 @@ def cmd_init(args: argparse.Namespace) -> int:
          f"registry {registry.root}: created {len(created)} file(s)"
          + "".join(f"\n  {p}" for p in created))
     return 0
-
-
-def existing_registry(args: argparse.Namespace) -> Registry:
-    """The registry named by --registry / $GPUHARNESS_REGISTRY; refuses a directory that does not exist."""
-    registry = Registry.locate(args.registry)
-    if not registry.exists():
-        raise UserError("no registry directory here", path=registry.root,
-                        hint="run `gpuharness init` or pass --registry DIR")
-    return registry
 
 
 def existing_ledger(registry: Registry) -> Ledger:
@@ -173,7 +164,7 @@ def cmd_economics(args: argparse.Namespace) -> int:
     if cost_hr is None:
         if not args.deployment:
             raise UserError("give --deployment ID or --cost-hr X", place="economics")
-        cost_hr = Registry.locate(args.registry).deployment(args.deployment).cost_hr
+        cost_hr = existing_registry(args).deployment(args.deployment).cost_hr
     try:
         result = keep_alive(cost_hr=cost_hr, gap_minutes=args.gap_minutes, startup_minutes=args.startup_minutes,
                             jobs=args.jobs, avg_job_minutes=args.avg_job_minutes, retryable=retryable)

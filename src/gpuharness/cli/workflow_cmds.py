@@ -10,9 +10,8 @@ from typing import Any
 
 import httpx
 
-from gpuharness.cli import emit, show
+from gpuharness.cli import emit, existing_registry, show
 from gpuharness.cli.arguments import positive, whole
-from gpuharness.cli.registry_cmds import existing_registry
 from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
 from gpuharness.core.comfy_problems import Problem, cause, problems
 from gpuharness.core.comfy_validation import GraphError, Verdict, graph_of, output_nodes, validate
