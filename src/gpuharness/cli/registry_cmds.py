@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         registry.warnings.append(f"{ledger.path}:{torn.lineno}:1: a torn last line at byte {torn.offset} (a "
                                  "writer died mid-write); it is not history and the next append quarantines it")
     for path, schema_name in ((registry.journal_path, "transition"), (registry.path(OBSERVATIONS), "observation")):
-        if path.exists():
+        if os.path.lexists(path):  # a dangling or looping symlink is there, and unreadable
             report["files"][path.name] = {"lines": _checked_lines(path, schema_name)}
     report["warnings"] = list(registry.warnings)
     text = [f"ok {name}: " + ", ".join(f"{v} {k}" for k, v in info.items() if v is not None)

@@ -20,6 +20,7 @@ from gpuharness.core.errors import UserError
 #: The most digits an integer may have and still fit a float (10**309 does not); Python's int() refuses 4,300.
 MAX_INT_DIGITS: Final = 309
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 #: a quote before whitespace (padded JSON, or inside a string), and every quote that may close a key
 _QUOTE_SPACE: Final = re.compile(rb'"[ \t\r\n]').search
 _KEY_END: Final = re.compile(rb'"[ \t\r\n]*:').findall
@@ -155,8 +156,8 @@ def loads(text: str, path: Path | str) -> Any:
         raise UserError("file is empty", path=path, place="1:1",
                         hint="write a JSON document, or run `gpuharness init`")
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int,
-                          object_pairs_hook=_unique)
+        document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+                              parse_int=_bounded_int, object_pairs_hook=_unique)
     except _Duplicate:
         raise _duplicate_error(text, path) from None
     except _Unreadable as exc:
@@ -169,6 +170,11 @@ def loads(text: str, path: Path | str) -> Any:
     except RecursionError:
         raise UserError("invalid JSON: nested too deeply to read", path=path, place="1:1",
                         hint="nothing was changed") from None
+    if _ESCAPED_SURROGATE.search(text):  # "\ud800" alone decodes to a str no file, terminal or pattern takes
+        found = unwritable(document)
+        if found is not None:
+            raise UserError(found[1], path=path, place=found[0], hint="fix that string; nothing was changed")
+    return document
 
 
 def unwritable(value: Any, place: str = "$") -> tuple[str, str] | None:

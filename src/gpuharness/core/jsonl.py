@@ -6,7 +6,7 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -84,6 +84,16 @@ def append_record(path: Path, record: dict[str, Any],
     return warnings
 
 
+def _lines(handle: BinaryIO, path: Path) -> Iterator[tuple[int, bytes]]:
+    lineno = 0
+    try:
+        for lineno, raw in enumerate(handle, start=1):
+            yield lineno, raw
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror}", path=path, place=f"{lineno + 1}:1",
+                        hint="nothing was changed") from None
+
+
 def read_records(path: Path, *, what: str = "line") -> Iterator[dict[str, Any]]:
     """Stream the complete lines of a JSON Lines file as objects. A missing file is empty; a torn last line (a
     writer died mid-write) is not yet a record; a broken line is a one-line error naming it."""
@@ -91,8 +101,10 @@ def read_records(path: Path, *, what: str = "line") -> Iterator[dict[str, Any]]:
         handle = open(path, "rb")
     except FileNotFoundError:
         return
+    except OSError as exc:  # a directory, a symlink loop, no permission
+        raise UserError(f"cannot read: {exc.strerror}", path=path, hint="nothing was changed") from None
     with handle:
-        for lineno, raw in enumerate(handle, start=1):
+        for lineno, raw in _lines(handle, path):
             if not raw.endswith(b"\n"):
                 continue
             try:

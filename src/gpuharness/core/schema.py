@@ -20,6 +20,8 @@ if "rfc3987_syntax" not in sys.modules:
 
 import jsonschema_rs
 
+from gpuharness.core import json_text
+
 SCHEMA_NAMES = ("providers", "machines", "deployments", "models", "workflows", "connections",
                 "policy", "job", "transition", "plan", "observation")
 
@@ -83,9 +85,15 @@ def _path(error: ValidationError) -> str:
 def check(name: str, document: Any) -> tuple[list[Finding], list[Finding]]:
     """Validate document; return (errors, warnings). Unknown fields are warnings.
 
-    A document the compiled validator passes has neither; only one it fails is explained by jsonschema."""
-    if strict_validator(name).is_valid(document):
-        return [], []
+    A document the compiled validator passes has neither; only one it fails is explained by jsonschema. A string
+    that is not Unicode text (a lone surrogate, from a "\\ud800" escape or an undecodable argument) is an error at
+    its place: the compiled validator cannot take it."""
+    try:
+        if strict_validator(name).is_valid(document):
+            return [], []
+    except UnicodeEncodeError:
+        found = json_text.unwritable(document)
+        return [Finding(found[0] if found else "$", "a string holds a lone surrogate (not Unicode text)")], []
     errors: list[Finding] = []
     warnings: list[Finding] = []
     for error in sorted(validator(name).iter_errors(document), key=lambda e: list(map(str, e.path))):
@@ -101,5 +109,8 @@ def check(name: str, document: Any) -> tuple[list[Finding], list[Finding]]:
 
 
 def is_valid_fast(name: str, document: Any) -> bool:
-    """Fast yes/no validation (unknown fields allowed)."""
-    return bool(fast_validator(name).is_valid(document))
+    """Fast yes/no validation (unknown fields allowed); a lone surrogate is a no (check() says where)."""
+    try:
+        return bool(fast_validator(name).is_valid(document))
+    except UnicodeEncodeError:
+        return False

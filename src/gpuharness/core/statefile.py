@@ -67,7 +67,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         mode: int | None = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         mode = None
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UserError(f"cannot write: {exc.strerror}", path=path,
+                        hint="check the directory's owner and mode; nothing was changed") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -112,8 +116,12 @@ def atomic_write_json(path: Path, document: Any) -> None:
 def exclusive_lock(path: Path) -> Iterator[None]:
     """Hold an exclusive flock on a sidecar `<path>.lock` (left in place, like filelock)."""
     lock_path = path.with_name(path.name + ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:  # a read-only registry, a directory in the lock's place
+        raise UserError(f"cannot open the lock file: {exc.strerror}", path=lock_path,
+                        hint="check the registry's owner and mode; nothing was changed") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

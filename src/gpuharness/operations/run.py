@@ -72,8 +72,12 @@ def lock_path(ctx: Context, deployment_id: str) -> str:
 def run_lock(ctx: Context, deployment_id: str) -> Iterator[None]:
     """Held while a `gpuharness run` works on a deployment; the kernel releases it if the process dies."""
     path = lock_path(ctx, deployment_id)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise UserError(f"cannot open the run lock: {exc.strerror}", path=path,
+                        hint="check the registry's owner and mode; nothing was run") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -92,7 +96,11 @@ def lock_is_free(ctx: Context, deployment_id: str) -> bool:
     path = lock_path(ctx, deployment_id)
     if not os.path.exists(path):
         return True
-    fd = os.open(path, os.O_RDWR)
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as exc:
+        raise UserError(f"cannot open the run lock: {exc.strerror}", path=path,
+                        hint="check the registry's owner and mode; nothing was changed") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
