@@ -30,6 +30,12 @@ class RunEvidence:
     report: str | None = None
 
 
+def gate_command(deployment_id: str) -> str:
+    """The command that proves a deployment and moves it through the gate: live, since an offline replay (the
+    default mode) changes nothing."""
+    return f"pytest checks/health --gpu-mode live --deployment {deployment_id}"
+
+
 def offline_verdict(deployment_id: str, results: Mapping[str, CheckResult],
                     table: HealthChecks = HEALTH_CHECKS) -> str:
     """A replay proves the checks, not the host as it is now: it says what the gate would do and changes nothing."""
@@ -51,8 +57,8 @@ def conclude(registry: Registry, deployment_id: str, results: Mapping[str, Check
                     "(only health-checking deployments are gated)")
         if decision.verdict is Verdict.NOT_JUDGED and decision.decisive is not None:
             name, result = decision.decisive
-            return (f"{deployment_id}: NOT judged: {name}: {result.cause} (a recording, route or verified host key "
-                    "is missing: not a deployment failure); status left health-checking")
+            return (f"{deployment_id}: NOT judged: {name}: {result.cause} (a recording, route, verified host key or "
+                    "readable manifest is missing: not a deployment failure); status left health-checking")
         if decision.verdict is Verdict.FAILED and decision.decisive is not None:
             return _record_failure(registry, deployment, decision.decisive, decision.failed_checks, evidence)
         if decision.verdict is Verdict.INCOMPLETE:

@@ -39,7 +39,7 @@ class Orphan:
         why = (f"deployment {self.claimed_by} is destroyed in the registry but the instance is still "
                f"{self.status}" if self.claimed_by else "no deployment in the registry claims it")
         return (f"orphan {self.provider}/{self.instance_id} (key {self.key}, {self.status}, {cost}): {why}; "
-                f"terminate it (`gpuharness reap`) or register it")
+                f"terminate it (`gpuharness reap --orphans --apply`) or register it")
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "orphan", "provider": self.provider, "instance_id": self.instance_id, "key": self.key,

@@ -10,7 +10,7 @@ from typing import final
 
 import paramiko
 
-from gpuharness.remote import ExecResult, RemoteError
+from gpuharness.remote import ByteSink, ExecResult, LineSink, RemoteError, StreamLines
 from gpuharness.remote.hostkeys import FirstUsePolicy, changed_key_error, load_known_hosts
 from gpuharness.remote.route import HostRoute
 
@@ -93,8 +93,9 @@ class SSHRemote:
         self.connections = 1
         self.accepted_host_key = policy.accepted
 
-    def exec(self, script: str, *, deadline_s: float) -> ExecResult:
-        """Send the script on stdin of `/bin/sh -s`; drain both streams; stop at the deadline."""
+    def exec(self, script: str, *, deadline_s: float, on_line: LineSink | None = None) -> ExecResult:
+        """Send the script on stdin of `/bin/sh -s`; drain both streams (stdout lines to on_line as they arrive);
+        stop at the deadline."""
         self.execs += 1
         started = time.monotonic()
         end = started + deadline_s
@@ -112,10 +113,13 @@ class SSHRemote:
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise RemoteError("closed", f"exec failed: {exc}", target=self.target) from None
         out, err = bytearray(), bytearray()
+        lines = StreamLines(on_line)
         timed_out = False
         while True:
             while chan.recv_ready():
-                out += chan.recv(_CHUNK)
+                chunk = chan.recv(_CHUNK)
+                out += chunk
+                lines.feed(chunk)
             while chan.recv_stderr_ready():
                 err += chan.recv_stderr(_CHUNK)
             # never recv_exit_status(): it has no timeout. Poll the status with our own deadline.
@@ -133,8 +137,9 @@ class SSHRemote:
         return ExecResult(out.decode(errors="replace"), err.decode(errors="replace"), status, timed_out,
                           time.monotonic() - started)
 
-    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True) -> int:
-        """SFTP download; with resume, continue from the size already on disk."""
+    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
+                 progress: ByteSink | None = None) -> int:
+        """SFTP download; with resume, continue from the size already on disk; progress gets the bytes moved."""
         try:
             sftp = self.client.open_sftp()
         except (paramiko.SSHException, OSError) as exc:
@@ -150,6 +155,8 @@ class SSHRemote:
                 while chunk := src.read(_CHUNK):
                     out.write(chunk)
                     moved += len(chunk)
+                    if progress is not None:
+                        progress(moved)
             return moved
         except FileNotFoundError:
             raise RemoteError("closed", f"no such remote file {remote_path}", target=self.target) from None
