@@ -240,3 +240,20 @@ def test_a_script_refuses_a_workspace_or_path_that_could_leave_it():
     with pytest.raises(UserError, match="not under the workspace"):
         script.within_workspace("/etc/passwd", what="remote_path")
     assert script.under_workspace("outputs", "J-1", "a.json", what="x") == "gh-workspace/outputs/J-1/a.json"
+
+
+def test_a_probe_path_that_reads_as_an_option_is_read_as_a_path(tmp_path):
+    """A log file named `-f` is tailed, not taken for tail's follow option (which would hold the probe)."""
+    with SimHost(HostSpec(), root=tmp_path / "host") as host:
+        (host.root / "-f").write_text("a line of the log named -f\n")
+        block = host.ssh_block()
+        route = HostRoute(target="dep_p", host=block["host"], port=block["port"], user="root",
+                          key_file=block["key_file"], known_hosts=block["known_hosts"])
+        remote = open_remote(route)
+        try:
+            result, facts = probe.run(remote, probe.ProbeTargets(workspace=block["workspace"], log_path="-f"),
+                                      deadline_s=20)
+        finally:
+            remote.close()
+    assert not result.timed_out and facts.complete
+    assert facts.log_tail == ("a line of the log named -f",)

@@ -64,6 +64,13 @@ class ShellScript:
         self._lines.append(f"{name}={quote(value)}")
         return self
 
+    def let_path(self, name: str, value: object) -> ShellScript:
+        """name='value' for a path a command will read: one that starts with "-" is made "./-..." so that no
+        command takes it for an option."""
+        self.let(name, value)
+        self._lines.append(f'case "${name}" in -*) {name}="./${name}" ;; esac')
+        return self
+
     def call(self, command: LiteralString, *args: object) -> ShellScript:
         """command 'arg' 'arg' ... (each argument quoted; the command is the project's own name)."""
         self._lines.append(" ".join([command, *(quote(arg) for arg in args)]))
