@@ -5,8 +5,9 @@
 - a state document (deployments.json with N deployments): core.json_text.loads (repeated keys, finite numbers,
   integers that fit a float) against plain json.loads; check_writable against the dump it precedes;
 - ledger lines (the demo ledger, repeated): orjson.loads plus line_duplicate (the cheap bound, exact only when it
-  cannot decide) against orjson.loads alone, and the exact check (stdlib json with an object_pairs_hook) against
-  orjson.loads alone, for comparison.
+  cannot decide) against orjson.loads alone; the exact check (stdlib json with an object_pairs_hook) against
+  orjson.loads alone, for comparison; and the JobLine Struct decode with Ledger.current's check (key_bound against
+  keys_at_least) against the Struct decode alone.
 """
 
 from __future__ import annotations
@@ -20,18 +21,21 @@ from pathlib import Path
 import orjson
 
 from gpuharness.core import json_text
+from gpuharness.core.job_line import decode_job_line
 from gpuharness.core.statefile import dump_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def best(repeat: int, work: Callable[[], object]) -> float:
-    times = []
+def pair(repeat: int, work: Callable[[], object], peer: Callable[[], object]) -> tuple[float, float]:
+    """Best times of work and of its peer, run alternately (a shared machine's load hits both alike)."""
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeat):
-        started = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - started)
-    return min(times)
+        for index, job in enumerate((work, peer)):
+            started = time.perf_counter()
+            job()
+            times[index].append(time.perf_counter() - started)
+    return min(times[0]), min(times[1])
 
 
 def deployments(count: int) -> dict[str, object]:
@@ -52,10 +56,9 @@ def main() -> int:
 
     document = deployments(args.deployments)
     text = json.dumps(document, indent=2)
-    plain = best(args.repeat, lambda: json.loads(text))
-    checked = best(args.repeat, lambda: json_text.loads(text, "deployments.json"))
-    dump = best(args.repeat, lambda: dump_json(document))
-    writable = best(args.repeat, lambda: json_text.check_writable(document, "deployments.json"))
+    checked, plain = pair(args.repeat, lambda: json_text.loads(text, "deployments.json"), lambda: json.loads(text))
+    writable, dump = pair(args.repeat, lambda: json_text.check_writable(document, "deployments.json"),
+                          lambda: dump_json(document))
     print(f"deployments.json, {args.deployments} deployments ({len(text):,} bytes), best of {args.repeat}:")
     print(f"  read:  json_text.loads {checked * 1e3:.1f} ms / json.loads {plain * 1e3:.1f} ms = "
           f"{checked / plain:.2f}x")
@@ -64,17 +67,38 @@ def main() -> int:
 
     demo = (ROOT / "fixtures" / "demo" / ".pi" / "gpu" / "jobs.jsonl").read_bytes().splitlines()
     lines = (demo * (args.lines // len(demo) + 1))[:args.lines]
-    bare = best(args.repeat, lambda: [orjson.loads(raw) for raw in lines])
 
     def cheap() -> None:
         for raw in lines:
             json_text.line_duplicate(raw, orjson.loads(raw))
 
-    with_check = best(args.repeat, cheap)
-    exact = best(args.repeat, lambda: [json_text.first_duplicate(raw) for raw in lines])
+    def struct_checked() -> None:
+        for raw in lines:
+            line = decode_job_line(raw)
+            if json_text.key_bound(raw) != line.keys_at_least():
+                json_text.line_duplicate(raw, orjson.loads(raw))
+
+    def parsed() -> None:
+        for raw in lines:
+            orjson.loads(raw)
+
+    def exact_only() -> None:
+        for raw in lines:
+            json_text.first_duplicate(raw)
+
+    def struct_only() -> None:
+        for raw in lines:
+            decode_job_line(raw)
+
+    with_check, bare = pair(args.repeat, cheap, parsed)
+    exact, bare_again = pair(args.repeat, exact_only, parsed)
+    struct_check, struct = pair(args.repeat, struct_checked, struct_only)
     print(f"ledger lines, {len(lines):,} demo lines, best of {args.repeat}:")
     print(f"  orjson + line_duplicate {with_check:.2f} s / orjson alone {bare:.2f} s = {with_check / bare:.2f}x")
-    print(f"  exact check alone (json + object_pairs_hook) {exact:.2f} s / orjson alone = {exact / bare:.2f}x")
+    print(f"  exact check alone (json + object_pairs_hook) {exact:.2f} s / orjson alone {bare_again:.2f} s = "
+          f"{exact / bare_again:.2f}x")
+    print(f"  JobLine Struct + key_bound/keys_at_least (Ledger.current's check) {struct_check:.2f} s / Struct alone "
+          f"{struct:.2f} s = {struct_check / struct:.2f}x")
     return 0
 
 

@@ -63,7 +63,20 @@ def test_a_repeat_nested_in_a_ledger_line_is_found_and_a_quote_colon_in_a_string
         list(ledger.records())
     assert refused.value.place == "1:1" and "$.inputs" in refused.value.what
     with pytest.raises(UserError):
-        ledger.current("J-1")  # the job's current line: the compiled lookup checks it too
+        ledger.current("J-1")  # the job's current line
+
+
+def test_the_current_line_lookup_refuses_a_repeat_in_a_line_it_passes_over(registry, job_line):
+    """current() reads every line with a Struct (which keeps the last of a repeated key); a repeat in a line that
+    is not the job's current one is still refused, at its line, as records() refuses it."""
+    first = orjson.dumps(job_line("J-1", "running")).replace(b'"gpu":', b'"gpu":"A100","gpu":')
+    second = orjson.dumps(job_line("J-1", "completed"))
+    registry.ledger_path.write_bytes(first + b"\n" + second + b"\n")
+    ledger = Ledger(registry.ledger_path)
+    for lookup in (lambda: ledger.current("J-1"), lambda: ledger.current(), lambda: list(ledger.records())):
+        with pytest.raises(UserError) as refused:
+            lookup()
+        assert refused.value.place == "1:1" and 'duplicate key "gpu"' in refused.value.what
 
 
 def test_a_journal_line_with_a_repeated_key_is_refused(registry):
