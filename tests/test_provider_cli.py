@@ -132,6 +132,8 @@ def test_verbose_sim_log_redacts_query_keys():
 
 
 def test_sim_serve_configure_points_providers_json_at_the_simulator(tmp_path: Path):
+    subprocess.run([sys.executable, "-m", "gpuharness", "init", "--registry", str(tmp_path / "reg")], check=True,
+                   capture_output=True)  # only init creates a registry
     process = subprocess.Popen([sys.executable, "-m", "gpuharness", "sim", "serve", "--port", "0", "--configure",
                                 "--registry", str(tmp_path / "reg")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

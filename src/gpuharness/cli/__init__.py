@@ -10,7 +10,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpuharness.core import terminal
 from gpuharness.core.errors import EXIT_USAGE, UserError
+from gpuharness.core.registry import Registry
 
 #: Each module defines `register(subparsers, common)`; a new command family adds one line here.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -36,7 +38,9 @@ def common_parent() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from gpuharness.cli.arguments import OneLineParser
+
+    parser = OneLineParser(
         prog="gpuharness",
         description="Verify, audit and operate rented GPU workloads (state in .pi/gpu/).")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -46,26 +50,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def existing_registry(args: argparse.Namespace) -> Registry:
+    """The registry named by --registry / $GPUHARNESS_REGISTRY; every command but `init` refuses a missing one."""
+    return Registry.existing(getattr(args, "registry", None))
+
+
+def show(text: str, *, err: bool = False) -> None:
+    """The command line's one way to print: every control character from outside is escaped (core.terminal)."""
+    terminal.show(text, file=sys.stderr if err else sys.stdout)
+
+
 def emit(args: argparse.Namespace, payload: Any, text: str) -> None:
     """Print JSON with --json, else the human text."""
     if getattr(args, "json", False):
-        print(json.dumps(payload, indent=2, default=str))
+        show(json.dumps(payload, indent=2, default=str))
     else:
-        print(text)
+        show(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script. UserError -> one line on stderr, exit 2."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Handler = args.handler
     try:
+        args = parser.parse_args(argv)
+        handler: Handler = args.handler
         return handler(args)
     except UserError as exc:
-        print(f"gpuharness: error: {exc.line()}", file=sys.stderr)
+        show(f"gpuharness: error: {exc.line()}", err=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("gpuharness: interrupted", file=sys.stderr)
+        show("gpuharness: interrupted", err=True)
         return 130
     except BrokenPipeError:
         # The reader went away (`gpuharness ... | head`): stop quietly, as other Unix tools do.

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuharness.cli import emit
-from gpuharness.cli.registry_cmds import existing_registry
+from gpuharness.cli import emit, existing_registry, show
+from gpuharness.cli.arguments import positive
 from gpuharness.core.errors import EXIT_USAGE, UserError
 from gpuharness.health import performance_history
 from gpuharness.health.diagnose import classify_file, classify_stream
@@ -36,7 +36,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", help="with --history: only this GPU class (an order name or the nvidia-smi name)")
     p.add_argument("--provider", help="with --history: only this provider")
     p.add_argument("--fields", help="comma-separated --query-gpu fields of a headerless CSV")
-    p.add_argument("--timeout", type=float, default=20.0, help="deadline for the local nvidia-smi (seconds)")
+    p.add_argument("--timeout", type=positive, default=20.0, help="deadline for the local nvidia-smi (seconds)")
     p.set_defaults(handler=cmd_gpus)
 
 
@@ -81,8 +81,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
             raise UserError(str(exc), path=origin, hint="pass --fields index,name,...") from None
     emit(args, {"source": origin, **report.to_json()}, _text(origin, report))
     if report.error is not None:
-        print(f"gpuharness: error: {origin}: {report.error}: {report.error_line} ({report.remedy})",
-              file=sys.stderr)
+        show(f"gpuharness: error: {origin}: {report.error}: {report.error_line} ({report.remedy})", err=True)
         return EXIT_USAGE
     return 0
 

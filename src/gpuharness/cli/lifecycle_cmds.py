@@ -6,9 +6,9 @@ import argparse
 import subprocess
 from typing import Any
 
-from gpuharness.cli import emit
+from gpuharness.cli import emit, existing_registry
+from gpuharness.cli.arguments import non_negative, positive, whole
 from gpuharness.core.errors import UserError
-from gpuharness.core.registry import Registry
 
 SUITES = ("health", "audit", "plan")
 
@@ -19,33 +19,33 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", required=True, help="a providers.json name")
     p.add_argument("--gpu", required=True)
     p.add_argument("--image", required=True)
-    p.add_argument("--cost-hr", type=float, default=None,
+    p.add_argument("--cost-hr", type=non_negative, default=None,
                    help="the hourly price you accept (default: the provider's cheapest offer of --gpu); "
                         "checked against the policy")
     p.add_argument("--runtime", choices=("comfyui", "openai", "native", "serverless"))
     p.add_argument("--model")
     p.add_argument("--workflow")
-    p.add_argument("--gpu-count", type=int, default=1)
+    p.add_argument("--gpu-count", type=whole(minimum=1), default=1)
     p.add_argument("--region")
-    p.add_argument("--disk-gb", type=int, default=50)
-    p.add_argument("--idle-minutes", type=float)
-    p.add_argument("--max-hours", type=float)
+    p.add_argument("--disk-gb", type=whole(minimum=1), default=50)
+    p.add_argument("--idle-minutes", type=positive)
+    p.add_argument("--max-hours", type=positive)
     p.add_argument("--deadline", help="RFC 3339 UTC time after which it is destroyed")
     p.add_argument("--interruptible", action="store_true", help="spot/bid where the provider offers it")
-    p.add_argument("--bid-price", type=float)
+    p.add_argument("--bid-price", type=non_negative)
     p.add_argument("--owner")
     p.add_argument("--checkpoint-path")
     p.add_argument("--id", dest="deployment_id", help="the deployment id (default dep_<model>_<nn>)")
     p.add_argument("--ssh-key", help="private key file for the instance's SSH route")
     p.add_argument("--known-hosts", help="known_hosts file pinning the instance's host key")
-    p.add_argument("--up-deadline", type=float, default=900.0, help="seconds to wait for running (default 900)")
+    p.add_argument("--up-deadline", type=positive, default=900.0, help="seconds to wait for running (default 900)")
     p.set_defaults(handler=cmd_provision)
 
     for name, text in (("install", "download and sha256-verify the model files (one batched SSH exec)"),
                        ("configure", "runtime setup from the workflow manifest (one batched SSH exec)")):
         p = subparsers.add_parser(name, parents=[common], help=text)
         p.add_argument("deployment")
-        p.add_argument("--deadline", type=float, default=1800.0 if name == "install" else 900.0,
+        p.add_argument("--deadline", type=positive, default=1800.0 if name == "install" else 900.0,
                        help="seconds for the one exec")
         p.set_defaults(handler=cmd_install if name == "install" else cmd_configure)
 
@@ -54,7 +54,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--workflow")
     p.add_argument("--inputs", action="append", default=[], metavar="JSON",
                    help="job inputs as a JSON object (repeat for a batch)")
-    p.add_argument("--poll", type=float, default=2.0, help="seconds between status polls (default 2)")
+    p.add_argument("--poll", type=positive, default=2.0, help="seconds between status polls (default 2)")
     p.set_defaults(handler=cmd_run)
 
     p = subparsers.add_parser("retrieve", parents=[common],
@@ -78,7 +78,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                    help="instead: list instances with our key prefix that no live deployment claims (one list call "
                         "per provider); with --apply, terminate them after saying what they are and cost")
     p.add_argument("--to", default="outputs", help="where artifacts are synced before a destroy")
-    p.add_argument("--startup-minutes", type=float, default=12.0,
+    p.add_argument("--startup-minutes", type=non_negative, default=12.0,
                    help="provision+install+load time used by the keep-alive economics (default 12)")
     p.set_defaults(handler=cmd_reap)
 
@@ -97,7 +97,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 def _ctx(args: argparse.Namespace) -> Any:
     from gpuharness.cli.progress import transfers_for
     from gpuharness.operations.seams import cli_context
-    ctx = cli_context(Registry.locate(args.registry))
+    ctx = cli_context(existing_registry(args))
     ctx.transfers = transfers_for(args)
     return ctx
 

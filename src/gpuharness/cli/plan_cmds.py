@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpuharness.cli import emit
+from gpuharness.cli import emit, existing_registry
+from gpuharness.cli.arguments import non_negative, positive, whole
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
@@ -38,13 +39,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", help="provider name of providers.json for the launch")
     p.add_argument("--gpu", help="GPU as the provider names it, e.g. 'NVIDIA GeForce RTX 4090'")
     p.add_argument("--image", help="container or VM image")
-    p.add_argument("--cost-hr", type=float,
+    p.add_argument("--cost-hr", type=non_negative,
                    help="the hourly price accepted (default, live: the provider's cheapest offer of --gpu)")
-    p.add_argument("--idle-minutes", type=float, help="stop condition: idle minutes")
-    p.add_argument("--max-hours", type=float, help="stop condition: max hours")
-    p.add_argument("--gpu-count", type=int, default=1)
+    p.add_argument("--idle-minutes", type=positive, help="stop condition: idle minutes")
+    p.add_argument("--max-hours", type=positive, help="stop condition: max hours")
+    p.add_argument("--gpu-count", type=whole(minimum=1), default=1)
     p.add_argument("--region")
-    p.add_argument("--disk-gb", type=int, default=50)
+    p.add_argument("--disk-gb", type=whole(minimum=1), default=50)
     p.add_argument("--checkpoint-path")
     p.add_argument("--terminate", action="append", default=[], metavar="DEPLOYMENT",
                    help="add a retrieve then a terminate of this deployment (repeatable)")
@@ -86,7 +87,7 @@ def _registry_view(registry: Registry) -> tuple[list[dict[str, Any]], str]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    registry = Registry.locate(args.registry)
+    registry = existing_registry(args)
     if not args.refresh:
         deployments, text = _registry_view(registry)
         emit(args, {"deployments": deployments}, text)
@@ -141,7 +142,7 @@ def _launch_request(args: argparse.Namespace, registry: Registry) -> LaunchReque
 
 
 def cmd_plan_make(args: argparse.Namespace) -> int:
-    registry = Registry.locate(args.registry)
+    registry = existing_registry(args)
     request = _launch_request(args, registry)
     if request is not None:
         registry.provider(request.provider)
@@ -167,7 +168,7 @@ def cmd_plan_apply(args: argparse.Namespace) -> int:
     from gpuharness.operations.seams import cli_context
     from gpuharness.plans.apply import apply_plan
 
-    registry = Registry.locate(args.registry)
+    registry = existing_registry(args)
     plan = load_plan(args.file)
     done = apply_plan(plan, cli_context(registry), artifacts=args.artifacts, ask=None if args.yes else _ask,
                       plan_path=args.file)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gpuharness.cli import emit
+from gpuharness.cli import emit, existing_registry
+from gpuharness.cli.arguments import non_negative, positive
 from gpuharness.core.deployment import live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
-from gpuharness.core.registry import Registry
 from gpuharness.providers.authentication import check_all
 from gpuharness.providers.base import OfferSource
 from gpuharness.providers.factory import PhaseOptions, build_provider, capabilities_of
@@ -22,19 +22,19 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = prov_sub.add_parser("check", parents=[common],
                             help="one cheap authenticated read per provider; records authenticated/checked_at")
     p.add_argument("--provider", metavar="NAME", help="only this provider")
-    p.add_argument("--deadline", type=float, default=60.0, metavar="S", help="phase deadline (default 60 s)")
+    p.add_argument("--deadline", type=positive, default=60.0, metavar="S", help="phase deadline (default 60 s)")
     p.set_defaults(handler=cmd_providers_check)
 
     p = subparsers.add_parser("offers", parents=[common], help="what can be rented now, cheapest first")
     p.add_argument("--gpu", required=True, help='GPU model, e.g. "RTX 4090"')
-    p.add_argument("--max-cost-hr", type=float, metavar="X", help="hide offers above X $/hr")
+    p.add_argument("--max-cost-hr", type=non_negative, metavar="X", help="hide offers above X $/hr")
     p.add_argument("--provider", metavar="NAME", action="append", help="only this provider (repeatable)")
-    p.add_argument("--deadline", type=float, default=60.0, metavar="S", help="phase deadline (default 60 s)")
+    p.add_argument("--deadline", type=positive, default=60.0, metavar="S", help="phase deadline (default 60 s)")
     p.set_defaults(handler=cmd_offers)
 
 
 def cmd_providers_check(args: argparse.Namespace) -> int:
-    registry = Registry.locate(args.registry)
+    registry = existing_registry(args)
     results = check_all(registry, options=PhaseOptions(deadline_s=args.deadline), only=args.provider)
     lines = []
     for r in results:
@@ -45,7 +45,7 @@ def cmd_providers_check(args: argparse.Namespace) -> int:
 
 
 def cmd_offers(args: argparse.Namespace) -> int:
-    registry = Registry.locate(args.registry)
+    registry = existing_registry(args)
     policy = Policy(registry.policy_document())
     burn_hr, live_count = live_burn(registry.deployments())
     options = PhaseOptions(deadline_s=args.deadline)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from gpuharness.cli import emit
+from gpuharness.cli import emit, existing_registry, show
+from gpuharness.cli.arguments import non_negative, whole
 from gpuharness.core import schema
 from gpuharness.core.economics import keep_alive
 from gpuharness.core.errors import UserError
@@ -46,11 +48,12 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     p = subparsers.add_parser("economics", parents=[common], help="keep-alive versus destroy arithmetic")
     p.add_argument("--deployment", help="take cost_hr from this deployment")
-    p.add_argument("--cost-hr", type=float, help="hourly cost (overrides the deployment's)")
-    p.add_argument("--gap-minutes", type=float, required=True, help="expected idle gap until the next job")
-    p.add_argument("--startup-minutes", type=float, default=12.0, help="provision+install+load time (default 12)")
-    p.add_argument("--jobs", type=int, default=2, help="jobs in the batch (N)")
-    p.add_argument("--avg-job-minutes", type=float, default=0.0)
+    p.add_argument("--cost-hr", type=non_negative, help="hourly cost (overrides the deployment's)")
+    p.add_argument("--gap-minutes", type=non_negative, required=True, help="expected idle gap until the next job")
+    p.add_argument("--startup-minutes", type=non_negative, default=12.0,
+                   help="provision+install+load time (default 12)")
+    p.add_argument("--jobs", type=whole(minimum=1), default=2, help="jobs in the batch (N)")
+    p.add_argument("--avg-job-minutes", type=non_negative, default=0.0)
     p.add_argument("--retryable", action="store_true", help="the queue is retryable (spot/bid may pay)")
     p.set_defaults(handler=cmd_economics)
 
@@ -62,15 +65,6 @@ def cmd_init(args: argparse.Namespace) -> int:
          f"registry {registry.root}: created {len(created)} file(s)"
          + "".join(f"\n  {p}" for p in created))
     return 0
-
-
-def existing_registry(args: argparse.Namespace) -> Registry:
-    """The registry named by --registry / $GPUHARNESS_REGISTRY; refuses a directory that does not exist."""
-    registry = Registry.locate(args.registry)
-    if not registry.exists():
-        raise UserError("no registry directory here", path=registry.root,
-                        hint="run `gpuharness init` or pass --registry DIR")
-    return registry
 
 
 def existing_ledger(registry: Registry) -> Ledger:
@@ -108,7 +102,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         registry.warnings.append(f"{ledger.path}:{torn.lineno}:1: a torn last line at byte {torn.offset} (a "
                                  "writer died mid-write); it is not history and the next append quarantines it")
     for path, schema_name in ((registry.journal_path, "transition"), (registry.path(OBSERVATIONS), "observation")):
-        if path.exists():
+        if os.path.lexists(path):  # a dangling or looping symlink is there, and unreadable
             report["files"][path.name] = {"lines": _checked_lines(path, schema_name)}
     report["warnings"] = list(registry.warnings)
     text = [f"ok {name}: " + ", ".join(f"{v} {k}" for k, v in info.items() if v is not None)
@@ -128,7 +122,7 @@ def cmd_ledger_append(args: argparse.Namespace) -> int:
         raise UserError("expected one JSON object", path=source, place="1:1", hint="nothing was appended")
     ledger = Ledger(registry.ledger_path)
     for warning in ledger.append(record, check_sequence=True):
-        print(f"gpuharness: warning: {warning}", file=sys.stderr)
+        show(f"gpuharness: warning: {warning}", err=True)
     emit(args, {"appended": record.get("id"), "ledger": str(ledger.path)},
          f"appended {record.get('id')} ({record.get('status')}) to {ledger.path}")
     return 0
@@ -179,7 +173,7 @@ def cmd_economics(args: argparse.Namespace) -> int:
     if cost_hr is None:
         if not args.deployment:
             raise UserError("give --deployment ID or --cost-hr X", place="economics")
-        cost_hr = Registry.locate(args.registry).deployment(args.deployment).cost_hr
+        cost_hr = existing_registry(args).deployment(args.deployment).cost_hr
     try:
         result = keep_alive(cost_hr=cost_hr, gap_minutes=args.gap_minutes, startup_minutes=args.startup_minutes,
                             jobs=args.jobs, avg_job_minutes=args.avg_job_minutes, retryable=retryable)

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from gpuharness.cli import existing_registry, show
+from gpuharness.cli.arguments import non_negative, whole
 from gpuharness.core.errors import EXIT_USAGE, UserError
 from gpuharness.core.registry import Registry
 
@@ -28,8 +30,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     sim_sub = sim.add_subparsers(dest="sim_command", metavar="ACTION", required=True)
     p = sim_sub.add_parser("serve", parents=[common], help="serve RunPod/Vast/Massed wire formats on loopback")
     p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
-    p.add_argument("--ready-delay", type=float, default=0.2, metavar="S",
+    p.add_argument("--port", type=whole(maximum=65535), default=8765, help="port (default 8765; 0 picks a free one)")
+    p.add_argument("--ready-delay", type=non_negative, default=0.2, metavar="S",
                    help="seconds an instance stays pending before running (default 0.2)")
     p.add_argument("--verbose", action="store_true", help="log each request line (never headers)")
     p.add_argument("--configure", action="store_true",
@@ -45,7 +47,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     p = sim_sub.add_parser("stop", parents=[common], help="stop a simulator started with `sim serve`")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--port", type=int, help="the simulator on 127.0.0.1:PORT")
+    where.add_argument("--port", type=whole(minimum=1, maximum=65535), help="the simulator on 127.0.0.1:PORT")
     where.add_argument("--url", help="the simulator's base URL (default: the one providers.json points at)")
     p.set_defaults(handler=cmd_sim_stop)
 
@@ -53,11 +55,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 def cmd_sim_serve(args: argparse.Namespace) -> int:
     if args.port < 0 or args.port > 65535:
         raise UserError(f"--port {args.port} is not a TCP port", place="sim serve")
+    if args.configure:
+        existing_registry(args)  # only init creates a registry: refused before anything starts
     if args.detach:
         return _detached(args)
 
     def announce(url: str) -> None:
-        print(f"ready {url}", flush=True)
+        show(f"ready {url}")
 
     return _serve(args, announce)
 
@@ -67,7 +71,7 @@ def _serve(args: argparse.Namespace, ready: Callable[[str], None]) -> int:
     port closes (so `sim stop` returns once they are gone)."""
     from gpuharness.sim import Simulator  # the server is only needed by this command
 
-    log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else None
+    log = (lambda line: show(line, err=True)) if args.verbose else None
     sim = Simulator(host=args.host, port=args.port, ready_delay_s=args.ready_delay, log=log)
     made: list[Any] = []  # the HostAccess, once its files exist
     with _signals_stop():
@@ -104,10 +108,10 @@ def _start(args: argparse.Namespace, sim: Any, made: list[Any]) -> None:
         access = made[0]
         sim.host_factory = host_factory(counter=sim.state.increment, access=access)
     if args.configure:
-        _configure(Registry.locate(args.registry), sim, access)
+        _configure(existing_registry(args), sim, access)
     elif access is not None:
-        print(f"its hosts accept the key {access.key_file} and list their host keys in {access.known_hosts} "
-              "(provision --ssh-key / --known-hosts, or --configure to record them)", file=sys.stderr, flush=True)
+        show(f"its hosts accept the key {access.key_file} and list their host keys in {access.known_hosts} "
+             "(provision --ssh-key / --known-hosts, or --configure to record them)", err=True)
 
 
 def _configure(registry: Registry, sim: Any, access: Any) -> None:
@@ -132,7 +136,7 @@ def _configure(registry: Registry, sim: Any, access: Any) -> None:
                 f"example model {model['name']} and workflow {workflow['id']} added to models.json and "
                 "workflows.json"]
     for line in say:
-        print(line, file=sys.stderr, flush=True)
+        show(line, err=True)
 
 
 @contextlib.contextmanager
@@ -180,7 +184,7 @@ def _detached(args: argparse.Namespace) -> int:
     with os.fdopen(read_fd, encoding="utf-8") as pipe:
         line = pipe.read().strip()
     if line.startswith("ready "):
-        print(f"{line} (pid {pid}; stop it with `gpuharness sim stop`)", flush=True)
+        show(f"{line} (pid {pid}; stop it with `gpuharness sim stop`)")
         return 0
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) or 1
@@ -202,7 +206,7 @@ def _serve_detached(args: argparse.Namespace, ready_fd: int) -> int:
     try:
         return _serve(args, ready)
     except UserError as exc:
-        print(f"gpuharness: error: {exc.line()}", file=sys.stderr, flush=True)
+        show(f"gpuharness: error: {exc.line()}", err=True)
         return EXIT_USAGE
     except BaseException:
         traceback.print_exc()
@@ -216,7 +220,7 @@ def cmd_sim_stop(args: argparse.Namespace) -> int:
     elif args.url:
         url = args.url.rstrip("/")
     else:
-        url = _configured_simulator(Registry.locate(args.registry))
+        url = _configured_simulator(existing_registry(args))
     if urlsplit(url).hostname not in ("127.0.0.1", "localhost", "::1"):
         raise UserError(f"{url} is not a loopback address; the simulator only serves on loopback", place="sim stop")
     try:
@@ -232,7 +236,7 @@ def cmd_sim_stop(args: argparse.Namespace) -> int:
         try:
             httpx.get(f"{url}/_sim/stats", timeout=1.0)
         except httpx.HTTPError:
-            print(f"stopped the simulator at {url}")
+            show(f"stopped the simulator at {url}")
             return 0
         time.sleep(0.1)
     raise UserError(f"the simulator at {url} still answers after {STOP_WAIT_S:g} s", place="sim stop")

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from gpuharness.cli import emit
-from gpuharness.cli.registry_cmds import existing_registry
+from gpuharness.cli import emit, existing_registry, show
+from gpuharness.cli.arguments import positive, whole
 from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
 from gpuharness.core.comfy_problems import Problem, cause, problems
 from gpuharness.core.comfy_validation import GraphError, Verdict, graph_of, output_nodes, validate
@@ -48,9 +48,10 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--id", required=True, help="the workflow id (deployments name it in `workflow`)")
     p.add_argument("--runtime", default="comfyui", choices=("comfyui", "openai", "serverless"))
     p.add_argument("--model", help="the model it needs (a models.json name)")
-    p.add_argument("--version", type=int, help="the version (default: one more than the newest with this id)")
-    p.add_argument("--min-bytes", type=int, default=1, help="the smallest acceptable output, per output type")
-    p.add_argument("--timeout", type=float, default=300.0, help="the test generation's timeout in seconds")
+    p.add_argument("--version", type=whole(minimum=1),
+                   help="the version (default: one more than the newest with this id)")
+    p.add_argument("--min-bytes", type=whole(), default=1, help="the smallest acceptable output, per output type")
+    p.add_argument("--timeout", type=positive, default=300.0, help="the test generation's timeout in seconds")
     p.add_argument("--inputs", help="test inputs as JSON (openai/serverless: the request; comfyui: NODE.input)")
     p.add_argument("--force", action="store_true", help="add it even when the catalog rejects the graph")
     _catalog_options(p)
@@ -58,7 +59,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("show", parents=[common], help="a workflow of workflows.json, with its graph's summary")
     p.add_argument("id")
-    p.add_argument("--version", type=int, help="that version (default: the newest)")
+    p.add_argument("--version", type=whole(minimum=1), help="that version (default: the newest)")
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("list", parents=[common], help="the workflows of workflows.json")
@@ -176,7 +177,7 @@ def cmd_add(args: argparse.Namespace) -> int:
             verdict = validate(graph, catalog)
             if not verdict.accepted and not args.force:
                 found = problems(verdict.body(), catalog)
-                print("\n".join([f"{args.source}: rejected by {catalog.source}, not added (--force adds it anyway)"]
+                show("\n".join([f"{args.source}: rejected by {catalog.source}, not added (--force adds it anyway)"]
                                 + [f"  {p.line()}" for p in found]))
                 return EXIT_REJECTED
         else:

@@ -12,6 +12,7 @@ than the schema.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, final
 
@@ -21,6 +22,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from gpuharness.core import schema
 from gpuharness.core.clock import format_ts, parse_ts
+from gpuharness.core.json_text import count_keys
 
 Status = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
 NonEmpty = Annotated[str, Meta(min_length=1)]
@@ -110,6 +112,17 @@ class JobLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
                 return False
         return True
 
+    def keys_at_least(self) -> int:
+        """How many keys the line named, at least: its fields that differ from their defaults, the keys of its inputs
+        and of its artifacts. With core.json_text.key_bound (at least the keys written), equal counts prove that no
+        key was repeated (a Struct, like orjson, keeps the last of a repeated key without a word)."""
+        count = _set_fields(self, _JOB_DEFAULTS)
+        if self.inputs:
+            count += count_keys(self.inputs)
+        for artifact in self.artifacts:
+            count += _set_fields(artifact, _ARTIFACT_DEFAULTS)
+        return count
+
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> JobLine:
         """The line of a parsed record that the job schema accepts (unknown fields are dropped)."""
@@ -124,6 +137,19 @@ class JobLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
         return cls(**fields)
 
 
+def _set_fields(struct: msgspec.Struct, defaults: tuple[Any, ...]) -> int:
+    return sum(map(operator.ne, msgspec.structs.astuple(struct), defaults))
+
+
+def _defaults(kind: type[msgspec.Struct]) -> tuple[Any, ...]:
+    """Each field's default; a required field's (always present) is a sentinel no value equals."""
+    return tuple(field.default if field.default is not msgspec.NODEFAULT
+                 else field.default_factory() if field.default_factory is not msgspec.NODEFAULT else object()
+                 for field in msgspec.structs.fields(kind))
+
+
+_JOB_DEFAULTS: Final = _defaults(JobLine)
+_ARTIFACT_DEFAULTS: Final = _defaults(Artifact)
 _JOB_FIELDS = frozenset(JobLine.__struct_fields__)
 _ARTIFACT_FIELDS = frozenset(Artifact.__struct_fields__)
 decode_job_line = msgspec.json.Decoder(JobLine).decode

@@ -6,10 +6,11 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
+from gpuharness.core import json_text
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 
@@ -54,7 +55,11 @@ def append_record(path: Path, record: dict[str, Any],
 
     precheck runs under the lock; a returned message refuses the append. Returns warnings.
     """
-    line = orjson.dumps(record) + b"\n"
+    json_text.check_writable(record, path, what="nothing was appended")  # orjson writes NaN as null
+    try:
+        line = orjson.dumps(record) + b"\n"
+    except orjson.JSONEncodeError as exc:  # an integer beyond 64 bits
+        raise UserError(f"cannot be written as JSON: {exc}", path=path, hint="nothing was appended") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
@@ -79,6 +84,16 @@ def append_record(path: Path, record: dict[str, Any],
     return warnings
 
 
+def _lines(handle: BinaryIO, path: Path) -> Iterator[tuple[int, bytes]]:
+    lineno = 0
+    try:
+        for lineno, raw in enumerate(handle, start=1):
+            yield lineno, raw
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror}", path=path, place=f"{lineno + 1}:1",
+                        hint="nothing was changed") from None
+
+
 def read_records(path: Path, *, what: str = "line") -> Iterator[dict[str, Any]]:
     """Stream the complete lines of a JSON Lines file as objects. A missing file is empty; a torn last line (a
     writer died mid-write) is not yet a record; a broken line is a one-line error naming it."""
@@ -86,8 +101,10 @@ def read_records(path: Path, *, what: str = "line") -> Iterator[dict[str, Any]]:
         handle = open(path, "rb")
     except FileNotFoundError:
         return
+    except OSError as exc:  # a directory, a symlink loop, no permission
+        raise UserError(f"cannot read: {exc.strerror}", path=path, hint="nothing was changed") from None
     with handle:
-        for lineno, raw in enumerate(handle, start=1):
+        for lineno, raw in _lines(handle, path):
             if not raw.endswith(b"\n"):
                 continue
             try:
@@ -97,4 +114,7 @@ def read_records(path: Path, *, what: str = "line") -> Iterator[dict[str, Any]]:
                                 hint=f"a broken {what} in the middle of the file") from None
             if not isinstance(record, dict):
                 raise UserError(f"a {what} must be a JSON object", path=path, place=f"{lineno}:1")
+            repeated = json_text.line_duplicate(raw, record)
+            if repeated:
+                raise UserError(repeated, path=path, place=f"{lineno}:1", hint=f"keep one of them in that {what}")
             yield record

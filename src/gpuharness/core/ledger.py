@@ -16,6 +16,7 @@ import orjson
 from gpuharness.core import schema
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
+from gpuharness.core.json_text import key_bound, line_duplicate
 from gpuharness.core.jsonl import append_record
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
@@ -212,10 +213,18 @@ class Ledger:
                     if not self._keep_parsed(_entry(lineno, offset, raw), job_id, found):
                         break  # a torn last line is not history yet
                 else:
+                    if key_bound(raw) != line.keys_at_least():  # maybe a repeated key, which the Struct hides
+                        self._refuse_repeats(lineno, offset, raw)
                     if job_id is None or line.id == job_id:
                         found[line.id] = CurrentLine(offset, len(raw), line.status)
                 offset += len(raw)
         return found
+
+    def _refuse_repeats(self, lineno: int, offset: int, raw: bytes) -> None:
+        """Raise, as for a broken line, when the line names a key twice (msgspec, like orjson, keeps the last)."""
+        repeated = line_duplicate(raw, orjson.loads(raw))
+        if repeated is not None:
+            raise self.broken(Entry(lineno, offset, raw, None, repeated))
 
     def _keep_parsed(self, entry: Entry, job_id: str | None, found: dict[str, CurrentLine]) -> bool:
         """A line the Struct refused, parsed whole: kept if it is one of the wanted jobs; False for a torn last line.
@@ -268,5 +277,6 @@ def _entry(lineno: int, offset: int, raw: bytes) -> Entry:
         problem = "blank line" if not raw.strip() else f"invalid JSON: {exc.msg}"
         return Entry(lineno, offset, raw, None, problem, exc.colno)
     if isinstance(record, dict):
-        return Entry(lineno, offset, raw, record)
+        repeated = line_duplicate(raw, record)  # orjson keeps the last of a repeated key silently
+        return Entry(lineno, offset, raw, record) if repeated is None else Entry(lineno, offset, raw, None, repeated)
     return Entry(lineno, offset, raw, None, "a ledger line must be a JSON object")

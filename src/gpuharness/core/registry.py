@@ -72,6 +72,22 @@ class Registry:
             return cls(explicit)
         return cls(os.environ.get(ENV_VAR) or DEFAULT_DIR)
 
+    @classmethod
+    def existing(cls, explicit: str | Path | None = None) -> Registry:
+        """The registry located as by locate(); refused (one line) when there is none: only `init` creates one."""
+        registry = cls.locate(explicit)
+        registry.require()
+        return registry
+
+    def require(self) -> None:
+        """Refuse, creating nothing, when this directory is not a registry (missing, or holding none of its
+        files): a mistyped --registry must not read as an empty estate."""
+        names = (*DOCUMENTS, LEDGER, JOURNAL)
+        if not self.root.is_dir() or not any(self.path(name).exists() for name in names):
+            what = ("no registry here: the directory holds none of its files" if self.root.is_dir()
+                    else "no registry directory here")
+            raise UserError(what, path=self.root, hint="run `gpuharness init` or pass --registry DIR")
+
     def path(self, file_name: str) -> Path:
         """The path of a file of this registry."""
         return self.root / file_name
@@ -155,7 +171,8 @@ class Registry:
     def update(self, file_name: str) -> Iterator[dict[str, Any]]:
         """Locked read-modify-write: yields the document; saves it atomically if it validates."""
         path = self.path(file_name)
-        self.root.mkdir(parents=True, exist_ok=True)
+        if not self.root.is_dir():  # only init creates the directory
+            self.require()
         with exclusive_lock(path):
             document = self.load(file_name, missing_ok=True)
             yield document

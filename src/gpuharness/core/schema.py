@@ -20,6 +20,8 @@ if "rfc3987_syntax" not in sys.modules:
 
 import jsonschema_rs
 
+from gpuharness.core import json_text
+
 SCHEMA_NAMES = ("providers", "machines", "deployments", "models", "workflows", "connections",
                 "policy", "job", "transition", "plan", "observation")
 
@@ -84,9 +86,15 @@ def _path(error: ValidationError) -> str:
 def check(name: str, document: Any) -> tuple[list[SchemaIssue], list[SchemaIssue]]:
     """Validate document; return (errors, warnings). Unknown fields are warnings.
 
-    A document the compiled validator passes has neither; only one it fails is explained by jsonschema."""
-    if strict_validator(name).is_valid(document):
-        return [], []
+    A document the compiled validator passes has neither; only one it fails is explained by jsonschema. A string
+    that is not Unicode text (a lone surrogate, from a "\\ud800" escape or an undecodable argument) is an error at
+    its place: the compiled validator cannot take it."""
+    try:
+        if strict_validator(name).is_valid(document):
+            return [], []
+    except UnicodeEncodeError:
+        found = json_text.unwritable(document)
+        return [SchemaIssue(found[0] if found else "$", "a string holds a lone surrogate (not Unicode text)")], []
     errors: list[SchemaIssue] = []
     warnings: list[SchemaIssue] = []
     for error in sorted(validator(name).iter_errors(document), key=lambda e: list(map(str, e.path))):
@@ -102,5 +110,8 @@ def check(name: str, document: Any) -> tuple[list[SchemaIssue], list[SchemaIssue
 
 
 def is_valid_fast(name: str, document: Any) -> bool:
-    """Fast yes/no validation (unknown fields allowed)."""
-    return bool(fast_validator(name).is_valid(document))
+    """Fast yes/no validation (unknown fields allowed); a lone surrogate is a no (check() says where)."""
+    try:
+        return bool(fast_validator(name).is_valid(document))
+    except UnicodeEncodeError:
+        return False

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import math
 import os
 import stat
 import tempfile
@@ -14,48 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gpuharness.core import json_text
 from gpuharness.core.errors import UserError
 
 
-class _NotFinite(ValueError):
-    def __init__(self, token: str) -> None:
-        super().__init__(token)
-        self.token = token
-
-
-def _refuse_constant(token: str) -> Any:
-    raise _NotFinite(token)
-
-
-def _finite_float(token: str) -> float:
-    value = float(token)
-    if not math.isfinite(value):
-        raise _NotFinite(token)
-    return value
-
-
-def _line_column(text: str, token: str) -> tuple[int, int]:
-    at = max(text.find(token), 0)
-    return text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1
-
-
 def parse_json_text(text: str, path: Path | str) -> Any:
-    """Parse JSON, reporting errors as file:line:column."""
-    if not text.strip():
-        raise UserError("file is empty", path=path, place="1:1",
-                        hint="write a JSON document, or run `gpuharness init`")
-    try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except _NotFinite as exc:
-        line, column = _line_column(text, exc.token)
-        raise UserError(f"{exc.token} is not a finite number (JSON has no NaN or Infinity)", path=path,
-                        place=f"{line}:{column}", hint="write a finite number or null; nothing was changed") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON: {exc.msg}", path=path, place=f"{exc.lineno}:{exc.colno}",
-                        hint="fix the syntax at that place; nothing was changed") from None
-    except RecursionError:
-        raise UserError("invalid JSON: nested too deeply to read", path=path, place="1:1",
-                        hint="nothing was changed") from None
+    """Parse JSON, reporting errors as file:line:column (core.json_text: finite numbers that fit a float)."""
+    return json_text.loads(text, path)
 
 
 def read_json(path: Path) -> Any:
@@ -103,7 +67,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         mode: int | None = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         mode = None
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UserError(f"cannot write: {exc.strerror}", path=path,
+                        hint="check the directory's owner and mode; nothing was changed") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -135,11 +103,12 @@ def sweep_stale_temps(path: Path, *, older_than_s: float = STALE_TEMP_S, now: fl
 
 def dump_json(document: Any) -> bytes:
     """Serialize a state document the way people read it: indented, sorted as given, newline at end."""
-    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return (json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
 def atomic_write_json(path: Path, document: Any) -> None:
-    """Atomically replace a JSON file."""
+    """Atomically replace a JSON file; a value JSON cannot carry (NaN, a lone surrogate) is refused first."""
+    json_text.check_writable(document, path)
     atomic_write_bytes(path, dump_json(document))
 
 
@@ -147,8 +116,12 @@ def atomic_write_json(path: Path, document: Any) -> None:
 def exclusive_lock(path: Path) -> Iterator[None]:
     """Hold an exclusive flock on a sidecar `<path>.lock` (left in place, like filelock)."""
     lock_path = path.with_name(path.name + ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:  # a read-only registry, a directory in the lock's place
+        raise UserError(f"cannot open the lock file: {exc.strerror}", path=lock_path,
+                        hint="check the registry's owner and mode; nothing was changed") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, final
 
+from gpuharness.core import terminal
 from gpuharness.core.registry import Registry
 from gpuharness.health.gpu_classes import nvidia_smi_name
 from gpuharness.operations.context import Context
@@ -78,7 +79,7 @@ class SimulatedEstate:
 
         self.ctx = Context(registry=self.registry, providers=providers, remotes=remote_factory(self.registry),
                            executors=executor_factory(self.registry, self.env), host_details=self._details,
-                           say=say or (lambda line: print(line, file=sys.stderr, flush=True)))
+                           say=say or (lambda line: terminal.show(line, file=sys.stderr)))
         if sleep is not None:
             self.ctx.sleep = sleep
 

@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, final
 
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.health import nvidia_smi
+from gpuharness.remote.script import ShellScript
 
 PROBE_VERSION: Final = 3
 MARK: Final = "@@gpuharness"
+#: settings that name a path a command reads (never to be taken for an option)
+PATHS: Final = frozenset({"GH_WS", "GH_LOG", "GH_CKPT", "GH_OUT", "GH_PY"})
 
 
 @final
@@ -178,19 +180,21 @@ def build_script(targets: ProbeTargets, sections: Sequence[SectionBuilder] = SEC
     settings: dict[str, object] = {"GH_T": targets.nvidia_smi_timeout_s, "GH_TT": targets.torch_timeout_s}
     for section in built:
         settings.update(section.settings)
-    lines = [
-        "#!/bin/sh",
-        f"# gpuharness probe v{PROBE_VERSION}: one exec, marked sections",
-        "LC_ALL=C; export LC_ALL",
-        *(f"{name}={shlex.quote('' if value is None else str(value))}" for name, value in settings.items()),
+    script = ShellScript(header=("#!/bin/sh", f"# gpuharness probe v{PROBE_VERSION}: one exec, marked sections",
+                                 "LC_ALL=C; export LC_ALL"))
+    for name, value in settings.items():
+        if name in PATHS and value:
+            script.let_path(name, value)
+        else:
+            script.let(name, value)
+    script.code(
         "export GH_PAT",
         f'sec() {{ echo "{MARK} $1"; }}',
         f'end() {{ echo "{MARK} end rc=$1"; }}',
         # `timeout` may be missing on minimal images; then run without the cut-off (recorded as such).
         'if command -v timeout >/dev/null 2>&1; then TO="timeout -k 2 $GH_T"; TOT="timeout -k 2 $GH_TT"; '
         'else TO=""; TOT=""; fi',
-    ]
+    )
     for section in built:
-        lines += [f"sec {section.name}", *section.lines, f"end {section.rc}"]
-    lines.append(f'echo "{MARK} done"')
-    return "\n".join(lines) + "\n"
+        script.call("sec", section.name).code(*section.lines, f"end {section.rc}")
+    return script.code(f'echo "{MARK} done"').text()

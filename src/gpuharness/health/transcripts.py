@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuharness.core.clock import now_ts
+from gpuharness.core.confinement import local_path
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.core.secrets import configured_values, scrub_text
@@ -36,7 +37,7 @@ def known_secrets(registry: Registry) -> tuple[str, ...]:
 
 
 def transcript_path(cassettes: Path, deployment_id: str) -> Path:
-    return cassettes / "ssh" / f"{deployment_id}.json"
+    return local_path(cassettes / "ssh", f"{deployment_id}.json", what="deployment id")
 
 
 def source_of(deployment: Mapping[str, Any], route: HostRoute) -> str:

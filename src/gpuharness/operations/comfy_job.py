@@ -6,7 +6,9 @@ from __future__ import annotations
 import uuid
 from typing import Any, final
 
+from gpuharness.core.confinement import plain_name, relative_parts, remote_path
 from gpuharness.core.deployment import Deployment
+from gpuharness.core.errors import UserError
 from gpuharness.operations.run import JobProgress
 from gpuharness.runtimes.comfyui import ComfyUI, job_graph
 from gpuharness.runtimes.http import RuntimeHttp
@@ -41,9 +43,14 @@ class ComfyJobExecutor:
         outputs = []
         for item in done.outputs:
             if item.get("filename") and item.get("type", "output") == "output":
-                sub = f"{item['subfolder']}/" if item.get("subfolder") else ""
-                outputs.append({"name": str(item["filename"]),
-                                "remote_path": f"{self.output_dir}/{sub}{item['filename']}"})
+                try:  # the names come from the host: data, confined under the output folder
+                    name = plain_name(str(item["filename"]), what="the runtime's output name")
+                    sub = relative_parts(str(item["subfolder"]), what="the runtime's output subfolder") \
+                        if item.get("subfolder") else ()
+                except UserError as exc:
+                    return JobProgress("failed", log=f"refused the runtime's outputs: {exc.what}")
+                outputs.append({"name": name, "remote_path": remote_path(self.output_dir, *sub, name,
+                                                                         what="the runtime's output")})
         return JobProgress("completed", outputs=tuple(outputs))
 
     def cancel(self, handle: str) -> None:

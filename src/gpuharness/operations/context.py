@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, final
 
+from gpuharness.core import terminal
 from gpuharness.core.clock import WallClock, format_ts, utcnow
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.registry import Registry
@@ -22,7 +23,7 @@ RemoteFactory = Callable[[Deployment], Remote]
 
 
 def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    terminal.show(line, file=sys.stderr)
 
 
 @final

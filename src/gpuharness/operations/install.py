@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import shlex
+import re
 from dataclasses import dataclass
-from typing import Any, final
+from typing import Any, Final, LiteralString, final
 
+from gpuharness.core.confinement import plain_name
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.lifecycle import transition
@@ -15,9 +16,11 @@ from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify, transport_failure
 from gpuharness.operations.phase_output import PhaseOutput
 from gpuharness.remote import Remote, RemoteError
+from gpuharness.remote.script import ShellScript
 
-EXIT_HASH = 3
+EXIT_HASH = 3  # written in _INSTALL's shell
 EXIT_DISK = 28
+URL: Final = re.compile(r"(https?|file)://", re.IGNORECASE)
 
 
 @final
@@ -49,67 +52,75 @@ def workflow_manifest(ctx: Context, workflow_id: str | None) -> dict[str, Any] |
     return max(found, key=lambda w: int(w["version"]))
 
 
+#: The install script's own shell: reads the workspace as "$ws" and each file's values as arguments of `one`.
+_INSTALL: tuple[LiteralString, ...] = (
+    'mkdir -p "$ws/models" "$ws/outputs" "$ws/jobs" || { printf \'GH-ERROR cannot create %s\\n\' "$ws"; exit 10; }',
+    'free_kb=$(df -Pk "$ws" | awk \'NR==2 {print $4}\')',
+    'if [ -n "$free_kb" ] && [ "$free_kb" -lt "$need_kb" ]; then',
+    '  printf \'GH-ERROR OSError: [Errno 28] No space left on device: need %s KB in %s (model files + disk_margin_gb '
+    '%s), free %s KB\\n\' "$need_kb" "$ws" "$margin_gb" "$free_kb"; exit 28',
+    "fi",
+    'sum() { sha256sum "$1" 2>/dev/null | cut -d" " -f1; }',
+    # a watcher reports the download's byte count while it runs (so the bar moves during it) and is stopped
+    # the moment the download ends; its sleep keeps no hold on stdout
+    'bytes() { printf \'GH-BYTES %s %s\\n\' "$([ -f "$1" ] && wc -c < "$1" || echo 0)" "$1"; }',
+    'fetch() { ( while :; do bytes "$2.part"; sleep 0.2 >/dev/null 2>&1 || sleep 1 >/dev/null 2>&1; done ) & '
+    'watcher=$!; case "$1" in file://*) cp -- "${1#file://}" "$2.part" ;; *) curl -fsSL -o "$2.part" "$1" ;; esac; '
+    'fetched=$?; kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; '
+    '[ "$fetched" -eq 0 ] || { printf \'GH-ERROR download failed: %s\\n\' "$1"; rm -f "$2.part"; return 1; }; '
+    'bytes "$2.part"; mv "$2.part" "$2"; }',
+    # one INDEX TOTAL PATH SHA256 URL: fetch and verify one file; a mismatch re-downloads once, then exits 3
+    'one() {',
+    '  f="$ws/models/$3"; mkdir -p "$(dirname "$f")"',
+    '  if [ -f "$f" ] && [ "$(sum "$f")" = "$4" ]; then printf \'GH-PROGRESS %s/%s cached %s\\n\' "$1" "$2" "$3"; '
+    'return 0; fi',
+    '  fetch "$5" "$f" || exit 4',
+    '  if [ "$(sum "$f")" != "$4" ]; then',
+    '    printf \'GH-RETRY %s: checksum mismatch (expected %s, got %s); re-downloading once\\n\' "$3" "$4" '
+    '"$(sum "$f")"',
+    '    rm -f "$f"; fetch "$5" "$f" || exit 4',
+    '    if [ "$(sum "$f")" != "$4" ]; then',
+    '      printf \'GH-ERROR %s: checksum mismatch after re-download (expected %s, got %s)\\n\' "$3" "$4" '
+    '"$(sum "$f")"',
+    '      rm -f "$f"; exit 3',
+    "    fi",
+    "  fi",
+    '  printf \'GH-PROGRESS %s/%s verified %s\\n\' "$1" "$2" "$3"',
+    "}",
+)
+
+
 def install_script(ws: str, files: list[dict[str, Any]], margin_gb: float = 0.0) -> str:
     """One POSIX shell script: disk check (the files plus policy disk_margin_gb), then each model file fetched
-    and sha256-verified; a mismatch re-downloads once, then fails with exit 3."""
-    q = shlex.quote
+    and sha256-verified under <workspace>/models; a mismatch re-downloads once, then fails with exit 3. Every
+    value is a quoted argument; a file path that would leave the models folder is refused before any exec."""
     need_kb = sum(int(f.get("size") or 0) for f in files) // 1024 + 1 + int(margin_gb * 1024 * 1024)
-    lines = [
-        "set -u",
-        f"ws={q(ws)}",
-        'mkdir -p "$ws/models" "$ws/outputs" "$ws/jobs" || { echo "GH-ERROR cannot create $ws"; exit 10; }',
-        'free_kb=$(df -Pk "$ws" | awk \'NR==2 {print $4}\')',
-        f'if [ -n "$free_kb" ] && [ "$free_kb" -lt {need_kb} ]; then',
-        f'  echo "GH-ERROR OSError: [Errno 28] No space left on device: need {need_kb} KB in $ws '
-        f'(model files + disk_margin_gb {margin_gb:g}), free ${{free_kb}} KB"; exit 28',
-        "fi",
-        'sum() { sha256sum "$1" 2>/dev/null | cut -d" " -f1; }',
-        # a watcher reports the download's byte count while it runs (so the bar moves during it) and is stopped
-        # the moment the download ends; its sleep keeps no hold on stdout
-        'bytes() { echo "GH-BYTES $([ -f "$1" ] && wc -c < "$1" || echo 0) $1"; }',
-        'fetch() { ( while :; do bytes "$2.part"; sleep 0.2 >/dev/null 2>&1 || sleep 1 >/dev/null 2>&1; done ) & '
-        'watcher=$!; case "$1" in file://*) cp "${1#file://}" "$2.part" ;; *) curl -fsSL -o "$2.part" "$1" ;; esac; '
-        'fetched=$?; kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; '
-        '[ "$fetched" -eq 0 ] || { echo "GH-ERROR download failed: $1"; rm -f "$2.part"; return 1; }; '
-        'bytes "$2.part"; mv "$2.part" "$2"; }',
-    ]
-    total = len(files)
+    script = ShellScript(workspace=ws).let("need_kb", need_kb).let("margin_gb", f"{margin_gb:g}").code(*_INSTALL)
     for index, item in enumerate(files, 1):
-        path, sha, url = str(item["path"]), str(item["sha256"]), str(item.get("url") or "")
-        dest = f'"$ws/models/"{q(path)}'
-        lines += [
-            f'f={dest}; mkdir -p "$(dirname "$f")"',
-            f'if [ -f "$f" ] && [ "$(sum "$f")" = {q(sha)} ]; then echo "GH-PROGRESS {index}/{total} cached {path}";',
-            f'else fetch {q(url)} "$f" || exit 4',
-            f'  if [ "$(sum "$f")" != {q(sha)} ]; then',
-            f'    echo "GH-RETRY {path}: checksum mismatch (expected {sha}, got $(sum "$f")); re-downloading once"',
-            f'    rm -f "$f"; fetch {q(url)} "$f" || exit 4',
-            f'    if [ "$(sum "$f")" != {q(sha)} ]; then',
-            f'      echo "GH-ERROR {path}: checksum mismatch after re-download (expected {sha}, got $(sum "$f"))"',
-            f'      rm -f "$f"; exit {EXIT_HASH}',
-            "    fi",
-            "  fi",
-            f'  echo "GH-PROGRESS {index}/{total} verified {path}"',
-            "fi",
-        ]
-    lines.append('echo "GH-DONE install"')
-    return "\n".join(lines) + "\n"
+        path = script.relative(str(item["path"]), what="models.json file path")
+        url = str(item.get("url") or "")
+        if not URL.match(url):  # a url is an argument of curl or cp: it may not read as an option
+            raise UserError(f"the url of {path!r} is not http://, https:// or file://: {url!r}",
+                            hint="fix models.json; nothing was sent to the host")
+        script.call("one", index, len(files), path, item["sha256"], url)
+    return script.code('echo "GH-DONE install"').text()
 
 
 def configure_script(ws: str, workflow: dict[str, Any] | None) -> str:
-    """One POSIX shell script: the workflow's setup steps, then its graph written into the workspace."""
-    q = shlex.quote
-    lines = ["set -eu", f"ws={q(ws)}", 'mkdir -p "$ws/workflows"', 'cd "$ws"']
+    """One POSIX shell script: the workflow's setup steps (shell the user wrote, sent as written), then its graph
+    written into <workspace>/workflows/<id>.json (the id confined to a plain file name, the graph quoted)."""
+    script = ShellScript(workspace=ws, header=("set -eu",)).code('mkdir -p "$ws/workflows"', 'cd "$ws"')
     if workflow is not None:
         steps = list(workflow.get("setup") or [])
         for index, step in enumerate(steps, 1):
-            lines.append(f'echo "GH-PROGRESS {index}/{len(steps)} setup"')
-            lines.append(step)
+            script.call("echo", f"GH-PROGRESS {index}/{len(steps)} setup")
+            script.trusted(str(step), why="a setup step of workflows.json")
         graph = json.dumps({"id": workflow["id"], "version": workflow["version"],
                             "graph": workflow.get("graph") or {}}, sort_keys=True)
-        lines.append(f"printf '%s\\n' {q(graph)} > workflows/{q(str(workflow['id']))}.json")
-    lines.append('echo "GH-DONE configure"')
-    return "\n".join(lines) + "\n"
+        name = plain_name(f"{workflow['id']}.json", what="workflow id")
+        script.let("graph", graph).let("graph_file", f"workflows/{name}")
+        script.code("printf '%s\\n' \"$graph\" > \"$graph_file\"")
+    return script.code('echo "GH-DONE configure"').text()
 
 
 def _run_phase(ctx: Context, deployment: Deployment, phase: str, script: str, deadline_s: float,

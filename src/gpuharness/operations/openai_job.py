@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,14 +20,15 @@ from typing import Any, final
 import httpx
 
 from gpuharness.core.deployment import Deployment
+from gpuharness.core.errors import UserError
 from gpuharness.operations.run import JobProgress
 from gpuharness.remote import Remote, RemoteError
+from gpuharness.remote.script import ShellScript
 from gpuharness.runtimes.http import RuntimeHttp
 from gpuharness.runtimes.openai import choice_text, error_text
 
 APIS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 ARTIFACT = "completion.json"
-HEREDOC = "GH_COMPLETION_EOF"
 
 
 def request_for(workflow: dict[str, Any], inputs: dict[str, Any], model: str | None) -> tuple[str, dict[str, Any]]:
@@ -124,7 +124,7 @@ class OpenAIJobExecutor:
             return JobProgress("failed", log=call.error or "the server answered nothing")
         try:
             output = self._store(handle, call.path, call.body, call.answer)
-        except (RemoteError, RuntimeError) as exc:
+        except (RemoteError, RuntimeError, UserError) as exc:
             return JobProgress("failed", log=f"the completion arrived but could not be stored on the host "
                                              f"{self.deployment.id}: {exc}")
         return JobProgress("completed", outputs=(output,))
@@ -136,16 +136,16 @@ class OpenAIJobExecutor:
                   "id": answer.get("id"), "model": answer.get("model"), "created": answer.get("created"),
                   "text": choice_text(answer), "finish_reason": first.get("finish_reason") if isinstance(first, dict)
                   else None, "usage": answer.get("usage")}
-        data = json.dumps(record, indent=2, sort_keys=True) + "\n"  # ASCII only: safe in a quoted here-document
+        data = json.dumps(record, indent=2, sort_keys=True) + "\n"
         sha = hashlib.sha256(data.encode()).hexdigest()
-        target = f"{self.outputs_dir}/{job_id}/{ARTIFACT}"
-        q = shlex.quote
-        script = (f"set -eu\nmkdir -p {q(f'{self.outputs_dir}/{job_id}')}\n"
-                  f"cat > {q(target + '.part')} <<'{HEREDOC}'\n{data}{HEREDOC}\n"
-                  f"mv {q(target + '.part')} {q(target)}\nsha256sum {q(target)}\n")
+        script = ShellScript(workspace=self.deployment.workspace, header=("set -eu",))
+        target = script.under_workspace("outputs", job_id, ARTIFACT, what="job id")
+        script.let("target", target).let("data", data).code(
+            'mkdir -p "$(dirname "$target")"', 'printf \'%s\' "$data" > "$target.part"', 'mv "$target.part" "$target"',
+            'sha256sum "$target"')
         if self.remote is None:
             self.remote = self.connect(self.deployment)
-        result = self.remote.exec(script, deadline_s=60.0)
+        result = self.remote.exec(script.text(), deadline_s=60.0)
         written = result.stdout.split(" ", 1)[0].strip() if result.stdout else ""
         if result.exit_status != 0 or written != sha:
             raise RuntimeError(f"writing {target} failed (exit {result.exit_status}, sha256 {written or 'none'} "

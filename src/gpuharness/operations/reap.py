@@ -4,7 +4,6 @@ deployment; a dry run unless --apply, and idleness only from >= 2 observations s
 from __future__ import annotations
 
 import math
-import shlex
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +24,7 @@ from gpuharness.operations.destroy import destroy, refusal
 from gpuharness.operations.retrieve import retrieve, unsynced
 from gpuharness.operations.run import mark_interrupted
 from gpuharness.remote import RemoteError
+from gpuharness.remote.script import ShellScript
 
 
 @final
@@ -168,15 +168,16 @@ def output_progress(ctx: Context, deployment: Deployment, since: str) -> str | N
     """A file in the outputs or the checkpoint path newer than `since` (one batched exec), else None.
 
     The ledger shows jobs this harness ran; this catches work it did not start (a notebook, a training run)."""
-    dirs = [f"{deployment.workspace}/output", f"{deployment.workspace}/outputs"]
+    dirs = [f"{deployment.workspace}/output", f"{deployment.workspace}/outputs"]  # read only: quoted, not confined
     if deployment.checkpoint_path:
         dirs.append(deployment.checkpoint_path)
     epoch = math.ceil(parse_ts(since).timestamp())  # find compares whole seconds: round toward "not newer"
-    script = ("for d in " + " ".join(shlex.quote(d) for d in dirs) + "; do [ -d \"$d\" ] && "
-              f"find \"$d\" -type f -newermt @{epoch} -print 2>/dev/null | head -n 1; done; true\n")
+    script = ShellScript(workspace=deployment.workspace).let("since", f"@{epoch}").code(
+        'newer() { for d in "$@"; do case "$d" in -*) d="./$d" ;; esac; [ -d "$d" ] && find "$d" -type f '
+        '-newermt "$since" -print 2>/dev/null | head -n 1; done; true; }').call("newer", *dirs)
     remote = ctx.remotes(deployment)
     try:
-        result = remote.exec(script, deadline_s=60.0)
+        result = remote.exec(script.text(), deadline_s=60.0)
     except RemoteError:
         return None  # unreachable: the idle verdict stands on the observations
     finally:

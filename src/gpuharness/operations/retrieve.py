@@ -4,16 +4,17 @@ recorded as new ledger lines (corrections: a terminal job's line is never rewrit
 from __future__ import annotations
 
 import hashlib
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, final
+from typing import Any, Final, final
 
+from gpuharness.core.confinement import local_path, remote_within
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import transition
 from gpuharness.operations.context import Context
 from gpuharness.remote import Remote, RemoteError
+from gpuharness.remote.script import ShellScript
 
 
 @final
@@ -44,12 +45,16 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _remote_sums(remote: Remote, paths: list[str]) -> dict[str, tuple[str, int]]:
-    """sha256 and size of every remote file, from one batched exec."""
-    script = "for f in " + " ".join(shlex.quote(p) for p in paths) + (
-        '; do if [ -f "$f" ]; then printf "%s %s %s\\n" "$(sha256sum "$f" | cut -d" " -f1)" '
-        '"$(wc -c < "$f" | tr -d " ")" "$f"; else printf "MISSING 0 %s\\n" "$f"; fi; done\n')
-    result = remote.exec(script, deadline_s=120.0)
+#: sums PATH...: "sha256 size path" of each remote file, or "MISSING 0 path".
+_SUMS: Final = ('sums() { for f in "$@"; do if [ -f "$f" ]; then printf "%s %s %s\\n" '
+                '"$(sha256sum "$f" | cut -d" " -f1)" "$(wc -c < "$f" | tr -d " ")" "$f"; '
+                'else printf "MISSING 0 %s\\n" "$f"; fi; done; }')
+
+
+def _remote_sums(remote: Remote, workspace: str, paths: list[str]) -> dict[str, tuple[str, int]]:
+    """sha256 and size of every remote file (each confined under the workspace), from one batched exec."""
+    script = ShellScript(workspace=workspace).code(_SUMS).call("sums", *paths)
+    result = remote.exec(script.text(), deadline_s=120.0)
     sums: dict[str, tuple[str, int]] = {}
     for line in result.stdout.splitlines():
         parts = line.split(" ", 2)
@@ -73,7 +78,7 @@ def retrieve(ctx: Context, deployment_id: str, to: str | Path) -> RetrieveResult
     if holding:
         transition(registry, deployment_id, "retrieving", route=deployment.ssh_route,
                    marker={"jobs": sorted(pending)}, next_action="wait for the transfers")
-    sync = _Sync(ctx, ctx.remotes(deployment), Path(to).resolve())
+    sync = _Sync(ctx, ctx.remotes(deployment), Path(to).resolve(), deployment.workspace)
     try:
         sync.all(ledger, pending)
     except RemoteError as exc:
@@ -99,13 +104,14 @@ class _Sync:
     ctx: Context
     remote: Remote
     destination: Path
+    workspace: str
     result: RetrieveResult = field(default_factory=RetrieveResult)
     problems: list[str] = field(default_factory=list)
 
     def all(self, ledger: Ledger, pending: dict[str, list[dict[str, Any]]]) -> None:
         """Every pending artifact, job by job; each job's synced artifacts are recorded as one new ledger line."""
-        paths = [str(a["remote_path"]) for items in pending.values() for a in items if a.get("remote_path")]
-        sums = _remote_sums(self.remote, paths) if paths else {}
+        paths = [path for items in pending.values() for a in items if (path := self.remote_path(a))]
+        sums = _remote_sums(self.remote, self.workspace, paths) if paths else {}
         for job_id, items in sorted(pending.items()):
             synced_now: dict[str, dict[str, Any]] = {}
             for artifact in items:
@@ -119,10 +125,15 @@ class _Sync:
 
     def one(self, job_id: str, artifact: dict[str, Any], sums: dict[str, tuple[str, int]]) -> dict[str, Any] | None:
         """Sync one artifact to <destination>/<job>/<name>: its sync record, or None (the problem is kept)."""
-        label, remote_path = f"{job_id}/{artifact['name']}", str(artifact.get("remote_path") or "")
+        label = f"{job_id}/{artifact['name']}"
+        try:  # the job id, the name and the remote path came from the ledger and the host: all confined
+            local = local_path(self.destination, job_id, str(artifact["name"]), what="artifact")
+            remote_path = self.remote_path(artifact, refuse=True)
+        except UserError as exc:
+            self.problems.append(f"{label}: {exc.what}")
+            return None
         expected, size = sums.get(remote_path, ("MISSING", 0))
         problem = _not_syncable(artifact, expected)
-        local = self.destination / job_id / str(artifact["name"])
         if problem is None and local.exists() and sha256_file(local) != expected:
             problem = f"{local} exists with other content; not overwritten (move it away, or retrieve --to another " \
                       "directory)"
@@ -138,6 +149,17 @@ class _Sync:
             self.result.bytes_transferred += moved
         self.ctx.say(f"  {label} {local.stat().st_size:,} B sha256 {expected[:12]} ok")
         return {"uri": local.as_uri(), "sha256": expected, "size": local.stat().st_size, "synced_at": self.ctx.now()}
+
+    def remote_path(self, artifact: dict[str, Any], *, refuse: bool = False) -> str:
+        """The artifact's remote path if it lies under the workspace; else "" (or, with refuse, the UserError)."""
+        if not artifact.get("remote_path"):
+            return ""
+        try:
+            return remote_within(self.workspace, str(artifact["remote_path"]), what="remote_path")
+        except UserError:
+            if refuse:
+                raise
+            return ""
 
     def transfer(self, remote_path: str, local: Path, expected: str, label: str,
                  size: int) -> tuple[int, str | None]:

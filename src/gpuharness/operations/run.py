@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, final
 
 from gpuharness.core.clock import format_ts
+from gpuharness.core.confinement import local_path
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
@@ -65,15 +66,19 @@ class JobResult:
 
 
 def lock_path(ctx: Context, deployment_id: str) -> str:
-    return str(ctx.registry.root / "locks" / f"run-{deployment_id}.lock")
+    return str(local_path(ctx.registry.root / "locks", f"run-{deployment_id}.lock", what="deployment id"))
 
 
 @contextlib.contextmanager
 def run_lock(ctx: Context, deployment_id: str) -> Iterator[None]:
     """Held while a `gpuharness run` works on a deployment; the kernel releases it if the process dies."""
     path = lock_path(ctx, deployment_id)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise UserError(f"cannot open the run lock: {exc.strerror}", path=path,
+                        hint="check the registry's owner and mode; nothing was run") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -92,7 +97,11 @@ def lock_is_free(ctx: Context, deployment_id: str) -> bool:
     path = lock_path(ctx, deployment_id)
     if not os.path.exists(path):
         return True
-    fd = os.open(path, os.O_RDWR)
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as exc:
+        raise UserError(f"cannot open the run lock: {exc.strerror}", path=path,
+                        hint="check the registry's owner and mode; nothing was changed") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

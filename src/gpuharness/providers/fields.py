@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,17 +11,15 @@ from gpuharness.providers.base import ProviderError
 
 
 def number(value: Any) -> float | None:
-    """A float from a number or a numeric string ("0.74"); None otherwise."""
-    if isinstance(value, bool):
+    """A finite float from a number or a numeric string ("0.74"); None otherwise (NaN, Infinity and integers
+    beyond a float are not prices)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
+    try:
+        found = float(value) if not isinstance(value, str) or len(value) <= 64 else math.nan
+    except (ValueError, OverflowError):
+        return None
+    return found if math.isfinite(found) else None
 
 
 def integer(value: Any, default: int = 1) -> int:
@@ -33,7 +32,11 @@ def timestamp(value: Any) -> str | None:
     if value is None or value == "":
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return format_ts(datetime.fromtimestamp(float(value), UTC))
+        seconds = number(value)
+        try:
+            return None if seconds is None else format_ts(datetime.fromtimestamp(seconds, UTC))
+        except (OverflowError, OSError, ValueError):  # beyond the calendar
+            return None
     if not isinstance(value, str):
         return None
     text = value.strip()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import re
 import struct
@@ -61,6 +62,9 @@ class ComfyFaults:
     empty_output: bool = False
     never_finishes: bool = False
     polls_before_done: int = 1
+    #: a hostile host: the (subfolder, filename) pairs its /history reports for a saved image instead of the real
+    #: name ("../../x.png", "/tmp/x/pwned.txt"); the image is written where that name leads, inside the sandbox
+    hostile_names: tuple[tuple[str, str], ...] = ()
 
 
 @cache
@@ -333,7 +337,21 @@ class SimComfyUI:
                 text={"prompt": json.dumps(job.graph)})
             self._store(kind, subfolder, name, data)
             images.append({"filename": name, "subfolder": subfolder, "type": kind})
+        if faults.hostile_names and not preview:
+            return [self._hostile(sub, name, png_bytes(8, 8)) for sub, name in faults.hostile_names]
         return images
+
+    def _hostile(self, subfolder: str, name: str, data: bytes) -> dict[str, str]:
+        """A history entry naming a file outside the output folder; the file is there on the host when that place
+        is inside the host's sandbox (a client joins the names as text: output/<subfolder>/<name>)."""
+        folder = self._folder("output")
+        if folder is not None:
+            target = Path(os.path.normpath(f"{folder}/{subfolder}/{name}"))
+            sandbox = folder.parent.parent
+            if sandbox in target.parents:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+        return {"filename": name, "subfolder": subfolder, "type": "output"}
 
     def _next_name(self, kind: str, subfolder: str, stem: str) -> str:
         pattern = re.compile(re.escape(stem) + r"_(\d{5})_\.png$")

@@ -50,11 +50,13 @@ class RuntimeFaults:
     never_finishes: bool = False
     wrong_model: bool = False
     polls_before_done: int = 1
+    hostile_names: tuple[tuple[str, str], ...] = ()  # ComfyUI: see ComfyFaults.hostile_names
 
     def comfy(self) -> ComfyFaults:
         return ComfyFaults(oom=self.oom, missing_node=self.missing_node, missing_model=self.missing_model,
                            corrupt_checkpoint=self.corrupt_checkpoint, empty_output=self.empty_output,
-                           never_finishes=self.never_finishes, polls_before_done=self.polls_before_done)
+                           never_finishes=self.never_finishes, polls_before_done=self.polls_before_done,
+                           hostile_names=self.hostile_names)
 
 
 @final
