@@ -217,7 +217,28 @@ class Registry:
                         hint="add it to providers.json")
 
     def policy_document(self) -> dict[str, Any]:
+        """policy.json, or the built-in defaults when the file is missing (for read-only views, which say so:
+        see has_policy)."""
         return self.load("policy.json", missing_ok=True)
+
+    def has_policy(self) -> bool:
+        """Whether policy.json exists (without it, the ceilings shown are the built-in defaults)."""
+        return self.path("policy.json").exists()
+
+    def policy_origin(self) -> str:
+        """Where the ceilings a read-only view shows come from: policy.json, or the built-in defaults, so labelled."""
+        if self.has_policy():
+            return str(self.path("policy.json"))
+        return "built-in defaults (no policy.json; `gpuharness init` writes one; provision and run refuse without it)"
+
+    def spending_policy(self) -> dict[str, Any]:
+        """policy.json for a money-spending action (provision, run, a plan's launch). A missing file is refused:
+        the built-in defaults are not the user's ceilings, and the policy is read before every such action."""
+        if not self.has_policy():
+            raise UserError("no policy.json: the ceilings that guard spending are missing",
+                            path=self.path("policy.json"), hint="run `gpuharness init` (it writes a default policy.json to review); nothing was "
+                                 "launched or run")
+        return self.load("policy.json")
 
 
 @final

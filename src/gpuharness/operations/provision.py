@@ -166,7 +166,7 @@ def accepted_price(ctx: Context, entry: dict[str, Any], request: ProvisionReques
 def check_policy(ctx: Context, request: ProvisionRequest, kind: ProviderKind) -> None:
     """Refuse before any provider call when a ceiling would be exceeded."""
     registry = ctx.registry
-    policy = Policy(registry.policy_document())
+    policy = Policy(registry.spending_policy())
     burn_hr, live_count = live_burn(registry.deployments())
     spent_day, spent_month = today_and_month(Ledger(registry.ledger_path).records(), ctx.now())
     allowed = policy.get("allowed_providers")
@@ -249,6 +249,7 @@ def _create_record(ctx: Context, request: ProvisionRequest, capabilities: Capabi
 def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float = 900.0,
               poll_s: float = 5.0) -> ProvisionResult:
     """Policy check, disclosure, reuse, one reconciled launch, then machines/deployments/journal records."""
+    ctx.registry.spending_policy()  # no policy.json, no spending: refused before anything else
     entry = ctx.registry.provider(request.provider)
     capabilities = capabilities_of(entry)
     _refuse_what_is_not_offered(request, kind_of(entry), capabilities)

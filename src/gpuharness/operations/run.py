@@ -140,8 +140,8 @@ def next_job_id(ledger: Ledger) -> str:
 
 
 def spend_line(ctx: Context) -> str:
-    """Spend so far against the ceilings, shown before a batch."""
-    policy = Policy(ctx.registry.policy_document())
+    """Spend so far against the ceilings, shown before a batch (refused without policy.json)."""
+    policy = Policy(ctx.registry.spending_policy())
     day, month = today_and_month(Ledger(ctx.registry.ledger_path).records(), ctx.now())
 
     def cap(name: str) -> str:
@@ -237,7 +237,7 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
         workflow = workflow_manifest(ctx, workflow_id or deployment.workflow)
         if workflow is None:
             raise UserError("no workflow given", place=deployment_id, hint="pass --workflow ID")
-        policy = Policy(registry.policy_document())
+        policy = Policy(registry.spending_policy())
         ledger = Ledger(registry.ledger_path)
         day, month = today_and_month(ledger.records(), ctx.now())
         decision = policy.evaluate(Action(kind="job", provider=None, job_cost_usd=0.0,

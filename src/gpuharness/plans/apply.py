@@ -19,6 +19,7 @@ from gpuharness.operations.retrieve import retrieve
 from gpuharness.plans.plan import (
     APPLIES,
     MUTATIONS,
+    PAID,
     RULES,
     PlanContext,
     cassette_of,
@@ -90,6 +91,8 @@ def apply_plan(plan: dict[str, Any], ctx: Context, *, artifacts: Path, ask: Call
     the fingerprint changed (a stale plan) or a rule fails against the live inventory (with plan_path, the
     rehearsed calls must also replay from the plan's cassette). Returns what was done."""
     registry = ctx.registry
+    if any(step["action"] in PAID for step in plan["steps"]):
+        registry.spending_policy()  # a launch or start spends: no policy.json, no apply
     entries = listed_providers(registry.providers())
     providers: dict[str, Provider] = {str(e["name"]): ctx.providers(e) for e in entries}
     done: list[str] = []
