@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import build_deployment
 
+from conftest import build_deployment
 from gpuharness.demo.simulated_estate import SimulatedEstate
 
 PROVISION = ("provision", "--provider", "vast", "--gpu", "RTX 4090", "--image", "comfyui:1", "--cost-hr", "0.40",

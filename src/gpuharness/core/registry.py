@@ -236,7 +236,8 @@ class Registry:
         the built-in defaults are not the user's ceilings, and the policy is read before every such action."""
         if not self.has_policy():
             raise UserError("no policy.json: the ceilings that guard spending are missing",
-                            path=self.path("policy.json"), hint="run `gpuharness init` (it writes a default policy.json to review); nothing was "
+                            path=self.path("policy.json"),
+                            hint="run `gpuharness init` (it writes a default policy.json to review); nothing was "
                                  "launched or run")
         return self.load("policy.json")
 
