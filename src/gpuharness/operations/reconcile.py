@@ -25,7 +25,8 @@ GONE = frozenset({"terminated"})
 @final
 @dataclass(frozen=True, slots=True)
 class Orphan:
-    """An instance carrying our key prefix that no live deployment claims: money leaking."""
+    """An instance carrying our key prefix that no live deployment claims: money leaking. A second instance
+    carrying a live deployment's key, while that deployment records another instance, is one too (duplicate_of)."""
 
     provider: str
     instance_id: str
@@ -33,18 +34,25 @@ class Orphan:
     status: str
     cost_hr: float | None
     claimed_by: str | None = None  # a destroyed deployment that still points at it
+    duplicate_of: str | None = None  # the live deployment whose key it carries (it records another instance)
 
     def message(self) -> str:
         cost = f"${self.cost_hr:.2f}/hr" if self.cost_hr is not None else "cost unknown"
-        why = (f"deployment {self.claimed_by} is destroyed in the registry but the instance is still "
-               f"{self.status}" if self.claimed_by else "no deployment in the registry claims it")
+        if self.duplicate_of:
+            why = (f"a second instance with the key of deployment {self.duplicate_of}, which records another "
+                   "instance: a duplicate launch, billing")
+        elif self.claimed_by:
+            why = (f"deployment {self.claimed_by} is destroyed in the registry but the instance is still "
+                   f"{self.status}")
+        else:
+            why = "no deployment in the registry claims it"
         return (f"orphan {self.provider}/{self.instance_id} (key {self.key}, {self.status}, {cost}): {why}; "
                 f"terminate it (`gpuharness reap`) or register it")
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "orphan", "provider": self.provider, "instance_id": self.instance_id, "key": self.key,
                 "status": self.status, "cost_hr": self.cost_hr, "claimed_by": self.claimed_by,
-                "message": self.message()}
+                "duplicate_of": self.duplicate_of, "message": self.message()}
 
 
 @final
@@ -86,10 +94,12 @@ def _carries_key(instance: Instance, prefix: str) -> str | None:
 
 def find_orphans(deployments: Iterable[Deployment], inventory: Inventory,
                  prefixes: Mapping[str, str] | None = None) -> list[Orphan]:
-    """Instances (not terminated) carrying our prefix that no non-destroyed deployment claims by id or key."""
+    """Instances (not terminated) carrying our prefix that no non-destroyed deployment claims: by its exact id,
+    or by its key while the deployment records no instance yet (a launch not resolved). An instance carrying the
+    key of a deployment that records another instance is a duplicate, so an orphan."""
     prefixes = prefixes or {}
     live_ids: set[tuple[str, str]] = set()
-    live_keys: set[tuple[str, str]] = set()
+    live_keys: dict[tuple[str, str], Deployment] = {}
     destroyed_ids: dict[tuple[str, str], str] = {}
     for dep in deployments:
         provider, instance_id, key = dep.provider, dep.instance_id, dep.idempotency_key
@@ -100,7 +110,7 @@ def find_orphans(deployments: Iterable[Deployment], inventory: Inventory,
         if instance_id:
             live_ids.add((provider, instance_id))
         if key:
-            live_keys.add((provider, key))
+            live_keys[(provider, key)] = dep
     orphans: list[Orphan] = []
     for provider, items in inventory.instances.items():
         prefix = prefixes.get(provider, KEY_PREFIX)
@@ -108,10 +118,14 @@ def find_orphans(deployments: Iterable[Deployment], inventory: Inventory,
             if instance.status in GONE:
                 continue
             key = _carries_key(instance, prefix)
-            if key is None or (provider, instance.id) in live_ids or (provider, key) in live_keys:
+            if key is None or (provider, instance.id) in live_ids:
                 continue
+            owner = live_keys.get((provider, key))
+            if owner is not None and not owner.instance_id:
+                continue  # the launch of its deployment is not resolved yet: reconcile links it
             orphans.append(Orphan(provider, instance.id, key, instance.status, instance.cost_hr,
-                                  destroyed_ids.get((provider, instance.id))))
+                                  destroyed_ids.get((provider, instance.id)),
+                                  owner.id if owner is not None else None))
     return orphans
 
 
