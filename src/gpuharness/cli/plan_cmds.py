@@ -13,6 +13,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 from gpuharness.operations import reconcile
+from gpuharness.operations.unresolved import refuse_while_unresolved
 from gpuharness.plans.plan import LaunchRequest, load_plan, make_plan, save_plan, step_label
 from gpuharness.providers import cassette, inventory
 from gpuharness.providers.base import ProviderError
@@ -103,9 +104,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     lines += [f"  transition {t}" for t in report.transitions]
     lines += [f"ORPHAN   {o.message()}" for o in report.orphans]
     lines += [f"VANISHED {v.message()}" for v in report.vanished]
+    lines += [f"{'LINKED' if u.linked else 'UNRESOLVED'} {u.message()}" for u in report.unresolved]
     lines += [f"STALE JOB {s.job_id} on {s.deployment_id}: {s.reason}" for s in stale]
     if report.clean and not stale:
-        lines.append("clean: no orphans, no vanished deployments, no stale running jobs")
+        lines.append("clean: no orphans, no vanished deployments, no unresolved launches, no stale running jobs")
     emit(args, payload, "\n".join(lines))
     return 0 if report.clean and not stale else 1
 
@@ -142,6 +144,8 @@ def _launch_request(args: argparse.Namespace, registry: Registry) -> LaunchReque
 
 def cmd_plan_make(args: argparse.Namespace) -> int:
     registry = Registry.locate(args.registry)
+    if any([args.provider, args.gpu, args.image]):
+        refuse_while_unresolved(registry, "plan a launch")
     request = _launch_request(args, registry)
     if request is not None:
         registry.provider(request.provider)

@@ -217,6 +217,19 @@ class Deployment:
         return self.cost_hr if self.bills else 0.0
 
     @property
+    def launch_unfinished(self) -> bool:
+        """A launch was recorded and not finished: `provisioning` without an instance id or without the route a
+        running instance gets, or `error` before any instance id was seen. With no live process holding its
+        launch claim (core.claims), its launcher died: provision resumes it by its key, destroy terminates what
+        carries its key, and reconcile links or reports it."""
+        if self.is_serverless:
+            return False
+        if self.status == "error":
+            return not self.instance_id
+        return self.status == "provisioning" and (
+            not self.instance_id or (self.ssh_route is None and self.endpoint is None))
+
+    @property
     def shutdown_deadline(self) -> datetime | None:
         """The moment its shutdown rule ends it at the latest: the deadline or created_at + max_hours, whichever
         is first (idle minutes depend on activity, not on the clock, so they set no deadline)."""

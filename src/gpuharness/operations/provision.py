@@ -267,7 +267,7 @@ def reserve(ctx: Context, request: ProvisionRequest, capabilities: Capabilities,
             claim = take(registry.root, "launch", reuse.id)
             if claim is None:
                 return Reservation(reuse, None, launching_pid=holder(registry.root, "launch", reuse.id))
-            if unfinished_launch(reuse):
+            if reuse.launch_unfinished:
                 return Reservation(reuse, claim, resumed=True)
             claim.release()
             return Reservation(reuse, None)
@@ -338,16 +338,6 @@ def _refuse_what_is_not_offered(request: ProvisionRequest, kind: ProviderKind, c
     if request.interruptible and capabilities.bid_price and request.bid_price is None:
         raise UserError("an interruptible Vast.ai instance is a bid: give --bid-price", place="provision",
                         hint="see `gpuharness economics --retryable` for when interruptible pays")
-
-
-def unfinished_launch(deployment: Deployment) -> bool:
-    """A launch that was recorded and not finished: `provisioning` without an instance id or without the route
-    the running instance gets, or `error` before any instance id was seen. With its launch claim free, the
-    process that launched it died: provision resumes it (by its key), destroy terminates what carries its key."""
-    if deployment.status == "error":
-        return not deployment.instance_id
-    return deployment.status == "provisioning" and (
-        not deployment.instance_id or (deployment.ssh_route is None and deployment.endpoint is None))
 
 
 def launch_spec(request: ProvisionRequest, deployment: Deployment) -> LaunchSpec:

@@ -13,6 +13,7 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.journal import JournalEntry
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
+from gpuharness.operations.unresolved import UnresolvedLaunch, resolve
 from gpuharness.providers.base import KEY_PREFIX, Instance
 from gpuharness.providers.inventory import Inventory
 
@@ -152,18 +153,20 @@ class ReconcileReport:
     inventory: Inventory
     orphans: list[Orphan] = field(default_factory=list)
     vanished: list[Vanished] = field(default_factory=list)
+    unresolved: list[UnresolvedLaunch] = field(default_factory=list)
     machine_changes: list[str] = field(default_factory=list)
     transitions: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        return not self.orphans and not self.vanished
+        return not self.orphans and not self.vanished and not self.unresolved
 
     def to_json(self) -> dict[str, Any]:
         counts = {p: len(items) for p, items in self.inventory.instances.items()}
         return {"observed_at": self.inventory.observed_at, "source": self.inventory.source,
                 "instances": counts, "skipped": dict(self.inventory.skipped),
                 "orphans": [o.to_json() for o in self.orphans], "vanished": [v.to_json() for v in self.vanished],
+                "unresolved": [u.to_json() for u in self.unresolved],
                 "machine_changes": self.machine_changes, "transitions": self.transitions}
 
 
@@ -213,7 +216,8 @@ def _update_machines(registry: Registry, inventory: Inventory) -> tuple[list[str
 
 
 def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
-    """Write the inventory into machines.json, journal what changed, and flag orphans and vanished deployments.
+    """Write the inventory into machines.json, journal what changed, link or report unresolved launches (listed
+    by their key), and flag orphans (duplicates included) and vanished deployments.
 
     A vanished deployment moves to `error` (via the one transition table), naming what the provider said,
     unless it is still provisioning (then it is only flagged);
@@ -221,6 +225,8 @@ def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
     """
     report = ReconcileReport(inventory)
     report.machine_changes, moves = _update_machines(registry, inventory)
+    # no verdict on a deployment whose launch is unresolved before listing for its key: link or report it
+    report.unresolved = resolve(registry, inventory, registry.deployments())
     deployments = registry.deployments()
     report.orphans = find_orphans(deployments, inventory, key_prefixes(registry.providers()))
     report.vanished = find_vanished(deployments, inventory)

@@ -174,6 +174,7 @@ class Simulator:
     def _answer(self, wire: ProviderWire, route: Route, req: SimRequest) -> SimResponse:
         response: SimResponse | None = None
         drop = False
+        hold_s = 0.0
         for fault in self.faults.take(wire.provider, route.kind_of(req), route.template):
             if fault.fault == "latency":
                 time.sleep(fault.latency_ms / 1000)
@@ -188,10 +189,13 @@ class Simulator:
                 response = wire.server_error()
             elif fault.fault == "drop_after_commit":
                 drop = True
+            elif fault.fault == "hold_after_commit":
+                hold_s = fault.latency_ms / 1000
         if response is not None:
             return response
         with self.state.lock:
             response = route.handler(req, self.state)
+        time.sleep(hold_s)  # committed above, answered only now (outside the state lock: others go on)
         response.drop = drop
         return response
 
