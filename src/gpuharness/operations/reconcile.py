@@ -13,6 +13,7 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.journal import JournalEntry
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
+from gpuharness.operations.retrieving import release_abandoned
 from gpuharness.operations.unresolved import UnresolvedLaunch, resolve
 from gpuharness.providers.base import KEY_PREFIX, Instance
 from gpuharness.providers.inventory import Inventory
@@ -227,6 +228,7 @@ def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
     report.machine_changes, moves = _update_machines(registry, inventory)
     # no verdict on a deployment whose launch is unresolved before listing for its key: link or report it
     report.unresolved = resolve(registry, inventory, registry.deployments())
+    report.transitions += release_abandoned(registry)  # `retrieving` left by a retrieve that died
     deployments = registry.deployments()
     report.orphans = find_orphans(deployments, inventory, key_prefixes(registry.providers()))
     report.vanished = find_vanished(deployments, inventory)

@@ -11,7 +11,7 @@ from typing import Any, final
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
-from gpuharness.core.lifecycle import transition
+from gpuharness.operations import retrieving
 from gpuharness.operations.context import Context
 from gpuharness.remote import Remote, RemoteError
 
@@ -71,27 +71,27 @@ def retrieve(ctx: Context, deployment_id: str, to: str | Path) -> RetrieveResult
     deployment = registry.deployment(deployment_id)
     ledger = Ledger(registry.ledger_path)
     pending = unsynced(ledger, deployment_id)
-    if not pending:
+    if not pending and deployment.status != "retrieving":
         ctx.say(f"{deployment_id}: nothing to retrieve (every artifact is synced or discarded)")
         return RetrieveResult()
-    if deployment.ssh_route is None:
+    if pending and deployment.ssh_route is None:
         raise UserError(f"{deployment_id} has no SSH route to retrieve from", place=deployment_id)
-    holding = deployment.status == "ready"  # a ready deployment shows `retrieving` while the transfers run
-    if holding:
-        transition(registry, deployment_id, "retrieving", route=deployment.ssh_route,
-                   marker={"jobs": sorted(pending)}, next_action="wait for the transfers")
-    sync = _Sync(ctx, ctx.remotes(deployment), Path(to).resolve())
-    try:
-        sync.all(ledger, pending)
-    except RemoteError as exc:
-        sync.problems.append(f"retrieve over {deployment.ssh_route} failed: {exc}")
-    finally:
-        sync.remote.close()
-        if holding:
-            transition(registry, deployment_id, "ready", route=deployment.ssh_route,
-                       marker={"synced": len(sync.result.synced)}, next_action=(
-                           f"gpuharness destroy {deployment_id} --confirm {deployment_id}" if not sync.problems
-                           else f"gpuharness retrieve {deployment_id}"))
+    # a ready deployment shows `retrieving` while the transfers run; one a dead retrieve left there is taken over
+    with retrieving.hold(registry, deployment, sorted(pending)) as held:
+        if held.resumed:
+            ctx.say(f"{deployment_id}: resuming: the retrieve that held it had died")
+        if not pending:
+            held.next_action = f"gpuharness destroy {deployment_id} --confirm {deployment_id}"
+            return RetrieveResult()
+        sync = _Sync(ctx, ctx.remotes(deployment), Path(to).resolve())
+        try:
+            sync.all(ledger, pending)
+        except RemoteError as exc:
+            sync.problems.append(f"retrieve over {deployment.ssh_route} failed: {exc}")
+        finally:
+            sync.remote.close()
+            held.next_action = (f"gpuharness destroy {deployment_id} --confirm {deployment_id}" if not sync.problems
+                                else f"gpuharness retrieve {deployment_id}")
     if sync.problems:
         raise UserError(f"{len(sync.problems)} artifact(s) not synced: " + "; ".join(sync.problems),
                         place=deployment_id, hint="synced ones are recorded; re-run retrieve (transfers resume)")
