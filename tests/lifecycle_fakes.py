@@ -135,7 +135,8 @@ class SandboxRemote:
                               timeout=60)
         return ExecResult(proc.stdout, proc.stderr, proc.returncode, False, time.monotonic() - start)
 
-    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True) -> int:
+    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
+                 deadline_s: float | None = None) -> int:
         source = self.host.root / remote_path
         if not source.exists():
             raise RemoteError("closed", f"no such file {remote_path}", target=self.target)

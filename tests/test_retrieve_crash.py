@@ -95,3 +95,17 @@ def test_refresh_returns_a_deployment_a_dead_retrieve_left_retrieving(lab, tmp_p
     assert list(unsynced(Ledger(lab.registry.ledger_path), DEP)) == ["J-000001"]  # still pending, not lost
     again = lab.cli("status", "--refresh", "--registry", str(lab.registry.root))
     assert again.returncode == 0, again.stdout
+
+
+@pytest.mark.slow
+def test_retrieve_ends_by_its_deadline_when_an_sftp_read_never_answers(lab, tmp_path):
+    stall_sftp(lab, 600.0)
+    started = time.monotonic()
+    result = lab.cli("retrieve", DEP, "--to", str(tmp_path / "outputs"), "--deadline", "4",
+                     "--registry", str(lab.registry.root), timeout_s=120)
+    took = time.monotonic() - started
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "did not finish by its deadline" in result.stderr and "Traceback" not in result.stderr
+    assert took < 4 + 20, f"took {took:.1f} s"  # the deadline plus start-up on a loaded machine, not 600 s
+    assert lab.registry.deployment(DEP).status == "ready"
+    assert list(unsynced(Ledger(lab.registry.ledger_path), DEP)) == ["J-000001"]

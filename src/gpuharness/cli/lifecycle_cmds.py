@@ -61,6 +61,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                               help="sync artifacts off the instance over SFTP (resumable, sha256-verified)")
     p.add_argument("deployment")
     p.add_argument("--to", default="outputs", help="local directory (default ./outputs)")
+    p.add_argument("--deadline", type=float, default=3600.0,
+                   help="seconds for the whole retrieve (default 3600); what is not synced by then stays pending")
     p.set_defaults(handler=cmd_retrieve)
 
     p = subparsers.add_parser("destroy", parents=[common],
@@ -170,7 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
     from gpuharness.operations.retrieve import retrieve
-    result = retrieve(_ctx(args), args.deployment, args.to)
+    result = retrieve(_ctx(args), args.deployment, args.to, deadline_s=args.deadline)
     emit(args, {"synced": result.synced, "bytes": result.bytes_transferred},
          f"synced {len(result.synced)} artifact(s), {result.bytes_transferred:,} bytes, into {args.to}")
     return 0

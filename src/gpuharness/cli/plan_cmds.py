@@ -30,6 +30,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                    help="live lists providers; record also writes --cassette; offline replays --cassette")
     p.add_argument("--cassette", type=Path, default=DEFAULT_INVENTORY,
                    help=f"inventory cassette for record/offline (default {DEFAULT_INVENTORY})")
+    p.add_argument("--deadline", type=float, default=300.0,
+                   help="seconds for the whole refresh, every provider's list included (default 300)")
     p.set_defaults(handler=provider_errors_as_user_errors(cmd_status))
 
     plan = subparsers.add_parser("plan", help="plans of provider mutations: make, verify offline, apply live")
@@ -92,7 +94,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         deployments, text = _registry_view(registry)
         emit(args, {"deployments": deployments}, text)
         return 0
-    found = inventory.current(registry, cassette.Mode.parse(args.gpu_mode), args.cassette)
+    found = inventory.current(registry, cassette.Mode.parse(args.gpu_mode), args.cassette, deadline_s=args.deadline)
     report = reconcile.reconcile(registry, found)
     stale = reconcile.stale_running_jobs(Ledger(registry.ledger_path), registry.deployments(),
                                          vanished=report.vanished)

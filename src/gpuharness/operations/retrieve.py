@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
@@ -16,6 +17,8 @@ from gpuharness.operations.context import Context
 from gpuharness.remote import Remote, RemoteError
 
 BAR_WIDTH = 24
+#: the retrieve phase's deadline by default: an hour of transfers
+DEFAULT_DEADLINE_S = 3600.0
 
 
 @final
@@ -51,12 +54,15 @@ def bar(done: int, total: int) -> str:
     return "[" + "#" * filled + "-" * (BAR_WIDTH - filled) + f"] {done:,}/{total:,} B"
 
 
-def _remote_sums(remote: Remote, paths: list[str]) -> dict[str, tuple[str, int]]:
+def _remote_sums(remote: Remote, paths: list[str], deadline_s: float) -> dict[str, tuple[str, int]]:
     """sha256 and size of every remote file, from one batched exec."""
     script = "for f in " + " ".join(shlex.quote(p) for p in paths) + (
         '; do if [ -f "$f" ]; then printf "%s %s %s\\n" "$(sha256sum "$f" | cut -d" " -f1)" '
         '"$(wc -c < "$f" | tr -d " ")" "$f"; else printf "MISSING 0 %s\\n" "$f"; fi; done\n')
-    result = remote.exec(script, deadline_s=120.0)
+    result = remote.exec(script, deadline_s=deadline_s)
+    if result.timed_out:
+        raise RemoteError("timeout", f"the checksums did not come back within {deadline_s:g} s",
+                          target=remote.target)
     sums: dict[str, tuple[str, int]] = {}
     for line in result.stdout.splitlines():
         parts = line.split(" ", 2)
@@ -65,8 +71,10 @@ def _remote_sums(remote: Remote, paths: list[str]) -> dict[str, tuple[str, int]]
     return sums
 
 
-def retrieve(ctx: Context, deployment_id: str, to: str | Path) -> RetrieveResult:
-    """Sync every unsynced artifact of the deployment into `to/<job>/<name>`; one connection for the phase."""
+def retrieve(ctx: Context, deployment_id: str, to: str | Path, *,
+             deadline_s: float = DEFAULT_DEADLINE_S) -> RetrieveResult:
+    """Sync every unsynced artifact of the deployment into `to/<job>/<name>`; one connection for the phase, which
+    ends by deadline_s however the host behaves (what is not synced by then stays pending)."""
     registry = ctx.registry
     deployment = registry.deployment(deployment_id)
     ledger = Ledger(registry.ledger_path)
@@ -83,7 +91,7 @@ def retrieve(ctx: Context, deployment_id: str, to: str | Path) -> RetrieveResult
         if not pending:
             held.next_action = f"gpuharness destroy {deployment_id} --confirm {deployment_id}"
             return RetrieveResult()
-        sync = _Sync(ctx, ctx.remotes(deployment), Path(to).resolve())
+        sync = _Sync(ctx, ctx.remotes(deployment), Path(to).resolve(), time.monotonic() + deadline_s)
         try:
             sync.all(ledger, pending)
         except RemoteError as exc:
@@ -106,13 +114,18 @@ class _Sync:
     ctx: Context
     remote: Remote
     destination: Path
+    end: float  # the phase deadline (time.monotonic())
     result: RetrieveResult = field(default_factory=RetrieveResult)
     problems: list[str] = field(default_factory=list)
+
+    def left(self) -> float:
+        """Seconds left of the phase (at least a sliver, so the last call says why it stopped)."""
+        return max(self.end - time.monotonic(), 0.01)
 
     def all(self, ledger: Ledger, pending: dict[str, list[dict[str, Any]]]) -> None:
         """Every pending artifact, job by job; each job's synced artifacts are recorded as one new ledger line."""
         paths = [str(a["remote_path"]) for items in pending.values() for a in items if a.get("remote_path")]
-        sums = _remote_sums(self.remote, paths) if paths else {}
+        sums = _remote_sums(self.remote, paths, min(120.0, self.left())) if paths else {}
         for job_id, items in sorted(pending.items()):
             synced_now: dict[str, dict[str, Any]] = {}
             for artifact in items:
@@ -153,7 +166,7 @@ class _Sync:
         moved = 0
         for resume in (True, False):
             try:
-                moved += self.remote.get_file(remote_path, str(partial), resume=resume)
+                moved += self.remote.get_file(remote_path, str(partial), resume=resume, deadline_s=self.left())
             except RemoteError as exc:
                 return moved, f"transfer failed: {exc} (re-run retrieve: it resumes)"
             if sha256_file(partial) == expected:

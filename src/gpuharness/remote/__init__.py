@@ -36,8 +36,10 @@ class Remote(Protocol):
         """Run a POSIX shell script; drain stdout/stderr; never block past the deadline."""
         ...
 
-    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True) -> int:
-        """Copy a remote file (resumable); return bytes transferred."""
+    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
+                 deadline_s: float | None = None) -> int:
+        """Copy a remote file (resumable); return bytes transferred. With deadline_s, never wait past it
+        (RemoteError timeout), however the peer behaves."""
         ...
 
     def close(self) -> None: ...

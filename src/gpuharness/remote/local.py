@@ -36,7 +36,8 @@ class LocalRemote:
             return ExecResult(stdout, stderr, None, True, time.monotonic() - started)
         return ExecResult(stdout, stderr, proc.returncode, False, time.monotonic() - started)
 
-    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True) -> int:
+    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
+                 deadline_s: float | None = None) -> int:
         source, dest = Path(remote_path), Path(local_path)
         if not source.is_file():
             raise RemoteError("closed", f"no such file {remote_path}", target=self.target)
