@@ -33,7 +33,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--deadline", help="RFC 3339 UTC time after which it is destroyed")
     p.add_argument("--interruptible", action="store_true", help="spot/bid where the provider offers it")
     p.add_argument("--bid-price", type=float)
-    p.add_argument("--owner")
+    p.add_argument("--owner", help="who cleans it up (default: the local user)")
+    p.add_argument("--reason", help="why it runs (default: what it runs on which GPU)")
     p.add_argument("--checkpoint-path")
     p.add_argument("--id", dest="deployment_id", help="the deployment id (default dep_<model>_<nn>)")
     p.add_argument("--ssh-key", help="private key file for the instance's SSH route")
@@ -104,7 +105,7 @@ def cmd_provision(args: argparse.Namespace) -> int:
         provider=args.provider, gpu=args.gpu, image=args.image, cost_hr=args.cost_hr, runtime=args.runtime,
         model=args.model, workflow=args.workflow, gpu_count=args.gpu_count, region=args.region,
         disk_gb=args.disk_gb, idle_minutes=args.idle_minutes, max_hours=args.max_hours, deadline=args.deadline,
-        interruptible=args.interruptible, bid_price=args.bid_price, owner=args.owner,
+        interruptible=args.interruptible, bid_price=args.bid_price, owner=args.owner, reason=args.reason,
         checkpoint_path=args.checkpoint_path, deployment_id=args.deployment_id, ssh_key_file=args.ssh_key,
         known_hosts=args.known_hosts)
     result = provision(_ctx(args), request, up_deadline_s=args.up_deadline)

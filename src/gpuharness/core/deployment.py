@@ -132,6 +132,7 @@ class Deployment:
     destroyed_at: str | None = None
     shutdown_rule: ShutdownRule | None = None
     owner: str | None = None
+    reason: str | None = None
     checkpoint_path: str | None = None
     idempotency_key: str | None = None
     interruptible: bool = False
@@ -162,7 +163,8 @@ class Deployment:
             ssh=SshAccess.from_json(ssh) if isinstance(ssh, Mapping) else None,
             ready_at=_text(record.get("ready_at")), destroyed_at=_text(record.get("destroyed_at")),
             shutdown_rule=ShutdownRule.from_json(rule) if isinstance(rule, Mapping) else None,
-            owner=_text(record.get("owner")), checkpoint_path=_text(record.get("checkpoint_path")),
+            owner=_text(record.get("owner")), reason=_text(record.get("reason")),
+            checkpoint_path=_text(record.get("checkpoint_path")),
             idempotency_key=_text(record.get("idempotency_key")), interruptible=bool(record.get("interruptible")),
             labels=dict(record.get("labels") or {}),
             health=dict(record["health"]) if isinstance(record.get("health"), Mapping) else None,

@@ -12,6 +12,7 @@ from gpuharness.core import schema
 from gpuharness.core.deployment import Deployment, json_value
 from gpuharness.core.errors import UserError
 from gpuharness.core.statefile import atomic_write_json, exclusive_lock, read_json, sweep_stale_temps
+from gpuharness.core.stewardship import refuse_dropped_owner
 
 DEFAULT_DIR = ".pi/gpu"
 ENV_VAR = "GPUHARNESS_REGISTRY"
@@ -158,8 +159,12 @@ class Registry:
         self.root.mkdir(parents=True, exist_ok=True)
         with exclusive_lock(path):
             document = self.load(file_name, missing_ok=True)
+            owners = ({str(d["id"]): {"owner": d.get("owner")} for d in document["deployments"]}
+                      if file_name == "deployments.json" else {})
             yield document
             self.validate(file_name, document)
+            if file_name == "deployments.json":
+                refuse_dropped_owner(owners, document["deployments"], path)
             atomic_write_json(path, document)
             sweep_stale_temps(path)
 

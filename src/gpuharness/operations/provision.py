@@ -14,6 +14,7 @@ from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import journal, transition
 from gpuharness.core.policy import Action, Policy
 from gpuharness.core.spend import today_and_month
+from gpuharness.core.stewardship import local_user
 from gpuharness.operations.context import Context
 from gpuharness.operations.launch import launch_instance
 from gpuharness.operations.reconcile import machine_record
@@ -34,7 +35,7 @@ REUSABLE = frozenset({"provisioning", "installing", "configuring", "health-check
 #: the fields a new deployment spells out (null included), as people and agents expect to find them
 CREATED_FIELDS = frozenset({"id", "provider", "instance_id", "gpu", "gpu_count", "runtime", "model", "workflow",
                             "image", "region", "endpoint", "ssh", "status", "cost_hr", "created_at", "ready_at",
-                            "destroyed_at", "shutdown_rule", "owner", "checkpoint_path", "idempotency_key",
+                            "destroyed_at", "shutdown_rule", "owner", "reason", "checkpoint_path", "idempotency_key",
                             "interruptible", "service_port"})
 
 
@@ -59,7 +60,8 @@ class ProvisionRequest:
     deadline: str | None = None
     interruptible: bool = False
     bid_price: float | None = None
-    owner: str | None = None
+    owner: str | None = None  # None: the local user
+    reason: str | None = None  # None: what it runs (workflow, model or image) on which GPU
     checkpoint_path: str | None = None
     deployment_id: str | None = None
     service_port: int | None = None
@@ -108,6 +110,8 @@ def disclosure(request: ProvisionRequest, capabilities: Capabilities) -> str:
         f"region:          {request.region or 'any'}",
         f"hourly burn:     {burn}",
         f"stop condition:  {stop_condition(request.shutdown_rule())}",
+        f"cleanup owner:   {request.owner or '(none)'}",
+        f"reason:          {request.reason or '(none)'}",
         f"checkpoint path: {request.checkpoint_path or '(none: outputs are synced by `gpuharness retrieve`)'}",
     ])
 
@@ -237,7 +241,8 @@ def _new_deployment(ctx: Context, request: ProvisionRequest, capabilities: Capab
         created_at=ctx.now(), gpu=request.gpu, gpu_count=request.gpu_count,
         runtime=SERVERLESS_RUNTIME if capabilities.serverless and request.runtime is None else request.runtime,
         model=request.model, workflow=request.workflow, image=request.image, region=request.region,
-        shutdown_rule=request.shutdown_rule(), owner=request.owner, checkpoint_path=request.checkpoint_path,
+        shutdown_rule=request.shutdown_rule(), owner=request.owner, reason=request.reason,
+        checkpoint_path=request.checkpoint_path,
         idempotency_key=f"{KEY_PREFIX}{deployment_id}", interruptible=request.interruptible,
         service_port=request.service_port, written=CREATED_FIELDS)
 
@@ -304,6 +309,7 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
     entry = ctx.registry.provider(request.provider)
     capabilities = capabilities_of(entry)
     _refuse_what_is_not_offered(request, kind_of(entry), capabilities)
+    request = stewarded(request)
     if request.cost_hr is None:
         request = _priced(ctx, entry, request)
     text = disclosure(request, capabilities)
@@ -328,6 +334,19 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
     finally:
         if reservation.claim is not None:
             reservation.claim.release()
+
+
+def stewarded(request: ProvisionRequest) -> ProvisionRequest:
+    """The request with its cleanup owner (the local user unless given; an empty one is refused) and its reason
+    (what it runs on which GPU unless given): every paid resource has both."""
+    owner = local_user() if request.owner is None else request.owner.strip()
+    if not owner:
+        raise UserError("a paid resource needs a cleanup owner" + (": --owner is empty" if request.owner is not None
+                        else " and the local user is unknown"), place="provision",
+                        hint="pass --owner NAME (who destroys it when the work is done); nothing was launched")
+    reason = (request.reason or "").strip() or (
+        f"run {request.workflow or request.model or request.image} on {request.gpu_count} x {request.gpu}")
+    return replace(request, owner=owner, reason=reason)
 
 
 def _refuse_what_is_not_offered(request: ProvisionRequest, kind: ProviderKind, capabilities: Capabilities) -> None:
