@@ -185,7 +185,8 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     text = f"destroyed {args.deployment} (terminate verified by listing: {result.verified})"
     if result.discarded:
         text += f"; discarded on purpose: {', '.join(result.discarded)}"
-    emit(args, {"deployment": result.deployment.to_json(), "discarded": list(result.discarded)}, text)
+    emit(args, {"deployment": result.deployment.to_json(), "discarded": list(result.discarded),
+                "disclosure": result.disclosure.splitlines()}, text)
     return 0
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import final
 
 from gpuharness.core import claims
@@ -25,6 +25,30 @@ class DestroyResult:
     terminate_calls: int
     discarded: tuple[str, ...]
     verified: bool
+    disclosure: str = ""
+
+
+def disclosure(ctx: Context, deployment: Deployment, discard_artifacts: bool) -> str:
+    """What is about to be destroyed, stated before any provider call, as before a launch: the exact target,
+    its provider and instance, what is lost with it, and the burn it stops."""
+    pending = unsynced(Ledger(ctx.registry.ledger_path), deployment.id)
+    names = [f"{job}/{a['name']}" for job, items in sorted(pending.items()) for a in items]
+    if names and discard_artifacts:
+        lost = f"{len(names)} unsynced artifact(s), discarded on purpose: {', '.join(names)}"
+    else:
+        lost = "no unsynced artifact (every one is synced or was discarded)"
+    disk = f"; the instance's disk, checkpoint path {deployment.checkpoint_path} included" \
+        if deployment.checkpoint_path else "; whatever else is on the instance's disk"
+    instance = deployment.instance_id or (f"none recorded: every instance carrying its key "
+                                          f"{deployment.idempotency_key} is terminated")
+    return "\n".join([
+        f"target:          {deployment.id} ({deployment.status}, owner {deployment.owner or 'unknown'})",
+        f"provider:        {deployment.provider}",
+        f"instance:        {instance}",
+        f"lost:            {lost}{disk}",
+        f"burn stopped:    ${deployment.burn_hr:.3f}/hr"
+        + ("" if deployment.bills else f" (it is {deployment.status}: not billing the GPU rate now)"),
+    ])
 
 
 def refusal(ctx: Context, deployment_id: str, confirm: str | None, discard_artifacts: bool) -> str | None:
@@ -70,10 +94,12 @@ def destroy(ctx: Context, deployment_id: str, *, confirm: str | None,
     problem = refusal(ctx, deployment_id, confirm, discard_artifacts)
     if problem is not None:
         raise UserError(f"refused: {problem}", place=deployment_id, hint="nothing was terminated")
+    text = disclosure(ctx, ctx.registry.deployment(deployment_id), discard_artifacts)
+    ctx.say(text)
     with claims.claimed(ctx.registry.root, "launch", deployment_id,
                         busy=f"refused: a provision is launching {deployment_id} right now",
                         hint="wait for it to finish (or stop it), then destroy; nothing was terminated"):
-        return _destroy_claimed(ctx, deployment_id, discard_artifacts)
+        return replace(_destroy_claimed(ctx, deployment_id, discard_artifacts), disclosure=text)
 
 
 def _destroy_claimed(ctx: Context, deployment_id: str, discard_artifacts: bool) -> DestroyResult:
