@@ -87,8 +87,11 @@ def test_provision_reconciles_a_dropped_launch_response_without_a_second_launch(
     assert world.provider.launch_calls == 1
     assert len(world.provider.instances) == 1
     assert result.deployment.instance_id == "i-1"
-    markers = [j["marker"] for j in read_journal(world.registry.journal_path) if j.get("note") == "launched"]
-    assert markers == [{"launch_calls": 1, "reconciled": True}]
+    journal = list(read_journal(world.registry.journal_path))
+    markers = [j["marker"] for j in journal if j.get("note") == "launched"]
+    assert markers == [{"key": "gh-dep_minimaxh3_01", "reconciled": True}]
+    attempts = [j for j in journal if (j.get("marker") or {}).get("launch", {}).get("event") == "attempt"]
+    assert len(attempts) == 1  # one launch call, journaled as its own entry (not a count)
 
 
 def test_provision_waits_retry_after_on_429_then_launches_once(tmp_path):
@@ -108,7 +111,7 @@ def test_provision_capacity_error_leaves_history_and_nothing_live(tmp_path):
     assert world.provider.launch_calls == 2  # policy retry.max_launch_attempts, each one refused
     [dep] = world.registry.deployments()
     assert dep.status == "destroyed" and dep.destroyed_at
-    statuses = [j["to"] for j in read_journal(world.registry.journal_path)]
+    statuses = [j["to"] for j in read_journal(world.registry.journal_path) if j["from"] != j["to"]]
     assert statuses == ["provisioning", "error", "destroying", "destroyed"]
 
 

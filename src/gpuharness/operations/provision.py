@@ -376,14 +376,14 @@ def _launch(ctx: Context, request: ProvisionRequest, deployment: Deployment, *, 
     provider = ctx.provider_for(request.provider)
     try:
         try:
-            outcome = launch_instance(provider, spec, policy=Policy(ctx.registry.policy_document()), sleep=ctx.sleep)
+            outcome = launch_instance(provider, spec, policy=Policy(ctx.registry.policy_document()), sleep=ctx.sleep,
+                                      on_event=lambda event: _journal_launch_event(ctx, deployment, event))
         except ProviderError as exc:
             raise _launch_failed(ctx, request, deployment.id, spec, exc) from None
         observe(ctx, outcome.instance)
         launched = ctx.registry.update_deployment(deployment.id, instance_id=outcome.instance.id)
         journal(ctx.registry, JournalEntry.of(launched, route=f"{request.provider} API", observed_at=ctx.now(),
-                                              marker={"launch_calls": outcome.launch_calls,
-                                                      "reconciled": outcome.reconciled},
+                                              marker={"key": spec.idempotency_key, "reconciled": outcome.reconciled},
                                               next_action="wait until running", note="launched"))
         try:
             return wait_until_up(ctx, provider, outcome.instance, serverless=False, deadline_s=up_deadline_s,
@@ -394,6 +394,37 @@ def _launch(ctx: Context, request: ProvisionRequest, deployment: Deployment, *, 
             raise
     finally:
         provider.close()
+
+
+#: what each event of a reconciled launch says in the journal
+_LAUNCH_NOTES = {
+    "exists": "an instance already carries the key (listed before any launch): adopted, nothing launched",
+    "attempt": "launch attempt {attempt} sent",
+    "created": "launch attempt {attempt} answered: instance created",
+    "refused": "launch attempt {attempt} refused ({kind}); nothing was created",
+    "unknown_outcome": "launch attempt {attempt}: answer lost; listing the key before anything else",
+    "not_listed_yet": "launch attempt {attempt}: the key is not listed yet; listing again",
+    "reconciled": "launch attempt {attempt}: its lost answer was settled by listing the key",
+    "nothing_created": "launch attempt {attempt}: listed, nothing carries the key: nothing was created",
+    "reconcile_failed": "launch attempt {attempt}: the listing to settle it failed: outcome unknown",
+    "wait": "waiting {wait_s} s before the next launch attempt",
+    "gave_up": "no more launch attempts",
+}
+
+
+def _journal_launch_event(ctx: Context, deployment: Deployment, event: dict[str, Any]) -> None:
+    """Each launch attempt is its own journal entry, written before its call goes out, and so is each outcome:
+    the journal shows every attempt, not a count after the fact."""
+    fields = {k: v for k, v in event.items() if k not in ("ts", "provider", "op")}
+    template = _LAUNCH_NOTES.get(str(event.get("event")), "launch event {event}")
+    journal(ctx.registry, JournalEntry.of(deployment, route=f"{deployment.provider} API", observed_at=ctx.now(),
+                                          marker={"launch": fields},
+                                          note=template.format_map(_Missing(fields))))
+
+
+class _Missing(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return "?"
 
 
 def _launch_failed(ctx: Context, request: ProvisionRequest, deployment_id: str, spec: LaunchSpec,
