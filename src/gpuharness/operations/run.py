@@ -156,8 +156,23 @@ def _cost(duration_s: float, cost_hr: float) -> float:
     return round(duration_s * cost_hr / 3600.0, 6)
 
 
+@final
+@dataclass(slots=True)
+class Chain:
+    """A job and its retries: one budget. Each retry is a new job id carrying retry_of (the first id), and the
+    per-job ceiling covers what every attempt of the chain cost."""
+
+    first: str | None = None
+    spent_usd: float = 0.0
+    attempt: int = 0
+
+    def add(self, line: dict[str, Any]) -> None:
+        self.first = self.first or str(line["id"])
+        self.spent_usd += float(line.get("cost_usd") or 0.0)
+
+
 def _attempt(ctx: Context, executor: JobExecutor, deployment: Deployment, workflow: dict[str, Any],
-             inputs: dict[str, Any], job_id: str, attempt: int, *, per_job_usd: float | None, poll_s: float,
+             inputs: dict[str, Any], job_id: str, chain: Chain, *, per_job_usd: float | None, poll_s: float,
              deadline_s: float) -> tuple[dict[str, Any], Failure | None]:
     ledger = Ledger(ctx.registry.ledger_path)
     cost_hr = deployment.cost_hr
@@ -165,11 +180,12 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: Deployment, workfl
     base: dict[str, Any] = {
         "id": job_id, "deployment_id": deployment.id, "provider": deployment.provider,
         "model": deployment.model, "workflow": workflow["id"], "workflow_version": int(workflow["version"]),
-        "inputs": inputs, "started_at": format_ts(start), "gpu": deployment.gpu, "attempt": attempt,
+        "inputs": inputs, "started_at": format_ts(start), "gpu": deployment.gpu, "attempt": chain.attempt,
         "pid": os.getpid(), "host": socket.gethostname(),  # so reconcile can tell a dead runner
+        **({"retry_of": chain.first} if chain.first else {}),
     }
     ledger.append({**base, "status": "running", "ts": format_ts(start)}, check_sequence=True)
-    ctx.say(f"{job_id}: running on {deployment.id} (attempt {attempt}, ${cost_hr:.3f}/hr)")
+    ctx.say(f"{job_id}: running on {deployment.id} (attempt {chain.attempt}, ${cost_hr:.3f}/hr)")
 
     def finish(status: str, **extra: Any) -> dict[str, Any]:
         end = ctx.clock()
@@ -209,11 +225,12 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: Deployment, workfl
             ctx.say(f"{job_id}: running {elapsed:.0f} s, ${_cost(elapsed, cost_hr):.4f} so far"
                     + (f" (marker {progress.marker})" if progress.marker is not None else ""))
             next_report = elapsed + PROGRESS_EVERY_S
-        running_cost = _cost(elapsed + poll_s, cost_hr)
+        running_cost = chain.spent_usd + _cost(elapsed + poll_s, cost_hr)  # the chain's budget, retries included
         if per_job_usd is not None and running_cost > per_job_usd:
             executor.cancel(handle)
             reason = (f"cancelled by the per_job_usd ceiling: the running cost would reach ${running_cost:.4f} "
-                      f"> ${per_job_usd:.2f}")
+                      f"> ${per_job_usd:.2f}" + (f" (with ${chain.spent_usd:.4f} of earlier attempts of "
+                                                 f"{chain.first})" if chain.first else ""))
             ctx.say(f"{job_id}: {reason}")
             return finish("cancelled", error=reason, cause="per-job-ceiling", artifacts=[]), None
         if elapsed >= deadline_s:
@@ -254,21 +271,26 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
         lines: list[dict[str, Any]] = []
         failure: Failure | None = None
         failures = 0
+        chain = Chain()
         try:
-            attempt = 0
             while True:
-                attempt += 1
+                chain.attempt += 1
                 job_id = next_job_id(ledger)
-                line, failure = _attempt(ctx, executor, deployment, workflow, dict(inputs or {}), job_id, attempt,
+                line, failure = _attempt(ctx, executor, deployment, workflow, dict(inputs or {}), job_id, chain,
                                          per_job_usd=per_job_usd, poll_s=poll_s, deadline_s=limit)
                 lines.append(line)
+                chain.add(line)
                 if line["status"] != "failed" or failure is None:
                     break
                 failures += 1
                 ctx.say(f"{job_id}: failed: {failure.message()}")
                 if failures >= 2:
                     break
-                if not failure.retryable or attempt >= attempts_allowed:
+                if per_job_usd is not None and chain.spent_usd >= per_job_usd:
+                    ctx.say(f"{job_id}: not retried: the job has spent ${chain.spent_usd:.4f} of its per_job_usd "
+                            f"${per_job_usd:.2f} (a retry shares the job's budget)")
+                    break
+                if not failure.retryable or chain.attempt >= attempts_allowed:
                     if not failure.retryable:
                         ctx.say(f"{job_id}: not retried: {failure.cause} is not a cause a retry can fix")
                     break
