@@ -14,7 +14,7 @@ from gpuharness.core.journal import JournalEntry
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 from gpuharness.operations.retrieving import release_abandoned
-from gpuharness.operations.unresolved import UnresolvedLaunch, resolve
+from gpuharness.operations.unresolved import InterruptedDestroy, UnresolvedLaunch, interrupted_destroys, resolve
 from gpuharness.providers.base import KEY_PREFIX, Instance
 from gpuharness.providers.inventory import Inventory
 
@@ -155,12 +155,13 @@ class ReconcileReport:
     orphans: list[Orphan] = field(default_factory=list)
     vanished: list[Vanished] = field(default_factory=list)
     unresolved: list[UnresolvedLaunch] = field(default_factory=list)
+    interrupted: list[InterruptedDestroy] = field(default_factory=list)
     machine_changes: list[str] = field(default_factory=list)
     transitions: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        return not self.orphans and not self.vanished and not self.unresolved
+        return not self.orphans and not self.vanished and not self.unresolved and not self.interrupted
 
     def to_json(self) -> dict[str, Any]:
         counts = {p: len(items) for p, items in self.inventory.instances.items()}
@@ -168,6 +169,7 @@ class ReconcileReport:
                 "instances": counts, "skipped": dict(self.inventory.skipped),
                 "orphans": [o.to_json() for o in self.orphans], "vanished": [v.to_json() for v in self.vanished],
                 "unresolved": [u.to_json() for u in self.unresolved],
+                "interrupted": [i.to_json() for i in self.interrupted],
                 "machine_changes": self.machine_changes, "transitions": self.transitions}
 
 
@@ -229,6 +231,7 @@ def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
     # no verdict on a deployment whose launch is unresolved before listing for its key: link or report it
     report.unresolved = resolve(registry, inventory, registry.deployments())
     report.transitions += release_abandoned(registry)  # `retrieving` left by a retrieve that died
+    report.interrupted = interrupted_destroys(registry, inventory, registry.deployments())
     deployments = registry.deployments()
     report.orphans = find_orphans(deployments, inventory, key_prefixes(registry.providers()))
     report.vanished = find_vanished(deployments, inventory)

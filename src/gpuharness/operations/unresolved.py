@@ -50,6 +50,43 @@ class UnresolvedLaunch:
                 "resume": self.resume, "message": self.message()}
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class InterruptedDestroy:
+    """A deployment left `destroying` by a destroy that died (no live process holds its claim)."""
+
+    deployment_id: str
+    provider: str
+    instance_id: str | None
+    billing: bool  # the listing still shows an instance it holds
+
+    def message(self) -> str:
+        seen = (f"instance {self.instance_id or '(carrying its key)'} is still listed and bills" if self.billing
+                else "nothing it holds is listed any more")
+        return (f"interrupted destroy of {self.deployment_id}: the destroy that held it died; {seen}; finish it "
+                f"with `gpuharness destroy {self.deployment_id} --confirm {self.deployment_id}`")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "interrupted_destroy", "deployment_id": self.deployment_id, "provider": self.provider,
+                "instance_id": self.instance_id, "billing": self.billing, "message": self.message()}
+
+
+def interrupted_destroys(registry: Registry, inventory: Inventory,
+                         deployments: Iterable[Deployment]) -> list[InterruptedDestroy]:
+    """Deployments of a listed provider left `destroying` while no live destroy holds them (destroy holds the
+    deployment's launch claim while it works)."""
+    found = []
+    for deployment in deployments:
+        if (deployment.status != "destroying" or not inventory.covers(deployment.provider)
+                or not claims.is_free(registry.root, "launch", deployment.id)):
+            continue
+        listed = inventory.instances[deployment.provider]
+        held = [i for i in listed if i.status != "terminated" and i.id == deployment.instance_id]
+        held += carrying_key(listed, deployment.idempotency_key)
+        found.append(InterruptedDestroy(deployment.id, deployment.provider, deployment.instance_id, bool(held)))
+    return found
+
+
 def stalled(registry: Registry, deployments: Iterable[Deployment]) -> list[Deployment]:
     """Deployments whose launch is unfinished while no live process holds their launch claim."""
     return [d for d in deployments if d.launch_unfinished and claims.is_free(registry.root, "launch", d.id)]
