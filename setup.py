@@ -1,6 +1,5 @@
-"""Build hooks: ship the check suites (checks/) inside the wheel as gpuharness/_checks, so that users who
-installed the package without cloning the repository can run `gpuharness check health|audit|plan`; and build the
-audit's compiled line scanner (optional: where no C compiler is found the audit uses its pure-Python pass).
+"""Build hook: ship the check suites (checks/) inside the wheel as gpuharness/_checks, so that users who
+installed the package without cloning the repository can run `gpuharness check health|audit|plan`.
 All other metadata lives in pyproject.toml."""
 
 from __future__ import annotations
@@ -8,7 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from setuptools import Extension, setup
+from setuptools import setup
 from setuptools.command.build_py import build_py
 
 CHECKS = Path(__file__).resolve().parent / "checks"
@@ -26,7 +25,4 @@ class BuildWithChecks(build_py):
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
 
 
-LINESCAN = Extension("gpuharness._linescan", ["src/gpuharness/_linescan.c"], optional=True,
-                     extra_compile_args=["-O2"])
-
-setup(cmdclass={"build_py": BuildWithChecks}, ext_modules=[LINESCAN])
+setup(cmdclass={"build_py": BuildWithChecks})

@@ -45,6 +45,14 @@ WORKFLOW = {
 #: the same graph sampling with a custom node's class (the simulated hosts have it, unless it failed to import)
 CUSTOM_SAMPLER = {**WORKFLOW, "id": "sdxl-custom-sampler",
                   "test_generation": {**WORKFLOW["test_generation"], "graph": sdxl_graph(sampler=CUSTOM_NODE)}}
+#: the same graph also saving a sound: its classes come from comfy_extras/nodes_audio.py, which a server without
+#: torchaudio cannot import (the recorded 0.8.0 catalog lacks them)
+AUDIO_CLASSES = ("EmptyLatentAudio", "VAEDecodeAudio", "SaveAudio")
+WITH_AUDIO = {**WORKFLOW, "id": "sdxl-with-audio", "test_generation": {**WORKFLOW["test_generation"], "graph": {
+    **sdxl_graph(),
+    "10": {"class_type": "EmptyLatentAudio", "inputs": {"seconds": 10.0, "batch_size": 1}},
+    "11": {"class_type": "VAEDecodeAudio", "inputs": {"samples": ["10", 0], "vae": ["4", 2]}},
+    "12": {"class_type": "SaveAudio", "inputs": {"audio": ["11", 0], "filename_prefix": "audio/ComfyUI"}}}}}
 SERVERLESS = {"id": "sls-image", "version": 1, "runtime": "serverless",
               "test_generation": {"inputs": {"prompt": "a red cube"}, "timeout_s": 30}}
 CHAT = {"id": "chat", "version": 1, "runtime": "openai", "model": LLM["name"],
@@ -62,7 +70,7 @@ class HealthWorld:
         with self.registry.update("models.json") as doc:
             doc["models"] += [MODEL, LLM]
         with self.registry.update("workflows.json") as doc:
-            doc["workflows"] += [WORKFLOW, CUSTOM_SAMPLER, CHAT, SERVERLESS]
+            doc["workflows"] += [WORKFLOW, CUSTOM_SAMPLER, WITH_AUDIO, CHAT, SERVERLESS]
         with self.registry.update("policy.json") as doc:
             doc["health_timeouts"] = {"nvidia_smi_s": 1, "probe_s": 30, "connect_s": 10}
         with self.registry.update("providers.json") as doc:

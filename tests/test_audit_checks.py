@@ -518,6 +518,26 @@ def test_password_in_reports_fails(pytester, reg):
     says(result, ["*reports/old.html:1: password s3cr… (15 chars)*"])
 
 
+#: A key with none of the patterns' shapes: only its configured value gives it away.
+VAST_KEY = "4f0c1e9a7b2d" + "58e6a3c0f1b97d24e8a6c3f05b1d9e72"
+
+
+@pytest.mark.parametrize("where", ["error", "prompt"])
+def test_configured_key_value_in_the_ledger_fails_naming_its_variable_never_the_value(pytester, reg, monkeypatch,
+                                                                                      where):
+    monkeypatch.setenv("VAST_API_KEY", VAST_KEY)  # providers.json names it as vast's credential_env
+    job = completed_on(reg, "dep_vast_5090_03")
+    if where == "error":
+        line = correction(job, status="failed", error=f"HTTP 401 from vast: key {VAST_KEY} refused")
+    else:
+        line = correction(job, inputs=dict(job["inputs"], prompt=f"a cat, {VAST_KEY}"))
+    append(reg / "jobs.jsonl", line)
+    result = audit(pytester, reg)
+    assert failed(result) == ["test_no_secret_in[ledger]"]
+    says(result, [f"*jobs.jsonl:{len(ledger(reg))}: the value of $VAST_API_KEY (44 chars); revoke it*"])
+    assert VAST_KEY[:8] not in result.stdout.str() + result.stderr.str()
+
+
 def test_scrubbed_placeholders_are_not_secrets(pytester, reg):
     cassettes = pytester.path / "cassettes"
     cassettes.mkdir()

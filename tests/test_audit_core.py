@@ -1,4 +1,4 @@
-"""The audit core without pytest in the loop: partitioned passes, incremental state, secrets, checkpoints."""
+"""The audit core without pytest in the loop: the ledger pass, incremental state, secrets, checkpoints."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import orjson
 import pytest
 
 from gpuharness.audit import checkpoint as cp
-from gpuharness.audit import ledger_pass, run_audit
-from gpuharness.audit.secrets import PATTERNS, find_secrets, redact
-from gpuharness.core import line_scanner
+from gpuharness.audit import run_audit
 from gpuharness.core.clock import parse_ts
+from gpuharness.core.secrets import PATTERNS, find_secrets, shown
 
 DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu"
 NOW = parse_ts("2026-11-30T18:10:00Z")
@@ -63,44 +62,34 @@ def job_states(run: object) -> dict[str, list[object]]:
     return states
 
 
-def test_partitioned_pass_finds_exactly_what_a_single_pass_finds(reg, monkeypatch):
+def test_the_pass_reports_each_broken_line_and_each_rule_once(reg):
     break_ledger(reg)
-    monkeypatch.setenv("GPUHARNESS_AUDIT_PROCS", "1")
-    single = run_audit(reg, NOW, use_checkpoint=False)
-    monkeypatch.setattr(ledger_pass, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setenv("GPUHARNESS_AUDIT_PROCS", "3")
-    parallel = run_audit(reg, NOW, use_checkpoint=False)
-    assert len(parallel.state.job_files) == 3
-    assert summary(parallel) == summary(single)
-    assert job_states(parallel) == job_states(single)
-    assert single.count("ledger:torn") == 1
-    assert single.count("ledger:schema") == 1
-    assert single.count("job:only-corrections-after-terminal") == 5
-    assert single.count("spend:per-job") == 1
+    run = run_audit(reg, NOW, use_checkpoint=False)
+    again = run_audit(reg, NOW, use_checkpoint=False)
+    assert len(run.state.job_files) == 1
+    assert summary(again) == summary(run)
+    assert job_states(again) == job_states(run)
+    assert run.count("ledger:torn") == 1
+    assert run.count("ledger:schema") == 1
+    assert run.count("job:only-corrections-after-terminal") == 5
+    assert run.count("spend:per-job") == 1
 
 
-@pytest.mark.parametrize("procs", [1, 3])
-def test_the_compiled_scanner_finds_exactly_what_the_python_pass_finds(reg, monkeypatch, procs):
-    if line_scanner.compiled() is None:
-        pytest.skip("the compiled scanner is not built here (tests/test_linescan.py says why)")
+def test_lines_the_struct_refuses_are_settled_by_the_schema(reg):
     break_ledger(reg)
     extra = [orjson.loads(r) for r in lines(reg)[:60] if r.startswith(b"{") and r.endswith(b"}\n")]
-    with open(reg / "jobs.jsonl", "ab") as handle:  # lines the scanner leaves to Python, and ones it proves
+    with open(reg / "jobs.jsonl", "ab") as handle:  # lines the Struct refuses but the schema accepts, and others
         for record in extra[:20]:
             handle.write(orjson.dumps(dict(record, ts=record["ts"].replace("Z", "+00:00"))) + b"\n")
             handle.write(b'{"id":"' + record["id"].encode() + b'","id":"J-dup",' + orjson.dumps(record)[1:] + b"\n")
             handle.write(orjson.dumps(dict(record, status="failed", error="", correction=True, reason="x")) + b"\n")
             handle.write(orjson.dumps(dict(record, inputs={"note": "tab\there"}, artifacts=[
                 {"name": "a.png", "synced_at": None}, {"name": "b.png", "discarded": True}])) + b"\n")
-    monkeypatch.setattr(ledger_pass, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setenv("GPUHARNESS_AUDIT_PROCS", str(procs))
-    monkeypatch.setenv(line_scanner.ENV_VAR, "0")
-    python = run_audit(reg, NOW, use_checkpoint=False)
-    monkeypatch.setenv(line_scanner.ENV_VAR, "1")
-    compiled = run_audit(reg, NOW, use_checkpoint=False)
-    assert summary(compiled) == summary(python)
-    assert job_states(compiled) == job_states(python)
-    assert python.count("job:only-corrections-after-terminal") >= 5 and python.count("ledger:torn") == 1
+            handle.write(orjson.dumps(dict(record, attempt=1.0, extra_field={"x": 1})) + b"\n")
+    run = run_audit(reg, NOW, use_checkpoint=False)
+    assert run.count("job:only-corrections-after-terminal") >= 5 and run.count("ledger:torn") == 1
+    assert run.count("ledger:schema") == 1
+    assert run.count("job:failed-has-error") == 20
 
 
 def test_incremental_audit_reaches_the_state_of_a_full_audit(reg):
@@ -168,7 +157,7 @@ def test_secret_finder_reports_each_kind_redacted():
     hits = list(find_secrets(text))
     assert [h.kind for h in hits] == ["RunPod API key", "bearer token", "private key", "password", "API key"]
     assert all("ABCDEFGHIJ" not in h.shown and "hunter2" not in h.shown for h in hits)
-    assert redact(b"rpa_ABCDEFGH") == "rpa_… (12 chars)"
+    assert shown(b"rpa_ABCDEFGH") == "rpa_… (12 chars)"
 
 
 def test_secret_finder_ignores_placeholders_and_variable_names():
@@ -180,10 +169,7 @@ def test_secret_finder_ignores_placeholders_and_variable_names():
     assert list(find_secrets(text)) == []
 
 
-
-@pytest.mark.parametrize("compiled", ["1", "0"])
-def test_secret_prefilter_drops_no_line_that_a_pattern_matches(monkeypatch, compiled):
-    monkeypatch.setenv(line_scanner.ENV_VAR, compiled)
+def test_secret_prefilter_drops_no_line_that_a_pattern_matches():
     # reference: every pattern run over every line. The needle prefilter (needles looked for after deleting the
     # bytes no needle holds) must find the same secrets: mixed case, between other text, at the edges of lines and
     # of data[:limit], and not fooled by letters the deletion brings together
@@ -206,10 +192,8 @@ def test_secret_prefilter_drops_no_line_that_a_pattern_matches(monkeypatch, comp
     assert [(h.kind, h.offset) for h in find_secrets(data, cut)] == [e for e in expected if e[1] < cut]
 
 
-@pytest.mark.parametrize("compiled", ["1", "0"])
-def test_a_leap_second_is_a_time_not_a_crash(reg, monkeypatch, compiled):
+def test_a_leap_second_is_a_time_not_a_crash(reg):
     # date-time allows second 60 (RFC 3339) and datetime does not: the pass must read it, not die on it
-    monkeypatch.setenv(line_scanner.ENV_VAR, compiled)
     done = next(r for r in map(orjson.loads, lines(reg)) if r["status"] == "completed" and r.get("artifacts"))
     leap = dict(done, id="J-leap", started_at="2026-06-30T23:59:50.000Z", completed_at="2026-06-30T23:59:60.000Z",
                 duration_s=11.0, cost_usd=round(11.0 * 0.59 / 3600, 6), ts="2026-06-30T23:59:60+00:00",
@@ -219,3 +203,20 @@ def test_a_leap_second_is_a_time_not_a_crash(reg, monkeypatch, compiled):
     run = run_audit(reg, NOW, use_checkpoint=False)
     assert run.count("job:duration-agrees") == 0 and run.count("job:completed-after-started") == 0
     assert run.state.line_count == len(lines(reg))
+
+
+def test_a_sha256_checkpoint_still_verifies_and_a_full_pass_records_blake3(reg):
+    shutil.copytree(DEMO / "audit", reg / "audit")  # the committed demo checkpoint: version 2, sha256
+    assert cp.load(cp.checkpoint_path(reg)).state.prefix_hash == "sha256"  # type: ignore[union-attr]
+    again = run_audit(reg, NOW)
+    assert again.passed and again.incremental and again.state.prefix_hash == "sha256"
+    assert not cp.write(cp.checkpoint_path(reg), again.checkpoint_document(), again.previous)  # already attested
+    raw = lines(reg)
+    raw[5] = raw[5].replace(b'"queued"', b'"running"', 1) if b'"queued"' in raw[5] else raw[5].replace(b"0", b"1", 1)
+    (reg / "jobs.jsonl").write_bytes(b"".join(raw))
+    rewritten = run_audit(reg, NOW)
+    assert rewritten.count("ledger:append-only") == 1
+    assert "sha256" in rewritten.explain("ledger:append-only")
+    full = run_audit(reg, NOW, use_checkpoint=False)
+    ledger = full.checkpoint_document()["ledger"]
+    assert ledger["prefix_hash"] == "blake3" and len(ledger["prefix_digest"]) == 64

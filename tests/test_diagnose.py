@@ -34,6 +34,7 @@ CORPUS: dict[str, tuple[str, str | None, int | None]] = {
     "comfyui-cannot-import-sc-node.log": ("custom_node_import", None, 15),
     "comfyui-import-failed-primere.log": ("custom_node_import", None, 14),
     "comfyui-impact-pack-comfy-execution.log": ("custom_node_import", None, 10),
+    "comfyui-rocm-optional-torchaudio.log": ("custom_node_import", None, 29),
     "comfyui-missing-node-type.json": ("custom_node_missing", None, 1),
     "comfyui-invalid-prompt-etn-node.log": ("custom_node_missing", None, 3),
     "comfyui-invalid-prompt-instantid.log": ("custom_node_missing", None, 5),

@@ -44,7 +44,7 @@ def assert_fails(pytester, world, spec, check, *messages, dep="dep_bad", **field
 def test_healthy_host_passes_every_check_and_becomes_ready(pytester, world):
     world.add("dep_ok")
     result = run_checks(pytester, world)
-    result.assert_outcomes(passed=12, skipped=2)
+    result.assert_outcomes(passed=13, skipped=1)
     deployment = world.deployment("dep_ok")
     assert deployment["status"] == "ready" and deployment["ready_at"]
     assert deployment["health"]["probe_digest"].startswith("sha256:")
@@ -141,7 +141,7 @@ def test_missing_custom_node_fails_test_generation(pytester, world):
     _, deployment = assert_fails(pytester, world, with_fault(HostSpec(), "missing_custom_node"),
                                  "test_generation_succeeds", "ClownsharKSampler", "pin",
                                  workflow="sdxl-custom-sampler")
-    assert deployment["health"]["cause"] == "custom_node_import"
+    assert deployment["health"]["cause"] == "custom_node_missing"  # what the workflow lacks (issue 9)
 
 
 def test_unhealthy_service_endpoint_fails(pytester, world):
@@ -161,7 +161,7 @@ def test_wrong_model_served_fails_test_generation(pytester, world):
                                            log_lines=()), "test_generation_succeeds", "does not serve")
 
 
-def test_cuda_smoke_mismatch_fails_and_absent_torch_skips(pytester, world):
+def test_a_cuda_smoke_mismatch_fails_with_the_error_it_measured(pytester, world):
     assert_fails(pytester, world, HostSpec(torch="mismatch"), "cuda_smoke_test", "max_abs_err=41.7")
 
 
@@ -180,7 +180,7 @@ def test_stuck_job_fails_progress_on_the_second_observation(pytester, world):
 
 def test_ssh_latency_does_not_break_the_checks(pytester, world):
     world.add("dep_slow", with_fault(HostSpec(), "ssh_latency"))
-    run_checks(pytester, world).assert_outcomes(passed=12, skipped=2)
+    run_checks(pytester, world).assert_outcomes(passed=13, skipped=1)
     assert world.deployment("dep_slow")["status"] == "ready"
 
 

@@ -32,9 +32,7 @@ def test_a_job_moves_through_several_lines_and_the_last_is_current(ledger: Ledge
     assert ledger.current("J-nope") is None
 
 
-@pytest.mark.parametrize("compiled", ["1", "0"])
-def test_current_can_keep_only_the_jobs_of_one_status(ledger: Ledger, job_line, monkeypatch, compiled) -> None:
-    monkeypatch.setenv("GPUHARNESS_AUDIT_NATIVE", compiled)
+def test_current_can_keep_only_the_jobs_of_one_status(ledger: Ledger, job_line) -> None:
     for job_id, statuses in (("J-1", ["queued", "running"]), ("J-2", ["queued", "running", "completed"]),
                              ("J-3", ["queued"])):
         for status in statuses:

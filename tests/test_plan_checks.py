@@ -191,3 +191,52 @@ def test_without_a_plan_the_checks_skip_with_the_reason(pytester):
     result = pytester.runpytest(str(CHECKS), "-p", "no:cacheprovider", "-q", "-rs")
     result.stdout.fnmatch_lines(["*no plan to verify: pass --plan FILE*"])
     result.assert_outcomes(skipped=2)
+
+
+def _world_running_a_workflow(world: World, tmp_path: Path, workflow_id: str, *, catalog: bool = True):
+    """The recorded world whose dep-runpod-1 serves ComfyUI, with a plan step running its workflow and, where
+    `catalog`, the server catalog recorded with its probe transcript (as `checks/health --gpu-mode record` keeps it)."""
+    from health_world import WITH_AUDIO, WORKFLOW
+
+    from gpuharness.health import server_catalog, transcripts
+    from gpuharness.sim.comfyui import recorded_catalog
+
+    registry = tmp_path / "registry"
+    shutil.copytree(world.registry, registry)
+    deployments = json.loads((registry / "deployments.json").read_text())
+    deployments["deployments"][0].update(runtime="comfyui", workflow=workflow_id)
+    (registry / "deployments.json").write_text(json.dumps(deployments))
+    (registry / "workflows.json").write_text(json.dumps({"schema_version": 1, "workflows": [WORKFLOW, WITH_AUDIO]}))
+    cassettes = tmp_path / "cassettes"
+    if catalog:
+        served = recorded_catalog().with_model_files({"checkpoints": ["sdxl.safetensors"]})
+        observation = server_catalog.store(served.document, transcripts.catalog_dir(cassettes), lambda text: text)
+        transcript = transcripts.transcript_path(cassettes, "dep-runpod-1")
+        transcript.write_text(json.dumps({"deployment": "dep-runpod-1", "stdout": "", "stderr": "", "exit_status": 0,
+                                          **server_catalog.transcript_entry(observation, transcript)}))
+    plan = _plan(world)
+    plan["steps"].append({"id": "s9", "action": "run", "provider": "runpod",
+                          "target": {"deployment_id": "dep-runpod-1"}, "max_retries": 0})
+    return World(registry, world.inventory, world.plan, world.plan_cassette), plan, cassettes
+
+
+def test_a_planned_workflow_the_recorded_catalog_refuses_fails_rule_workflow(pytester, world, tmp_path):
+    running, plan, cassettes = _world_running_a_workflow(world, tmp_path, "sdxl-with-audio")
+    result = _run(pytester, running, plan, "--cassettes", str(cassettes))
+    result.stdout.fnmatch_lines(["*step s9 (run dep-runpod-1): rule workflow: dep-runpod-1's server would refuse "
+                                 "workflow sdxl-with-audio v1 (custom_node_missing; judged by the catalog recorded "
+                                 "*): node 10 (EmptyLatentAudio): the server has no node class EmptyLatentAudio*"])
+    assert result.ret == 1  # a check failed, not merely printed
+
+
+def test_a_planned_workflow_the_recorded_catalog_accepts_passes(pytester, world, tmp_path):
+    running, plan, cassettes = _world_running_a_workflow(world, tmp_path, "sdxl-basic")
+    _run(pytester, running, plan, "--cassettes", str(cassettes)).assert_outcomes(passed=22)
+
+
+def test_a_planned_workflow_without_a_recorded_catalog_skips_saying_how_to_record_one(pytester, world, tmp_path):
+    running, plan, cassettes = _world_running_a_workflow(world, tmp_path, "sdxl-with-audio", catalog=False)
+    result = _run(pytester, running, plan, "--cassettes", str(cassettes), "-rs")
+    result.assert_outcomes(passed=21, skipped=1)
+    result.stdout.fnmatch_lines(["*workflow sdxl-with-audio not judged: no server catalog recorded for dep-runpod-1 "
+                                 "*pytest checks/health --gpu-mode record --deployment dep-runpod-1*"])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -12,7 +14,9 @@ from gpuharness.remote.connect import HostRoute, LocalRemote, open_remote
 from gpuharness.sim.host import HostSpec, SimHost, with_fault
 
 
-def run_probe(tmp_path, spec: HostSpec, **targets):
+@contextlib.contextmanager
+def probed(tmp_path, spec: HostSpec, **targets):
+    """The probe's one exec against a running simulated host (still running inside the block)."""
     with SimHost(spec, root=tmp_path / "host") as host:
         block = host.ssh_block()
         route = HostRoute(target="dep_p", host=block["host"], port=block["port"], user="root",
@@ -22,11 +26,17 @@ def run_probe(tmp_path, spec: HostSpec, **targets):
                    "service_port": host.service_port, "log_path": str(host.log_path), **targets}
         result, parsed = probe.run(remote, probe.ProbeTargets(**options), deadline_s=60)
         remote.close()
-        return host, result, parsed
+        yield host, result, parsed
+
+
+def run_probe(tmp_path, spec: HostSpec, **targets):
+    with probed(tmp_path, spec, **targets) as found:
+        return found
 
 
 def test_one_exec_returns_every_fact_of_a_healthy_host(tmp_path):
-    host, result, facts = run_probe(tmp_path, HostSpec(gpu="NVIDIA H100 80GB HBM3", gpu_count=2))
+    with probed(tmp_path, HostSpec(gpu="NVIDIA H100 80GB HBM3", gpu_count=2)) as (host, result, facts):
+        service = (host.service_pid, f"{host.service_python} main.py --listen 0.0.0.0 --port 8188")
     assert host.stats == {"ssh_connections": 1, "ssh_execs": 1}
     assert facts.complete and facts.gpu_error is None
     assert [g.name for g in facts.gpus] == ["NVIDIA H100 80GB HBM3"] * 2
@@ -34,10 +44,10 @@ def test_one_exec_returns_every_fact_of_a_healthy_host(tmp_path):
     assert (facts.driver_version, facts.cuda_version) == ("570.86.15", "12.8")
     assert "clocks_event_reasons.active" in facts.gpu_fields
     assert host.service_port in facts.listening_ports
-    assert facts.processes == ((4242, "python main.py --listen 0.0.0.0 --port 8188"),)
+    assert facts.processes == (service,)
     assert facts.disk_free_bytes[str(host.workspace)] == 150 * 1024**3
     assert facts.log_tail[0] == "Starting server"
-    assert facts.torch == "absent"
+    assert facts.torch.startswith("ok max_abs_err=") and facts.smoke.interpreter == str(host.service_python)
     assert facts.digest == probe.digest_of(result.stdout, result.stderr, result.exit_status)
 
 
@@ -72,8 +82,8 @@ def test_driver_mismatch_keeps_the_decisive_line(tmp_path):
 
 
 def test_foreign_compute_processes_are_listed(tmp_path):
-    _, _, facts = run_probe(tmp_path, HostSpec(foreign_processes=("python train_other.py",)))
-    assert {app.pid for app in facts.compute_apps} == {4242, 5000}
+    with probed(tmp_path, HostSpec(foreign_processes=("python train_other.py",))) as (host, _, facts):
+        assert {app.pid for app in facts.compute_apps} == {host.service_pid, 5000}
 
 
 def test_a_truncated_transcript_is_incomplete():
@@ -109,3 +119,16 @@ def test_process_section_falls_back_to_proc_without_a_usable_ps(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_service_command_line_longer_than_80_columns_is_found_whole():
+    # without a terminal, procps' ps cuts args at 80 columns: a pattern at the end of a long line would be lost
+    marker = "gh-service-" + "x" * 90
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker])
+    try:
+        facts = probe.parse(LocalRemote().exec(probe.build_script(probe.ProbeTargets(
+            workspace="/", process_pattern=marker)), deadline_s=60).stdout)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert (sleeper.pid, f"{sys.executable} -c import time; time.sleep(60) {marker}") in facts.processes

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from health_world import HealthWorld
@@ -117,3 +118,53 @@ def test_an_offline_run_never_imports_the_ssh_stack():
     code = "import sys, gpuharness.pytest_plugin.health; print(sorted(m for m in sys.modules if m == 'paramiko'))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_server_catalog_is_taken_once_with_the_probe_and_read_by_every_process_of_the_run(world, tmp_path):
+    from gpuharness.pytest_plugin.health_target import catalog_fetch
+
+    host = world.add("dep_ok")
+    first = ProbeSession(world.registry, Mode.LIVE, tmp_path / "cassettes", tmp_path / "run",
+                         catalogs=catalog_fetch(world.registry))
+    (tmp_path / "run").mkdir()
+    record = first.probe(world.deployment("dep_ok"))
+    again = ProbeSession(world.registry, Mode.LIVE, tmp_path / "cassettes", tmp_path / "run",
+                         catalogs=catalog_fetch(world.registry)).probe(world.deployment("dep_ok"))
+    assert again == record and record.catalog is not None and record.catalog.digest.startswith("sha256:")
+    catalog = record.catalog.load()
+    assert catalog is not None and "KSampler" in catalog
+    assert [r for r in host.runtime.requests if r.startswith("GET /object_info")] == ["GET /object_info"]
+    assert not (tmp_path / "cassettes").exists(), "live mode records nothing"
+
+
+def test_a_catalog_the_server_does_not_answer_is_recorded_as_why_and_replayed_so(world, tmp_path):
+    from gpuharness.health.server_catalog import CatalogUnavailable
+
+    def refuse(deployment):
+        raise CatalogUnavailable("HTTPStatusError: 500 Internal Server Error")
+
+    world.add("dep_ok")
+    recorded = ProbeSession(world.registry, Mode.RECORD, tmp_path / "cassettes", tmp_path,
+                            catalogs=refuse).probe(world.deployment("dep_ok"))
+    assert recorded.catalog is not None and recorded.catalog.file is None
+    assert recorded.catalog.error == "GET /object_info failed: HTTPStatusError: 500 Internal Server Error"
+    world.hosts["dep_ok"].stop()
+    (tmp_path / "replay").mkdir()
+    replayed = session(world, tmp_path, mode=Mode.OFFLINE, run="replay").probe(world.deployment("dep_ok"))
+    assert replayed.catalog is not None and replayed.catalog.error == recorded.catalog.error
+
+
+def test_a_recorded_catalog_is_scrubbed_of_secrets(world, tmp_path, monkeypatch):
+    from gpuharness.pytest_plugin.health_target import catalog_fetch
+
+    secret = "sk-planted-secret-4242"
+    monkeypatch.setenv("GPUHARNESS_TEST_SECRET", secret)
+    host = world.add("dep_sec")
+    (host.workspace / "models" / "checkpoints" / f"{secret}.safetensors").write_bytes(b"x")
+    record = ProbeSession(world.registry, Mode.RECORD, tmp_path / "cassettes", tmp_path,
+                          catalogs=catalog_fetch(world.registry)).probe(world.deployment("dep_sec"))
+    assert record.catalog is not None and record.catalog.file is not None
+    text = Path(record.catalog.file).read_text()
+    assert secret not in text and "REDACTED.safetensors" in text
+    transcript = json.loads((tmp_path / "cassettes" / "ssh" / "dep_sec.json").read_text())
+    assert (tmp_path / "cassettes" / "ssh" / transcript["catalog"]["file"]).samefile(record.catalog.file)

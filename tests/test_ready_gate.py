@@ -36,7 +36,7 @@ def verdicts(world):
 def test_ready_records_evidence_and_journals_the_transition(pytester, world):
     world.add("dep_ok")
     report = pytester.path / "report.xml"
-    run_checks(pytester, world, f"--junitxml={report}").assert_outcomes(passed=12, skipped=2)
+    run_checks(pytester, world, f"--junitxml={report}").assert_outcomes(passed=13, skipped=1)
     deployment = world.deployment("dep_ok")
     assert deployment["status"] == "ready"
     assert deployment["health"]["report"] == str(report)
@@ -69,7 +69,7 @@ def test_a_partial_run_never_marks_ready(pytester, world):
 
 def test_only_health_checking_deployments_are_gated(pytester, world):
     world.add("dep_cfg", status="configuring")
-    run_checks(pytester, world, "--deployment", "dep_cfg").assert_outcomes(passed=12, skipped=2)
+    run_checks(pytester, world, "--deployment", "dep_cfg").assert_outcomes(passed=13, skipped=1)
     assert world.deployment("dep_cfg")["status"] == "configuring"
 
 
@@ -102,7 +102,7 @@ def test_xdist_gives_the_same_verdicts_and_probes_each_host_once(pytester, tmp_p
 def test_offline_replays_the_recorded_probe_and_runtime_http(pytester, world):
     world.add("dep_rec")
     cassettes = pytester.path / "cassettes"
-    run_checks(pytester, world, "--cassettes", str(cassettes), mode="record").assert_outcomes(passed=12, skipped=2)
+    run_checks(pytester, world, "--cassettes", str(cassettes), mode="record").assert_outcomes(passed=13, skipped=1)
     transcript = json.loads((cassettes / "ssh" / "dep_rec.json").read_text())
     assert transcript["source"] == "simulator" and transcript["exit_status"] == 0 and transcript["recorded_at"]
     assert (cassettes / "runtime" / "dep_rec-generation.yaml").is_file()
@@ -111,7 +111,7 @@ def test_offline_replays_the_recorded_probe_and_runtime_http(pytester, world):
     with world.registry.update("deployments.json") as doc:
         doc["deployments"][0]["status"] = "health-checking"
     replay = run_checks(pytester, world, "--cassettes", str(cassettes), mode="offline")
-    replay.assert_outcomes(passed=12, skipped=2)
+    replay.assert_outcomes(passed=13, skipped=1)
     replay.stdout.fnmatch_lines(["*dep_rec: offline replay: checks pass on the recording; status unchanged*"])
     deployment = world.deployment("dep_rec")
     assert deployment["status"] == "health-checking", "a replay never marks a deployment ready"
@@ -152,7 +152,7 @@ def test_trust_on_first_use_is_an_opt_in_recorded_in_connections(pytester, world
                                   "FAILED*test_host_reachable[[]dep_tofu[]]*host_key_unknown*"])
     with world.registry.update("connections.json") as doc:
         doc["connections"] = [{"target": "dep_tofu", "kind": "ssh", "trust_on_first_use": True}]
-    run_checks(pytester, world).assert_outcomes(passed=12, skipped=2)
+    run_checks(pytester, world).assert_outcomes(passed=13, skipped=1)
     entry = world.registry.items("connections.json")[0]
     assert entry["host_key"].startswith("ecdsa-sha2-nistp256 SHA256:")
     assert entry["last_probe"]["result"] == "exit 0"
@@ -176,3 +176,36 @@ def test_a_serverless_job_that_fails_is_classified(pytester, world):
     result = run_checks(pytester, world)
     result.stdout.fnmatch_lines(["FAILED*test_test_generation_succeeds[[]dep_sls[]]*FAILED*out of memory*"])
     assert world.deployment("dep_sls")["health"]["cause"] == "cuda_oom"
+
+
+def test_an_invalid_workflow_manifest_is_an_error_naming_the_file_and_field_never_a_missing_manifest(
+        pytester, world):
+    world.add("dep_ok")
+    path = world.registry.path("workflows.json")
+    document = json.loads(path.read_text())
+    document["workflows"][0]["test_generation"]["timeout_s"] = "soon"
+    path.write_text(json.dumps(document))
+    result = run_checks(pytester, world)
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # exit 2: bad input
+    text = result.stdout.str() + result.stderr.str()
+    errors = [line for line in text.splitlines() if "workflows.json" in line and "ERROR" not in line]
+    assert len(errors) == 1, errors
+    assert "workflows.json:$.workflows[0].test_generation.timeout_s: 'soon' is not of type 'number'" in errors[0]
+    assert "has no workflow manifest" not in text
+    assert world.deployment("dep_ok")["status"] == "health-checking"
+    assert world.hosts["dep_ok"].stats["ssh_connections"] == 0, "nothing is probed on a broken registry"
+
+
+def test_a_manifest_broken_after_collection_is_not_counted_against_the_deployment(pytester, world):
+    world.add("dep_ok")
+    pytester.makeconftest(f"""
+def pytest_collection_finish(session):
+    path = {str(world.registry.path("workflows.json"))!r}
+    open(path, "w").write("{{not json")
+""")
+    result = run_checks(pytester, world)
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_host_reachable[[]dep_ok[]]*",
+                                 "*workflows.json:1:2: invalid JSON:*"])
+    result.stdout.fnmatch_lines(["*dep_ok: NOT judged: host_reachable: bad_manifest*"])
+    deployment = world.deployment("dep_ok")
+    assert deployment["status"] == "health-checking" and deployment.get("health") is None

@@ -45,6 +45,11 @@ def test_the_wheel_ships_its_data_files(wheel):
     assert data and [name for name in data if name not in names] == []
 
 
+def test_the_wheel_is_pure_python(wheel):
+    assert wheel.name.endswith("-py3-none-any.whl")
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith((".so", ".pyd", ".c"))]
+
+
 @pytest.mark.slow
 def test_check_runs_the_packaged_audit_suite_from_an_installed_wheel(wheel, tmp_path):
     env_dir = tmp_path / "venv"

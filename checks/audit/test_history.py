@@ -3,18 +3,21 @@ synced off every instance before it was destroyed."""
 
 import pytest
 
-
-def test_destroyed_deployment_keeps_destroyed_at(audit, audit_deployment):
-    rule = f"history:destroyed-at:{audit_deployment}"
-    assert audit.count(rule) == 0, audit.explain(rule)
+from gpuharness.audit import rules
 
 
-def test_no_deployment_vanished_since_the_checkpoint(audit):
-    assert audit.count("history:no-vanished") == 0, audit.explain("history:no-vanished")
+@pytest.mark.audit_rule(rules.HISTORY_DESTROYED_AT)
+def test_destroyed_deployment_keeps_destroyed_at(audit, audit_rule, audit_deployment):
+    assert audit.count(audit_rule, audit_deployment) == 0, audit.explain(audit_rule, audit_deployment)
 
 
-def test_artifacts_synced_before_destroy(audit, audit_deployment):
-    rule = f"history:artifacts-synced:{audit_deployment}"
-    if rule in audit.not_applicable:
-        pytest.skip(audit.not_applicable[rule])
-    assert audit.count(rule) == 0, audit.explain(rule)
+@pytest.mark.audit_rule(rules.HISTORY_NO_VANISHED)
+def test_no_deployment_vanished_since_the_checkpoint(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)
+
+
+@pytest.mark.audit_rule(rules.HISTORY_ARTIFACTS_SYNCED)
+def test_artifacts_synced_before_destroy(audit, audit_rule, audit_deployment):
+    if reason := audit.inapplicable(audit_rule, audit_deployment):
+        pytest.skip(reason)
+    assert audit.count(audit_rule, audit_deployment) == 0, audit.explain(audit_rule, audit_deployment)

@@ -6,9 +6,11 @@ deployments are ones the registry calls live while the provider no longer has th
 
 import pytest
 
+from gpuharness.audit import rules
 from gpuharness.operations.reconcile import find_orphans, find_vanished, key_prefixes
 
 
+@pytest.mark.audit_rule(rules.INVENTORY_ORPHANS)
 def test_no_orphan_instances_at_the_providers(gh_registry, gh_inventory):
     orphans = find_orphans(gh_registry.deployments(), gh_inventory, key_prefixes(gh_registry.providers()))
     if orphans:
@@ -16,6 +18,7 @@ def test_no_orphan_instances_at_the_providers(gh_registry, gh_inventory):
                     + "\n".join(o.message() for o in orphans), pytrace=False)
 
 
+@pytest.mark.audit_rule(rules.INVENTORY_VANISHED)
 def test_no_vanished_deployments(gh_registry, gh_inventory):
     vanished = find_vanished(gh_registry.deployments(), gh_inventory)
     if vanished:

@@ -2,9 +2,11 @@
 
 import pytest
 
+from gpuharness.audit import rules
 
-def test_status_matches_its_journal(audit, audit_deployment):
-    rule = f"journal:consistent:{audit_deployment}"
-    if rule in audit.not_applicable:
-        pytest.skip(audit.not_applicable[rule])
-    assert audit.count(rule) == 0, audit.explain(rule)
+
+@pytest.mark.audit_rule(rules.JOURNAL_CONSISTENT)
+def test_status_matches_its_journal(audit, audit_rule, audit_deployment):
+    if reason := audit.inapplicable(audit_rule, audit_deployment):
+        pytest.skip(reason)
+    assert audit.count(audit_rule, audit_deployment) == 0, audit.explain(audit_rule, audit_deployment)

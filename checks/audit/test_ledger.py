@@ -3,28 +3,25 @@ and each job's lines are consistent."""
 
 import pytest
 
-
-def test_ledger_lines_match_the_job_schema(audit):
-    assert audit.count("ledger:schema") == 0, audit.explain("ledger:schema")
-
-
-def test_no_torn_line_before_the_end(audit):
-    assert audit.count("ledger:torn") == 0, audit.explain("ledger:torn")
+from gpuharness.audit import rules
+from gpuharness.pytest_plugin.audit import over_rules
 
 
-def test_ledger_is_append_only_since_the_checkpoint(audit):
-    assert audit.count("ledger:append-only") == 0, audit.explain("ledger:append-only")
+@pytest.mark.audit_rule(rules.LEDGER_SCHEMA)
+def test_ledger_lines_match_the_job_schema(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)
 
 
-JOB_RULES = [
-    "completed-after-started",
-    "duration-agrees",
-    "cost-matches-rate",
-    "failed-has-error",
-    "only-corrections-after-terminal",
-]
+@pytest.mark.audit_rule(rules.LEDGER_TORN)
+def test_no_torn_line_before_the_end(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)
 
 
-@pytest.mark.parametrize("rule", JOB_RULES)
-def test_job_lines_are_consistent(audit, rule):
-    assert audit.count(f"job:{rule}") == 0, audit.explain(f"job:{rule}")
+@pytest.mark.audit_rule(rules.LEDGER_APPEND_ONLY)
+def test_ledger_is_append_only_since_the_checkpoint(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)
+
+
+@over_rules(rules.JOB)
+def test_job_lines_are_consistent(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)

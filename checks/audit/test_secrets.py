@@ -1,8 +1,10 @@
-"""No secret (API key, bearer token, private key, password) in the registry, the ledger, cassettes/ or reports/."""
+"""No secret (API key, bearer token, private key, password, a configured credential's value) in the registry, the
+ledger, cassettes/ or reports/."""
 
-import pytest
+from gpuharness.audit import rules
+from gpuharness.pytest_plugin.audit import over_rules
 
 
-@pytest.mark.parametrize("place", ["registry", "ledger", "cassettes", "reports"])
-def test_no_secret_in(audit, place):
-    assert audit.count(f"secrets:{place}") == 0, audit.explain(f"secrets:{place}")
+@over_rules(rules.SECRETS)
+def test_no_secret_in(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)

@@ -3,23 +3,25 @@ own deadline or max_hours."""
 
 import pytest
 
-
-def test_live_paid_deployment_has_a_shutdown_rule(audit, audit_deployment):
-    rule = f"shutdown:rule:{audit_deployment}"
-    if rule in audit.not_applicable:
-        pytest.skip(audit.not_applicable[rule])
-    assert audit.count(rule) == 0, audit.explain(rule)
+from gpuharness.audit import rules
 
 
-def test_live_paid_deployment_is_not_idle(audit, audit_deployment):
-    rule = f"shutdown:idle:{audit_deployment}"
-    if rule in audit.not_applicable:
-        pytest.skip(audit.not_applicable[rule])
-    assert audit.count(rule) == 0, audit.explain(rule)
+def assert_holds(audit, rule, deployment):
+    if reason := audit.inapplicable(rule, deployment):
+        pytest.skip(reason)
+    assert audit.count(rule, deployment) == 0, audit.explain(rule, deployment)
 
 
-def test_live_paid_deployment_is_within_its_stop_condition(audit, audit_deployment):
-    rule = f"shutdown:expired:{audit_deployment}"
-    if rule in audit.not_applicable:
-        pytest.skip(audit.not_applicable[rule])
-    assert audit.count(rule) == 0, audit.explain(rule)
+@pytest.mark.audit_rule(rules.SHUTDOWN_RULE)
+def test_live_paid_deployment_has_a_shutdown_rule(audit, audit_rule, audit_deployment):
+    assert_holds(audit, audit_rule, audit_deployment)
+
+
+@pytest.mark.audit_rule(rules.SHUTDOWN_IDLE)
+def test_live_paid_deployment_is_not_idle(audit, audit_rule, audit_deployment):
+    assert_holds(audit, audit_rule, audit_deployment)
+
+
+@pytest.mark.audit_rule(rules.SHUTDOWN_EXPIRED)
+def test_live_paid_deployment_is_within_its_stop_condition(audit, audit_rule, audit_deployment):
+    assert_holds(audit, audit_rule, audit_deployment)

@@ -1,10 +1,9 @@
 """Spend stays within the ceilings of policy.json: per job, per UTC day and month, live burn and concurrency."""
 
-import pytest
+from gpuharness.audit import rules
+from gpuharness.pytest_plugin.audit import over_rules
 
-SPEND_RULES = ["per-job", "daily", "monthly", "live-burn", "concurrent"]
 
-
-@pytest.mark.parametrize("rule", SPEND_RULES)
-def test_spend_within_policy_ceiling(audit, rule):
-    assert audit.count(f"spend:{rule}") == 0, audit.explain(f"spend:{rule}")
+@over_rules(rules.SPEND)
+def test_spend_within_policy_ceiling(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)

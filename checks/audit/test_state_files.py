@@ -2,28 +2,30 @@
 
 import pytest
 
-from gpuharness.audit.run import IDENTITY, SCHEMA_FILES
+from gpuharness.audit import rules
+from gpuharness.pytest_plugin.audit import over_rules
 
 
-@pytest.mark.parametrize("state_file", SCHEMA_FILES)
-def test_state_file_matches_its_schema(audit, state_file):
-    rule = f"schema:{state_file}"
-    assert audit.count(rule) == 0, audit.explain(rule)
+@over_rules(rules.SCHEMA.values())
+def test_state_file_matches_its_schema(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)
 
 
-@pytest.mark.parametrize("state_file", list(IDENTITY))
-def test_ids_are_unique(audit, state_file):
-    rule = f"unique:{state_file}"
-    assert audit.count(rule) == 0, audit.explain(rule)
+@over_rules(rules.UNIQUE.values())
+def test_ids_are_unique(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)
 
 
-def test_every_deployment_provider_is_in_providers_json(audit):
-    assert audit.count("ref:deployment-provider") == 0, audit.explain("ref:deployment-provider")
+@pytest.mark.audit_rule(rules.DEPLOYMENT_PROVIDER)
+def test_every_deployment_provider_is_in_providers_json(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)
 
 
-def test_every_job_deployment_is_in_deployments_json(audit):
-    assert audit.count("ref:job-deployment") == 0, audit.explain("ref:job-deployment")
+@pytest.mark.audit_rule(rules.JOB_DEPLOYMENT)
+def test_every_job_deployment_is_in_deployments_json(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)
 
 
-def test_every_journaled_deployment_is_in_deployments_json(audit):
-    assert audit.count("ref:journal-deployment") == 0, audit.explain("ref:journal-deployment")
+@pytest.mark.audit_rule(rules.JOURNAL_DEPLOYMENT)
+def test_every_journaled_deployment_is_in_deployments_json(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)

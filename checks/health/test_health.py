@@ -60,7 +60,7 @@ def test_service_process_and_port(health):
 
 
 def test_log_tail_has_no_classified_failure(health):
-    health.judge(rules.log_tail_clean(health.probe, health.probe_targets.log_path))
+    health.judge(rules.log_tail_clean(health.probe, health.probe_targets.log_path, health.workflow_fit))
 
 
 def test_service_health_endpoint(health):
@@ -78,7 +78,8 @@ def test_test_generation_succeeds(health):
 
 
 def test_cuda_smoke_test(health):
-    health.judge(rules.cuda_smoke(health.probe))
+    deployment = health.deployment
+    health.judge(rules.cuda_smoke(health.probe, deployment.get("runtime"), deployment.get("runtime_python")))
 
 
 def test_job_progress_advanced(health):

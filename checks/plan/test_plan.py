@@ -1,4 +1,5 @@
-"""Offline plan verification: one test per step and rule, against the plan's cassette (no network, no credentials).
+"""Offline plan verification: one test per step and rule, against the plan's cassette (no network, no credentials);
+a step that runs a ComfyUI workflow is judged against the server catalog recorded with its deployment's probe.
 
     pytest checks/plan --plan plan.json [--registry DIR]
 """
@@ -10,8 +11,8 @@ import pytest
 from gpuharness.pytest_plugin.plan import fingerprint_problem, verify_case
 
 
-def test_plan_step(plan_case, gh_plan_context):
-    problem = verify_case(plan_case, gh_plan_context)
+def test_plan_step(plan_case, gh_plan_context, gh_planned_workflows):
+    problem = verify_case(plan_case, gh_plan_context, gh_planned_workflows)
     if problem:
         pytest.fail(problem, pytrace=False)
 

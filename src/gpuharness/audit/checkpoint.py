@@ -1,6 +1,7 @@
 """The audit checkpoint `<registry>/audit/checkpoint.json`: what a passing audit proved about the ledger.
 
-It holds the line count, byte length and sha256 of the audited prefix, the known deployment ids, the running
+It holds the line count, byte length and digest of the audited prefix (BLAKE3; a checkpoint written with sha256,
+version 2, still verifies), the known deployment ids, the running
 spend aggregates, the open jobs and unsynced artifacts, and names the job-state files (`audit/jobs-*.jsonl`,
 one JSON array per job: id, status, cost_usd, day, provider, gpu, deployment; a later file overrides an
 earlier one), so the next audit can prove the prefix unchanged and validate only the lines appended since.
@@ -11,20 +12,30 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, final
+from typing import Any, NamedTuple, final
 
+import blake3
+import msgspec
 import orjson
 
-from gpuharness.audit.ledger_pass import JobState, PartResult
+from gpuharness.audit.ledger_pass import JobState, LatestSync, PassResult, UnsyncedArtifact
 from gpuharness.core.clock import now_ts
 from gpuharness.core.statefile import atomic_write_bytes, exclusive_lock, fsync_dir
 
-VERSION = 2
+VERSION = 3
+#: Versions that load: 2 names the digest `prefix_sha256` (always sha256); 3 names its hash.
+READABLE_VERSIONS = (2, 3)
 FILE_NAME = "checkpoint.json"
-EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+#: The hashes a prefix digest may be taken with; a full pass takes PREFIX_HASH, an incremental one keeps the
+#: checkpoint's.
+PREFIX_HASHES: dict[str, Callable[[], Any]] = {
+    "blake3": lambda: blake3.blake3(max_threads=blake3.blake3.AUTO),
+    "sha256": hashlib.sha256,
+}
+PREFIX_HASH = "blake3"
 GROUPINGS = ("day", "month", "provider", "gpu", "deployment", "day_provider")
 #: Past this many job-state files the next audit re-baselines with a full pass (which writes fresh ones).
 MAX_JOB_FILES = 32
@@ -37,7 +48,8 @@ class LedgerState:
 
     line_count: int = 0
     byte_length: int = 0
-    prefix_sha256: str = EMPTY_SHA256
+    prefix_hash: str = PREFIX_HASH
+    prefix_digest: str = ""
     job_count: int = 0
     #: job-state files: names under audit/ (committed) or absolute paths (written by this run, pending)
     job_files: list[str] = field(default_factory=list)
@@ -46,11 +58,11 @@ class LedgerState:
     dep_examples: dict[str, list[str]] = field(default_factory=dict)
     last_ts: dict[str, str] = field(default_factory=dict)
     open_jobs: dict[str, str] = field(default_factory=dict)
-    unsynced: dict[str, tuple[str, str]] = field(default_factory=dict)
-    synced_max: dict[str, tuple[str, str]] = field(default_factory=dict)
+    unsynced: dict[str, UnsyncedArtifact] = field(default_factory=dict)
+    synced_max: dict[str, LatestSync] = field(default_factory=dict)
 
-    def absorb(self, part: PartResult) -> None:
-        """Fold one worker's deltas into the running state."""
+    def absorb(self, part: PassResult) -> None:
+        """Fold a pass's deltas into the running state."""
         for grouping, deltas in part.spend.items():
             bucket = self.aggregates.setdefault(grouping, {})
             for key, delta in deltas.items():
@@ -61,9 +73,9 @@ class LedgerState:
         for job_id in part.resynced:
             self.unsynced.pop(job_id, None)
         self.unsynced.update(part.unsynced)
-        for deployment, (ts, job_id) in part.synced_max.items():
-            if ts > self.synced_max.get(deployment, ("", ""))[0]:
-                self.synced_max[deployment] = (ts, job_id)
+        for deployment, latest in part.synced_max.items():
+            if latest.synced_at > self.synced_max.get(deployment, LatestSync("", "")).synced_at:
+                self.synced_max[deployment] = latest
         for deployment, count in part.dep_lines.items():
             self.dep_lines[deployment] = self.dep_lines.get(deployment, 0) + count
             examples = self.dep_examples.setdefault(deployment, [])
@@ -86,6 +98,16 @@ class LedgerState:
         return {k: round(v, 6) for k, v in sorted(self.aggregates.get(grouping, {}).items())}
 
 
+class Attestation(NamedTuple):
+    """What a checkpoint attests about the ledger: its first `line_count` lines, `byte_length` bytes, hash to
+    `prefix_digest` with `prefix_hash`."""
+
+    line_count: int
+    byte_length: int
+    prefix_hash: str
+    prefix_digest: str
+
+
 @final
 @dataclass(slots=True)
 class Checkpoint:
@@ -95,8 +117,8 @@ class Checkpoint:
     state: LedgerState
     deployment_ids: list[str]
     policy_sha256: str
-    #: (line_count, byte_length, prefix_sha256) as written; `state` moves on as new lines are audited
-    attested: tuple[int, int, str] = (0, 0, EMPTY_SHA256)
+    #: the ledger prefix as written; `state` moves on as new lines are audited
+    attested: Attestation
 
 
 def checkpoint_path(registry_root: Path) -> Path:
@@ -117,24 +139,30 @@ def load(path: Path) -> Checkpoint | None:
         return None
     try:
         doc = orjson.loads(raw)
-        if doc.get("version") != VERSION:
-            raise ValueError(f"version {doc.get('version')!r}, expected {VERSION}")
+        if doc.get("version") not in READABLE_VERSIONS:
+            raise ValueError(f"version {doc.get('version')!r}, expected one of {READABLE_VERSIONS}")
         ledger = doc["ledger"]
+        if doc["version"] == 2:
+            hash_name, digest = "sha256", str(ledger["prefix_sha256"])
+        else:
+            hash_name, digest = str(ledger["prefix_hash"]), str(ledger["prefix_digest"])
+        if hash_name not in PREFIX_HASHES:
+            raise ValueError(f"prefix hash {hash_name!r}, expected one of {', '.join(PREFIX_HASHES)}")
         state = LedgerState(
             line_count=int(ledger["line_count"]), byte_length=int(ledger["byte_length"]),
-            prefix_sha256=str(ledger["prefix_sha256"]), job_count=int(doc["job_count"]),
+            prefix_hash=hash_name, prefix_digest=digest, job_count=int(doc["job_count"]),
             job_files=[str(name) for name in doc["job_files"]],
             aggregates={g: dict(doc["aggregates"].get(g, {})) for g in GROUPINGS},
             dep_lines={str(k): int(v) for k, v in doc["deployment_lines"].items()},
             dep_examples={str(k): list(v) for k, v in doc["deployment_job_examples"].items()},
             last_ts=dict(doc["last_activity"]), open_jobs=dict(doc["open_jobs"]),
-            unsynced={k: (v[0], v[1]) for k, v in doc["unsynced_artifacts"].items()},
-            synced_max={k: (v[0], v[1]) for k, v in doc["latest_sync"].items()})
+            unsynced={k: UnsyncedArtifact(str(v[0]), str(v[1])) for k, v in doc["unsynced_artifacts"].items()},
+            synced_max={k: LatestSync(str(v[0]), str(v[1])) for k, v in doc["latest_sync"].items()})
         for name in state.job_files:
             if "/" in name or not (path.parent / name).is_file():
                 raise ValueError(f"job-state file {name!r} is missing")
         return Checkpoint(str(doc["written_at"]), state, list(doc["deployment_ids"]), str(doc["policy_sha256"]),
-                          (state.line_count, state.byte_length, state.prefix_sha256))
+                          Attestation(state.line_count, state.byte_length, hash_name, digest))
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
         raise ValueError(f"unreadable checkpoint ({type(exc).__name__}: {exc})") from None
 
@@ -148,17 +176,17 @@ def job_file_path(audit_dir: Path, name: str) -> Path:
 def load_jobs(audit_dir: Path, names: Iterable[str], wanted: set[str]) -> dict[str, JobState]:
     """The states of the wanted job ids from the job-state files (a later file overrides an earlier one)."""
     keys = {orjson.dumps(job_id)[1:-1]: job_id for job_id in wanted}
+    decode = msgspec.json.Decoder(JobState).decode
     found: dict[str, JobState] = {}
     for name in names:
         with open(job_file_path(audit_dir, name), "rb") as handle:
             for line in handle:
-                end = line.find(b'"', 2)
-                if end > 2 and line[end - 1] != 92:
-                    if line[2:end] not in keys:
-                        continue
-                entry = orjson.loads(line)
-                if entry[0] in wanted:
-                    found[entry[0]] = tuple(entry[1:])  # type: ignore[assignment]
+                end = line.find(b'"', 2)  # the id's bytes, when it holds no escape: most lines are not wanted
+                if end > 2 and line[end - 1] != 92 and line[2:end] not in keys:
+                    continue
+                state = decode(line)
+                if state.id in wanted:
+                    found[state.id] = state
     return found
 
 
@@ -169,8 +197,9 @@ def unchanged(previous: Checkpoint | None, doc: dict[str, Any]) -> bool:
     """
     if previous is None:
         return False
-    lines, length, sha = previous.attested
-    return bool(doc["ledger"] == {"line_count": lines, "byte_length": length, "prefix_sha256": sha}
+    ledger = doc["ledger"]
+    written = Attestation(ledger["line_count"], ledger["byte_length"], ledger["prefix_hash"], ledger["prefix_digest"])
+    return bool(written == previous.attested
                 and doc["deployment_ids"] == sorted(previous.deployment_ids)
                 and doc["policy_sha256"] == previous.policy_sha256)
 
@@ -181,7 +210,7 @@ def document(state: LedgerState, deployment_ids: list[str], policy_sha256: str) 
         "version": VERSION,
         "written_at": now_ts(),
         "ledger": {"line_count": state.line_count, "byte_length": state.byte_length,
-                   "prefix_sha256": state.prefix_sha256},
+                   "prefix_hash": state.prefix_hash, "prefix_digest": state.prefix_digest},
         "deployment_ids": sorted(deployment_ids),
         "policy_sha256": policy_sha256,
         "job_count": state.job_count,
@@ -211,7 +240,7 @@ def write(path: Path, doc: dict[str, Any], previous: Checkpoint | None = None) -
 
 def _commit(path: Path, doc: dict[str, Any]) -> bool:
     audit_dir = path.parent
-    tag = doc["ledger"]["prefix_sha256"][:12]
+    tag = doc["ledger"]["prefix_digest"][:12]
     names: list[str] = []
     for index, name in enumerate(doc["job_files"]):
         source = Path(name)

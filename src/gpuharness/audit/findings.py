@@ -5,15 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import final
 
+from gpuharness.core.rules import Rule
+
 
 @final
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One problem found by a rule: `where` names the file and place, or the deployment or job."""
+    """One problem found by an audit rule: `where` names the file and place, or the deployment or job; `subject` is
+    the deployment a per-deployment rule judged ("" for the others)."""
 
-    rule: str
+    rule: Rule
     where: str
     message: str
+    subject: str = ""
 
     def line(self) -> str:
         """The finding as one readable line."""

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuharness.core.lifecycle import allowed
 
-#: (line number, from, to) of one deployment's journal entries, in file order
-Entry = tuple[int, str | None, str]
+
+class JournalEntry(NamedTuple):
+    """One transition of a deployment as transitions.jsonl records it (`source` None: its first entry)."""
+
+    lineno: int
+    source: str | None
+    target: str
 
 
-def journal_problems(deployment: Mapping[str, Any], entries: Sequence[Entry]) -> list[tuple[str, str]]:
+def journal_problems(deployment: Mapping[str, Any], entries: Sequence[JournalEntry]) -> list[tuple[str, str]]:
     """(where, message) for each place where the journal and the deployment disagree.
 
     An entry whose from equals its to is an observation (a progress marker, a billing note), not a transition.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tempfile
 import weakref
@@ -16,40 +15,39 @@ from typing import Any, final
 import orjson
 
 from gpuharness.audit import checkpoint as cp
+from gpuharness.audit import rules
 from gpuharness.audit.findings import Finding
-from gpuharness.audit.journal_rules import journal_problems
+from gpuharness.audit.journal_rules import JournalEntry, journal_problems
 from gpuharness.audit.ledger_pass import (
-    PartResult,
     PassContext,
+    PassResult,
     Prior,
     canonical_ts,
     complete_length,
     hash_range,
-    scan_full,
-    scan_part,
+    scan,
 )
 from gpuharness.audit.readiness import readiness_problems
-from gpuharness.audit.secrets import scan_tree
 from gpuharness.core import schema
 from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.errors import UserError
 from gpuharness.core.lifecycle import BILLING
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import DOCUMENTS, JOURNAL, LEDGER
+from gpuharness.core.rules import Rule
+from gpuharness.core.secrets import Credential, configured_credentials, scan_tree
 from gpuharness.core.statefile import read_json
-
-#: Whole-file documents and their identity keys, for the uniqueness rule.
-IDENTITY: dict[str, tuple[str, ...]] = {
-    "providers.json": ("name",), "machines.json": ("provider", "instance_id"), "deployments.json": ("id",),
-    "models.json": ("name",), "workflows.json": ("id", "version"), "connections.json": ("target", "kind"),
-}
-SCHEMA_FILES = (*DOCUMENTS, JOURNAL)
 
 
 def rate(deployment: dict[str, Any]) -> float:
     """A deployment's cost_hr as a number (0 when missing or malformed; the schema rule reports that)."""
     value = deployment.get("cost_hr")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _rule(rule: Rule | str) -> Rule:
+    """A rule of the audit table, given as itself or by its id (an unknown id is a KeyError, never a zero)."""
+    return rule if isinstance(rule, Rule) else rules.AUDIT_RULES[rule]
 
 
 def _ts(text: Any) -> float | None:
@@ -68,9 +66,11 @@ class AuditRun:
 
     root: Path
     now: datetime
-    findings: dict[str, list[Finding]] = field(default_factory=lambda: defaultdict(list))
-    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    not_applicable: dict[str, str] = field(default_factory=dict)
+    findings: dict[Rule, list[Finding]] = field(default_factory=lambda: defaultdict(list))
+    #: problems per (rule, subject): the subject is a deployment id for the per-deployment rules, else ""
+    counts: dict[tuple[Rule, str], int] = field(default_factory=lambda: defaultdict(int))
+    #: why a per-deployment rule does not apply to a deployment: (rule, deployment id) -> reason
+    not_applicable: dict[tuple[Rule, str], str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)
     state: cp.LedgerState = field(default_factory=cp.LedgerState)
@@ -80,31 +80,50 @@ class AuditRun:
     pending_dir: Path | None = None
     deployment_ids: list[str] = field(default_factory=list)
     policy_sha256: str = ""
+    #: the providers' configured credentials (credential_env), whose values must be nowhere in what is audited
+    credentials: tuple[Credential, ...] = ()
     #: each deployment's journal entries: (line number, from, to)
-    journal_entries: dict[str, list[tuple[int, str | None, str]]] = field(default_factory=lambda: defaultdict(list))
+    journal_entries: dict[str, list[JournalEntry]] = field(default_factory=lambda: defaultdict(list))
 
     def __repr__(self) -> str:
         return f"AuditRun({str(self.root)!r}, {sum(self.counts.values())} problem(s))"
 
-    def add(self, rule: str, where: str, message: str, count: int = 1) -> None:
-        self.findings[rule].append(Finding(rule, where, message))
-        self.counts[rule] += count
+    def add(self, rule: Rule, where: str, message: str, *, subject: str = "", count: int = 1) -> None:
+        self.findings[rule].append(Finding(rule, where, message, subject))
+        self.counts[(rule, subject)] += count
 
-    def problems(self, rule: str) -> list[Finding]:
-        """The findings of one rule (capped examples; see `count`)."""
-        return list(self.findings.get(rule, ()))
+    def problems(self, rule: Rule | str, subject: str | None = None) -> list[Finding]:
+        """The findings of one rule (of one subject, when given; capped examples, see `count`)."""
+        found = self.findings.get(_rule(rule), [])
+        return [f for f in found if subject is None or f.subject == subject]
 
-    def count(self, rule: str) -> int:
-        return int(self.counts.get(rule, 0))
+    def count(self, rule: Rule | str, subject: str | None = None) -> int:
+        """How many problems a rule found (about one subject, when given)."""
+        rule = _rule(rule)
+        if subject is not None:
+            return int(self.counts.get((rule, subject), 0))
+        return sum(count for (found, _), count in self.counts.items() if found == rule)
 
-    def explain(self, rule: str, limit: int = 12) -> str:
+    def inapplicable(self, rule: Rule, subject: str) -> str | None:
+        """Why a per-deployment rule does not apply to that deployment, or None when it does."""
+        return self.not_applicable.get((rule, subject))
+
+    def explain(self, rule: Rule | str, subject: str | None = None, limit: int = 12) -> str:
         """An actionable failure message: every example line, then how many more."""
-        found = self.problems(rule)
+        rule = _rule(rule)
+        found = self.problems(rule, subject)
         lines = [f.line() for f in found[:limit]]
-        more = self.count(rule) - len(lines)
-        if more > 0:
-            lines.append(f"... and {more} more")
-        return f"{rule}: {self.count(rule)} problem(s)\n  " + "\n  ".join(lines)
+        total = self.count(rule, subject)
+        if total - len(lines) > 0:
+            lines.append(f"... and {total - len(lines)} more")
+        label = f"{rule.id}:{subject}" if subject else rule.id
+        return f"{label}: {total} problem(s)\n  " + "\n  ".join(lines)
+
+    def problem_counts(self) -> dict[str, int]:
+        """Problems per rule and subject, as `rule` or `rule:subject`, sorted (the report's summary)."""
+        labelled = {(f"{rule.id}:{subject}" if subject else rule.id): count
+                    for (rule, subject), count in self.counts.items() if count}
+        return dict(sorted(labelled.items()))
 
     @property
     def policy(self) -> Policy:
@@ -143,7 +162,7 @@ class AuditRun:
 
 def _load_documents(run: AuditRun) -> None:
     for file_name, (schema_name, _) in DOCUMENTS.items():
-        rule = f"schema:{file_name}"
+        rule = rules.SCHEMA[file_name]
         path = run.root / file_name
         try:
             doc = read_json(path)
@@ -162,7 +181,7 @@ def _load_documents(run: AuditRun) -> None:
 
 def _journal(run: AuditRun) -> dict[str, float]:
     """Schema-check transitions.jsonl; return each deployment's last transition time."""
-    rule = f"schema:{JOURNAL}"
+    rule = rules.SCHEMA[JOURNAL]
     last: dict[str, float] = {}
     path = run.root / JOURNAL
     try:
@@ -181,18 +200,18 @@ def _journal(run: AuditRun) -> dict[str, float]:
                 run.add(rule, f"{JOURNAL}:{lineno}", f"not valid JSON ({exc}); move the broken line out")
                 continue
             errors, _ = schema.check("transition", entry) if isinstance(entry, dict) else (
-                [schema.Finding("$", "a journal line must be a JSON object")], [])
+                [schema.SchemaIssue("$", "a journal line must be a JSON object")], [])
             for error in errors[:3]:
                 run.add(rule, f"{JOURNAL}:{lineno}:{error.json_path}", error.message)
             if errors or not isinstance(entry, dict):
                 continue
             deployment = entry["deployment"]
             if deployment not in known:
-                run.add("ref:journal-deployment", f"{JOURNAL}:{lineno}",
+                run.add(rules.JOURNAL_DEPLOYMENT, f"{JOURNAL}:{lineno}",
                         f"transition of deployment {deployment} ({entry.get('from')} → {entry['to']}), which is not "
                         "in deployments.json: history was deleted; restore the deployment (status destroyed, "
                         "with destroyed_at)")
-            run.journal_entries[deployment].append((lineno, entry.get("from"), entry["to"]))
+            run.journal_entries[deployment].append(JournalEntry(lineno, entry.get("from"), entry["to"]))
             moment = _ts(entry.get("ts"))
             if moment is not None and moment > last.get(deployment, 0.0):
                 last[deployment] = moment
@@ -200,20 +219,20 @@ def _journal(run: AuditRun) -> dict[str, float]:
 
 
 def _references(run: AuditRun) -> None:
-    for file_name, keys in IDENTITY.items():
+    for file_name, keys in rules.IDENTITY.items():
         seen: dict[tuple[Any, ...], int] = {}
         for index, item in enumerate(run.items(file_name)):
             key = tuple(item.get(k) for k in keys)
             if key in seen:
                 label = ", ".join(f"{k}={v}" for k, v in zip(keys, key, strict=True))
-                run.add(f"unique:{file_name}", f"{file_name}:$.{DOCUMENTS[file_name][1]}[{index}]",
+                run.add(rules.UNIQUE[file_name], f"{file_name}:$.{DOCUMENTS[file_name][1]}[{index}]",
                         f"duplicate {label} (first at index {seen[key]}); merge or rename one of them")
             else:
                 seen[key] = index
     providers = {p.get("name") for p in run.items("providers.json")}
     for deployment in run.deployments():
         if deployment.get("provider") not in providers:
-            run.add("ref:deployment-provider", f"deployment {deployment.get('id')}",
+            run.add(rules.DEPLOYMENT_PROVIDER, f"deployment {deployment.get('id')}",
                     f"provider {deployment.get('provider')!r} is not in providers.json "
                     f"(known: {sorted(p for p in providers if p)}); add it there or fix the deployment")
 
@@ -227,55 +246,54 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
              if isinstance(d.get("cost_hr"), int | float) and d.get("id")}
     tol_abs, tol_rel = run.policy.cost_tolerance
     per_job = run.policy.get("per_job_usd")
-    ctx = PassContext(str(path), rates, tol_abs, tol_rel, None if per_job is None else float(per_job))
+    ctx = PassContext(str(path), rates, tol_abs, tol_rel, None if per_job is None else float(per_job),
+                      credentials=run.credentials)
     previous: cp.Checkpoint | None = None
     if use_checkpoint:
         try:
             previous = cp.load(cp.checkpoint_path(root))
         except ValueError as exc:
-            run.add("ledger:append-only", "audit/checkpoint.json",
+            run.add(rules.LEDGER_APPEND_ONLY, rules.CHECKPOINT,
                     f"{exc}; move it aside to re-baseline (the next passing audit writes a new one)")
     run.previous = previous
     pending = Path(tempfile.mkdtemp(prefix="gh-audit-"))
     run.pending_dir = pending
     weakref.finalize(run, shutil.rmtree, str(pending), True)
-    results: list[PartResult] = []
+    results: list[PassResult] = []
     digest: Any = None
     rebaseline = previous is not None and (previous.policy_sha256 != run.policy_sha256
                                            or len(previous.state.job_files) > cp.MAX_JOB_FILES)
-    if previous is not None:
-        # Hash the attested prefix in a thread (hashlib releases the GIL) while the new lines are checked; the
-        # result is used only if the prefix proves unchanged.
-        with ThreadPoolExecutor(1) as hasher:
-            pending_digest = hasher.submit(_prefix_digest, path, size, previous.state.byte_length)
+    with ThreadPoolExecutor(1) as hasher:  # hashing releases the GIL: it runs beside the pass
+        if previous is not None:
+            # The attested prefix is hashed while the new lines are checked; they count only if it proves unchanged.
+            pending_digest = hasher.submit(_prefix_digest, path, size, previous.state.byte_length,
+                                           previous.state.prefix_hash)
             end = previous.state.byte_length
             if size > end and not rebaseline:
                 state = previous.state
                 wanted = _job_ids(path, end, size)
                 prior = Prior(cp.load_jobs(cp.checkpoint_path(root).parent, state.job_files, wanted),
                               frozenset(state.open_jobs), frozenset(state.unsynced))
-                results = [scan_part(ctx, end, size, 0, 1, prior, pending / "jobs-delta.jsonl")]
+                results = [scan(ctx, end, size, prior, pending / "jobs-delta.jsonl")]
                 end = complete_length(path, size)
             digest = _verified_prefix(run, previous, pending_digest.result())
-    if previous is not None and digest is not None and not rebaseline:
-        run.state = previous.state
-        run.incremental = True
-        hash_range(path, previous.state.byte_length, end, digest)
-    else:
-        results = []
-        run.state = cp.LedgerState()
-        if size:
-            results, digest = scan_full(ctx, size, pending, "jobs-full")
+        if previous is not None and digest is not None and not rebaseline:
+            run.state = previous.state
+            run.incremental = True
+            hash_range(path, previous.state.byte_length, end, digest)
         else:
-            digest = hashlib.sha256()
-        end = complete_length(path, size)
+            run.state = cp.LedgerState()
+            end = complete_length(path, size)
+            full_digest = hasher.submit(_prefix_digest, path, size, end, cp.PREFIX_HASH)
+            results = [scan(ctx, 0, size, None, pending / "jobs-full.jsonl")] if size else []
+            digest = full_digest.result()
     _merge(run, results)
     run.state.byte_length = end
-    run.state.prefix_sha256 = digest.hexdigest()
+    run.state.prefix_digest = digest.hexdigest()
     if previous is not None:
         vanished = sorted(set(previous.deployment_ids) - set(ids))
         for deployment in vanished:
-            run.add("history:no-vanished", f"deployment {deployment}",
+            run.add(rules.HISTORY_NO_VANISHED, f"deployment {deployment}",
                     f"was in deployments.json at the checkpoint of {previous.written_at} and is gone now; history "
                     "is never deleted: restore it (status destroyed, with destroyed_at)")
 
@@ -295,11 +313,11 @@ def _job_ids(path: Path, start: int, end: int) -> set[str]:
     return ids
 
 
-def _prefix_digest(path: Path, size: int, length: int) -> Any:
-    """sha256 state over the first `length` bytes, or None when the file is shorter than that."""
+def _prefix_digest(path: Path, size: int, length: int, hash_name: str) -> Any:
+    """The hash state over the first `length` bytes, or None when the file is shorter than that."""
     if size < length:
         return None
-    digest = hashlib.sha256()
+    digest = cp.PREFIX_HASHES[hash_name]()
     hash_range(path, 0, length, digest)
     return digest
 
@@ -309,34 +327,34 @@ def _verified_prefix(run: AuditRun, previous: cp.Checkpoint, digest: Any) -> Any
     state = previous.state
     where = f"{LEDGER}:1-{state.line_count}"
     if digest is None:
-        run.add("ledger:append-only", where,
+        run.add(rules.LEDGER_APPEND_ONLY, where,
                 f"the ledger is shorter than the {state.byte_length} bytes ({state.line_count} lines) the checkpoint "
                 f"of {previous.written_at} covered: history was truncated; restore jobs.jsonl from a backup")
         return None
-    if digest.hexdigest() != state.prefix_sha256:
-        run.add("ledger:append-only", where,
+    if digest.hexdigest() != state.prefix_digest:
+        run.add(rules.LEDGER_APPEND_ONLY, where,
                 f"the first {state.line_count} lines ({state.byte_length} bytes) changed since the checkpoint of "
-                f"{previous.written_at} (sha256 {digest.hexdigest()[:12]}… ≠ {state.prefix_sha256[:12]}…): history "
-                "was rewritten; restore those lines and append correction lines instead")
+                f"{previous.written_at} ({state.prefix_hash} {digest.hexdigest()[:12]}… ≠ "
+                f"{state.prefix_digest[:12]}…): history was rewritten; restore those lines and append correction "
+                "lines instead")
         return None
     return digest
 
 
-def _merge(run: AuditRun, results: list[PartResult]) -> None:
+def _merge(run: AuditRun, results: list[PassResult]) -> None:
     state = run.state
     base = state.line_count
-    found: list[tuple[int, str, str]] = []
     for result in results:
-        found.extend((lineno, rule, message) for rule, lineno, message in result.findings)
         for rule, count in result.counts.items():
-            run.counts[rule] += count
+            run.counts[(rule, "")] += count
         state.absorb(result)
         if result.torn is not None:
-            lineno, length = result.torn
-            run.warnings.append(f"{LEDGER}:{base + lineno}: torn last line ({length} bytes without a newline): a "
-                                "writer died mid-write; it was never acknowledged and the next append quarantines it")
-    for lineno, rule, message in sorted(found, key=lambda f: f[0]):
-        run.findings[rule].append(Finding(rule, f"{LEDGER}:{base + lineno}" if lineno else LEDGER, message))
+            run.warnings.append(f"{LEDGER}:{base + result.torn.lineno}: torn last line ({result.torn.length} bytes "
+                                "without a newline): a writer died mid-write; it was never acknowledged and the next "
+                                "append quarantines it")
+        for found in result.findings:
+            where = f"{LEDGER}:{base + found.lineno}" if found.lineno else LEDGER
+            run.findings[found.rule].append(Finding(found.rule, where, found.message))
     lines = results[0].lines if results else 0
     state.line_count = base + lines
     run.lines_validated = lines
@@ -352,7 +370,7 @@ def _spend(run: AuditRun) -> None:
             continue
         for key, spent in state.rounded(grouping).items():
             if spent > float(limit) + 1e-9:
-                run.add(f"spend:{'daily' if grouping == 'day' else 'monthly'}", f"{grouping} {key} (UTC)",
+                run.add(rules.SPEND_DAILY if grouping == "day" else rules.SPEND_MONTHLY, f"{grouping} {key} (UTC)",
                         f"spent ${spent:.2f} > {ceiling} ${float(limit):.2f} "
                         f"(over by ${spent - float(limit):.2f}); see `gpuharness spend --by {grouping}` and stop the "
                         "leak, or raise the ceiling on purpose")
@@ -361,95 +379,101 @@ def _spend(run: AuditRun) -> None:
     cap_hr = policy.get("max_cost_hr")
     names = ", ".join(f"{d.get('id')} ${rate(d):.2f}/hr ({d.get('status')})" for d in billing)
     if cap_hr is not None and burn > float(cap_hr) + 1e-9:
-        run.add("spend:live-burn", "deployments.json",
+        run.add(rules.SPEND_LIVE_BURN, "deployments.json",
                 f"live burn ${burn:.2f}/hr > max_cost_hr ${float(cap_hr):.2f}/hr: {names}; destroy or stop one "
                 "(`gpuharness destroy ID`)")
     cap_n = policy.get("max_concurrent_deployments")
     if cap_n is not None and len(billing) > int(cap_n):
-        run.add("spend:concurrent", "deployments.json",
+        run.add(rules.SPEND_CONCURRENT, "deployments.json",
                 f"{len(billing)} live deployments > max_concurrent_deployments {int(cap_n)}: {names}; destroy the "
                 "ones not needed")
 
 
-def _history_and_shutdown(run: AuditRun, journal_last: dict[str, float]) -> None:
-    policy = run.policy
-    deployments = run.deployments()
+def _history(run: AuditRun) -> dict[str, list[str]]:
+    """Destroyed deployments keep their history and died with nothing unsynced; returns the open jobs by
+    deployment."""
     destroyed_at: dict[str, str] = {}
-    for d in deployments:
+    kept = rules.HISTORY_DESTROYED_AT
+    synced = rules.HISTORY_ARTIFACTS_SYNCED
+    for d in run.deployments():
         dep = str(d.get("id"))
-        rule = f"history:destroyed-at:{dep}"
         when = _ts(d.get("destroyed_at"))
         if d.get("status") == "destroyed":
             if when is None:
-                run.add(rule, f"deployment {dep}", "status is destroyed but destroyed_at is missing; record when it "
-                        "was destroyed (see transitions.jsonl)")
+                run.add(kept, f"deployment {dep}", "status is destroyed but destroyed_at is missing; record when it "
+                        "was destroyed (see transitions.jsonl)", subject=dep)
             else:
                 destroyed_at[dep] = canonical_ts(str(d.get("destroyed_at")))
                 created = _ts(d.get("created_at"))
                 if created is not None and when < created:
-                    run.add(rule, f"deployment {dep}",
+                    run.add(kept, f"deployment {dep}",
                             f"destroyed_at {d.get('destroyed_at')} is before created_at {d.get('created_at')}; fix the "
-                            "times from transitions.jsonl")
+                            "times from transitions.jsonl", subject=dep)
         else:
-            run.not_applicable[f"history:artifacts-synced:{dep}"] = f"status {d.get('status')}: not destroyed"
+            run.not_applicable[(synced, dep)] = f"status {d.get('status')}: not destroyed"
         if d.get("status") != "destroyed" and when is not None:
-            run.add(rule, f"deployment {dep}",
+            run.add(kept, f"deployment {dep}",
                     f"has destroyed_at {d.get('destroyed_at')} but status {d.get('status')}; a destroyed deployment "
-                    "keeps status destroyed (check the provider: is it still running?)")
+                    "keeps status destroyed (check the provider: is it still running?)", subject=dep)
     state = run.state
     open_jobs: dict[str, list[str]] = defaultdict(list)
     for job_id, deployment in sorted(state.open_jobs.items()):
         open_jobs[deployment].append(job_id)
     for job_id, (deployment, name) in sorted(state.unsynced.items()):
         if deployment in destroyed_at:
-            run.add(f"history:artifacts-synced:{deployment}", f"job {job_id}",
+            run.add(synced, f"job {job_id}",
                     f"artifact {name!r} was never synced (no synced_at) before deployment {deployment} was destroyed; "
-                    "sync it if a copy exists, else record discarded: true in a correction line")
+                    "sync it if a copy exists, else record discarded: true in a correction line", subject=deployment)
     for deployment, gone in destroyed_at.items():
-        rule = f"history:artifacts-synced:{deployment}"
-        latest, job_id = state.synced_max.get(deployment, ("", ""))
-        if latest and latest > gone:
-            late = (parse_ts(latest) - parse_ts(gone)).total_seconds()
-            run.add(rule, f"job {job_id}", f"artifacts synced at {latest}, {late:.0f} s after deployment "
-                    f"{deployment} was destroyed ({gone}); outputs die with the instance: sync before destroy")
+        latest = state.synced_max.get(deployment)
+        if latest is not None and latest.synced_at > gone:
+            late = (parse_ts(latest.synced_at) - parse_ts(gone)).total_seconds()
+            run.add(synced, f"job {latest.job_id}", f"artifacts synced at {latest.synced_at}, {late:.0f} s after "
+                    f"deployment {deployment} was destroyed ({gone}); outputs die with the instance: sync before "
+                    "destroy", subject=deployment)
         for job_id in open_jobs.get(deployment, []):
-            run.add(rule, f"job {job_id}", f"still open (queued or running) on destroyed deployment {deployment}; "
-                    "its outputs died with the instance: append an interrupted (or failed) line")
+            run.add(synced, f"job {job_id}", f"still open (queued or running) on destroyed deployment {deployment}; "
+                    "its outputs died with the instance: append an interrupted (or failed) line", subject=deployment)
+    return open_jobs
+
+
+def _shutdown(run: AuditRun, journal_last: dict[str, float], open_jobs: dict[str, list[str]]) -> None:
+    """Every live paid deployment has a shutdown rule, is not idle past max_idle_minutes and is within its stop."""
+    policy = run.policy
     max_idle = policy.get("max_idle_minutes")
     need_rule = bool(policy.get("require_shutdown_rule"))
-    for d in deployments:
+    for d in run.deployments():
         dep = str(d.get("id"))
         paid = d.get("status") in BILLING and rate(d) > 0
         if not paid:
             reason = f"status {d.get('status')}, ${rate(d):g}/hr: not a live paid deployment"
-            run.not_applicable[f"shutdown:rule:{dep}"] = reason
-            run.not_applicable[f"shutdown:idle:{dep}"] = reason
-            run.not_applicable[f"shutdown:expired:{dep}"] = reason
+            for rule in (rules.SHUTDOWN_RULE, rules.SHUTDOWN_IDLE, rules.SHUTDOWN_EXPIRED):
+                run.not_applicable[(rule, dep)] = reason
             continue
         _stop_condition(run, d)
         if not need_rule:
-            run.not_applicable[f"shutdown:rule:{dep}"] = "policy.json does not set require_shutdown_rule"
+            run.not_applicable[(rules.SHUTDOWN_RULE, dep)] = "policy.json does not set require_shutdown_rule"
         elif not d.get("shutdown_rule"):
-            run.add(f"shutdown:rule:{dep}", f"deployment {dep}",
+            run.add(rules.SHUTDOWN_RULE, f"deployment {dep}",
                     f"live at ${rate(d):g}/hr with no shutdown_rule; add idle_minutes, max_hours "
-                    "or a deadline to it in deployments.json, or destroy it")
+                    "or a deadline to it in deployments.json, or destroy it", subject=dep)
         if max_idle is None:
-            run.not_applicable[f"shutdown:idle:{dep}"] = "policy.json sets no max_idle_minutes"
+            run.not_applicable[(rules.SHUTDOWN_IDLE, dep)] = "policy.json sets no max_idle_minutes"
             continue
         if open_jobs.get(dep):
-            run.not_applicable[f"shutdown:idle:{dep}"] = f"busy: {len(open_jobs[dep])} open job(s)"
+            run.not_applicable[(rules.SHUTDOWN_IDLE, dep)] = f"busy: {len(open_jobs[dep])} open job(s)"
             continue
-        stamps = [_ts(d.get("created_at")), _ts(d.get("ready_at")), _ts(state.last_ts.get(dep)),
+        stamps = [_ts(d.get("created_at")), _ts(d.get("ready_at")), _ts(run.state.last_ts.get(dep)),
                   journal_last.get(dep)]
         last = max((s for s in stamps if s is not None), default=None)
         if last is None:
             continue
         idle = (run.now.timestamp() - last) / 60.0
         if idle > float(max_idle):
-            run.add(f"shutdown:idle:{dep}", f"deployment {dep}",
+            run.add(rules.SHUTDOWN_IDLE, f"deployment {dep}",
                     f"idle for {idle:.0f} min (no open job since {format_ts(datetime.fromtimestamp(last, UTC))}) > "
                     f"max_idle_minutes {float(max_idle):g} at ${rate(d):g}/hr; destroy it "
-                    "(`gpuharness destroy " + dep + "`) or run the queued work")
+                    "(`gpuharness destroy " + dep + "`) or run the queued work", subject=dep)
 
 
 def _readiness_and_journal(run: AuditRun) -> None:
@@ -458,34 +482,36 @@ def _readiness_and_journal(run: AuditRun) -> None:
         entries = run.journal_entries.get(dep, [])
         into_ready = [(lineno, source) for lineno, source, target in entries if target == "ready" and source != "ready"]
         for where, message in readiness_problems(d, into_ready):
-            run.add(f"ready:evidence:{dep}", where, message)
+            run.add(rules.READY_EVIDENCE, where, message, subject=dep)
         if not entries:
-            run.not_applicable[f"journal:consistent:{dep}"] = "no journal entries (a hand-kept history)"
+            run.not_applicable[(rules.JOURNAL_CONSISTENT, dep)] = "no journal entries (a hand-kept history)"
             continue
         for where, message in journal_problems(d, entries):
-            run.add(f"journal:consistent:{dep}", where, message)
+            run.add(rules.JOURNAL_CONSISTENT, where, message, subject=dep)
 
 
 def _stop_condition(run: AuditRun, d: dict[str, Any]) -> None:
     """A live paid deployment past its own deadline or max_hours is money spent past its declared stop."""
     dep = str(d.get("id"))
-    rule = d.get("shutdown_rule") or {}
+    stop = d.get("shutdown_rule") or {}
     now = run.now.timestamp()
-    deadline = _ts(rule.get("deadline"))
+    deadline = _ts(stop.get("deadline"))
     if deadline is not None and now > deadline:
         over = (now - deadline) / 3600
-        run.add(f"shutdown:expired:{dep}", f"deployment {dep}",
-                f"still live {over:.1f} h past its deadline {rule.get('deadline')} at ${rate(d):g}/hr "
-                f"(≈ ${over * rate(d):.2f} spent past it); destroy it (`gpuharness reap --apply`) or move the deadline")
+        run.add(rules.SHUTDOWN_EXPIRED, f"deployment {dep}",
+                f"still live {over:.1f} h past its deadline {stop.get('deadline')} at ${rate(d):g}/hr "
+                f"(≈ ${over * rate(d):.2f} spent past it); destroy it (`gpuharness reap --apply`) or move the deadline",
+                subject=dep)
     created = _ts(d.get("created_at"))
-    max_hours = rule.get("max_hours")
+    max_hours = stop.get("max_hours")
     if created is not None and max_hours is not None and (now - created) / 3600 > float(max_hours):
         over = (now - created) / 3600 - float(max_hours)
-        run.add(f"shutdown:expired:{dep}", f"deployment {dep}",
+        run.add(rules.SHUTDOWN_EXPIRED, f"deployment {dep}",
                 f"live for {(now - created) / 3600:.1f} h > its max_hours {float(max_hours):g} at ${rate(d):g}/hr "
-                f"(≈ ${over * rate(d):.2f} spent past it); destroy it (`gpuharness reap --apply`) or raise max_hours")
+                f"(≈ ${over * rate(d):.2f} spent past it); destroy it (`gpuharness reap --apply`) or raise max_hours",
+                subject=dep)
     if deadline is None and max_hours is None:
-        run.not_applicable[f"shutdown:expired:{dep}"] = "its shutdown rule sets no deadline or max_hours"
+        run.not_applicable[(rules.SHUTDOWN_EXPIRED, dep)] = "its shutdown rule sets no deadline or max_hours"
 
 
 def _unknown_deployments(run: AuditRun) -> None:
@@ -496,36 +522,37 @@ def _unknown_deployments(run: AuditRun) -> None:
     state = run.state
     for deployment in missing:
         examples = ", ".join(state.dep_examples.get(deployment, []))
-        run.add("ref:job-deployment", f"deployment {deployment}",
+        run.add(rules.JOB_DEPLOYMENT, f"deployment {deployment}",
                 f"{state.dep_lines.get(deployment, 0)} ledger line(s) (e.g. jobs {examples}) run on a deployment that "
                 "is not in deployments.json; restore it there (destroyed deployments stay, with destroyed_at)")
 
 
-def _secrets(run: AuditRun, extra_roots: dict[str, Path]) -> None:
+def _secrets(run: AuditRun, extra_roots: dict[Rule, Path]) -> None:
     # the ledger is scanned by the ledger pass; audit/ holds only what this audit derived from it
-    for path, lineno, hit in scan_tree(run.root, skip=(LEDGER, "audit")):
+    for path, lineno, hit in scan_tree(run.root, skip=(LEDGER, "audit"), credentials=run.credentials):
         rel = path.relative_to(run.root)
-        run.add("secrets:registry", f"{rel}:{lineno}", f"{hit.kind} {hit.shown}; revoke it at the provider and "
+        run.add(rules.SECRETS_REGISTRY, f"{rel}:{lineno}", f"{hit.kind} {hit.shown}; revoke it at the provider and "
                 "keep only the environment variable's name (credential_env)")
-    for name, root in extra_roots.items():
-        for path, lineno, hit in scan_tree(root):
-            run.add(f"secrets:{name}", f"{path}:{lineno}", f"{hit.kind} {hit.shown}; revoke it, then delete or "
+    for rule, root in extra_roots.items():
+        for path, lineno, hit in scan_tree(root, credentials=run.credentials):
+            run.add(rule, f"{path}:{lineno}", f"{hit.kind} {hit.shown}; revoke it, then delete or "
                     "re-record the file scrubbed")
 
 
 def run_audit(root: Path, now: datetime, *, use_checkpoint: bool = True,
-              secret_roots: dict[str, Path] | None = None) -> AuditRun:
+              secret_roots: dict[Rule, Path] | None = None) -> AuditRun:
     """Audit the registry at root, as of `now`, using (and verifying) its checkpoint when there is one."""
     run = AuditRun(root=root, now=now)
     _load_documents(run)
     run.deployment_ids = sorted(str(d.get("id")) for d in run.deployments())
     run.policy_sha256 = cp.policy_digest(run.documents.get("policy.json") or {})
+    run.credentials = configured_credentials(p.get("credential_env") for p in run.items("providers.json"))
     journal_last = _journal(run)
     _references(run)
     _ledger(run, use_checkpoint)
     _spend(run)
     _unknown_deployments(run)
-    _history_and_shutdown(run, journal_last)
+    _shutdown(run, journal_last, _history(run))
     _readiness_and_journal(run)
     _secrets(run, secret_roots or {})
     return run

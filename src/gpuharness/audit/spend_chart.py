@@ -75,7 +75,7 @@ def _serve(connection: Any) -> None:
 
 
 class ChartRenderer:
-    """Renders the chart in a helper forked early, so that matplotlib's import (about half a second) overlaps
+    """Renders the chart in a helper forked early, so that matplotlib's import overlaps
     pytest's start-up on another core. Falls back to rendering in-process when the helper is not there."""
 
     __slots__ = ("_args", "_connection", "_process")

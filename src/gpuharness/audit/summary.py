@@ -35,7 +35,7 @@ def summarize(run: AuditRun) -> dict[str, Any]:
         "deployments": deployments,
         "live_burn_hr": round(sum(rate(d) for d in live), 6),
         "live_deployments": len(live),
-        "problems": {rule: count for rule, count in sorted(run.counts.items()) if count},
+        "problems": run.problem_counts(),
     }
 
 

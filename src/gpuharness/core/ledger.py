@@ -17,7 +17,6 @@ from gpuharness.core import schema
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 from gpuharness.core.jsonl import append_record
-from gpuharness.core.line_scanner import LineScanner, compiled
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
 ORDER = {"queued": 0, "running": 1}
@@ -176,105 +175,89 @@ class Ledger:
         """The current (last) line of one job, or of every job as a dict when job_id is None (only the jobs whose
         current status is `status`, when given).
 
-        Every line is read and a broken one raises, as with records(); with the compiled scanner only the current
-        lines are parsed in Python (those of `status` only). At a million lines (best of 3): one job 0.8 s (2.7 s
-        parsing every line), the running ones 1.2 s, every job 2.3 s (3.5 s; 5.8 s before the collector was paused)."""
+        Every line is read and a broken one raises, as with records(). Each line is decoded into a `JobLine`;
+        only a line the Struct refuses is parsed as a whole, and only the current lines become dicts."""
         collecting = gc.isenabled()
-        gc.disable()  # a table of parsed records makes no cycles; generational scans of it would dominate
+        gc.disable()  # a table of current lines makes no cycles; generational scans of it would dominate
         try:
-            native = compiled()
-            if native is not None:
-                return self._current_compiled(native, job_id, status)
-            found = self._current_parsed(job_id)
-            if status is None or job_id is not None:
-                return found
-            return {key: record for key, record in found.items() if record.get("status") == status}
+            found = self._current_lines(job_id)
+            if found is None:
+                return None if job_id is not None else {}
+            records = self._materialize(found, status if job_id is None else None)
         finally:
             if collecting:
                 gc.enable()
+        return records.get(job_id) if job_id is not None else records
 
-    def _current_parsed(self, job_id: str | None) -> Any:
-        """current(), parsing every line in Python."""
-        if job_id is not None:
-            last: dict[str, Any] | None = None
-            for record in self.records():
-                if record.get("id") == job_id:
-                    last = record
-            return last
-        state: dict[str, dict[str, Any]] = {}
-        for lineno, record in enumerate(self.records(), start=1):
-            key = record.get("id")
-            if not isinstance(key, str):
-                raise UserError("a ledger line without a string \"id\"", path=self.path, place=f"{lineno}:1",
-                                hint="repair that line by hand; nothing was changed")
-            state[key] = record
-        return state
-
-    def _current_compiled(self, native: LineScanner, job_id: str | None, status: str | None) -> Any:
-        """current(), with the scanner proving lines and locating each job's last one (see _linescan.last_lines)."""
-        wanted = None if job_id is None else job_id.encode("utf-8", "surrogatepass")
-        #: job id -> (offset, end, status) of its last proven line, or (offset, record) of a line parsed here
-        found: dict[str, Any] = {}
+    def _current_lines(self, job_id: str | None) -> dict[str, CurrentLine] | None:
+        """Where each job's last line is (only `job_id`'s, when given); None when there is no ledger."""
         try:
             handle = open(self.path, "rb")
         except FileNotFoundError:
-            return None if job_id is not None else {}
+            return None
         except OSError as exc:
             raise UserError(f"cannot read the ledger: {exc.strerror}", path=self.path) from None
-        with handle:
-            position = 0
-            lineno = 0
-            data = handle.read(BLOCK)
-            while data:
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    more = handle.read(BLOCK)
-                    if more:  # a line longer than a block
-                        data += more
-                        continue
-                    tail = _entry(lineno + 1, position, data)  # no newline: a last line that parses counts,
-                    if tail.record is not None:  # a torn one is not history yet
-                        self._keep(tail, job_id, found)
-                    break
-                count, doubtful = native.last_lines(data, cut, position, found, wanted)
-                for index, start, end in doubtful:
-                    entry = _entry(lineno + index + 1, start, data[start - position:end - position + 1])
-                    self._keep(entry, job_id, found)
-                lineno += count
-                position += cut
-                data = data[cut:] + handle.read(BLOCK)
-            records: dict[str, dict[str, Any]] = {}
-            if found:
-                with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
-                    loads = orjson.loads
-                    every = status is None or job_id is not None
-                    for key, value in found.items():
-                        if len(value) == 3:
-                            if every or value[2] == status:
-                                records[key] = loads(view[value[0]:value[1]])
-                        elif every or value[1].get("status") == status:
-                            records[key] = value[1]
-        if job_id is not None:
-            return records.get(job_id)
-        return records
+        from gpuharness.core.job_line import DECODE_ERRORS, decode_job_line  # msgspec: loaded when a lookup runs
 
-    def _keep(self, entry: Entry, job_id: str | None, found: dict[str, Any]) -> None:
-        """A line the scanner left to Python: raise if it is broken, else keep it if it is its job's latest."""
+        found: dict[str, CurrentLine] = {}
+        decode = decode_job_line
+        with handle:
+            offset = 0
+            lineno = 0
+            for raw in handle:
+                lineno += 1
+                try:
+                    line = decode(raw)
+                except DECODE_ERRORS:
+                    if not self._keep_parsed(_entry(lineno, offset, raw), job_id, found):
+                        break  # a torn last line is not history yet
+                else:
+                    if job_id is None or line.id == job_id:
+                        found[line.id] = CurrentLine(offset, len(raw), line.status)
+                offset += len(raw)
+        return found
+
+    def _keep_parsed(self, entry: Entry, job_id: str | None, found: dict[str, CurrentLine]) -> bool:
+        """A line the Struct refused, parsed whole: kept if it is one of the wanted jobs; False for a torn last line.
+        A broken line, or one without a string id when every job is wanted, raises."""
         if entry.record is None:
+            if entry.torn:
+                return False
             raise self.broken(entry)
         key = entry.record.get("id")
-        if job_id is None and not isinstance(key, str):
-            raise UserError("a ledger line without a string \"id\"", path=self.path, place=f"{entry.lineno}:1",
-                            hint="repair that line by hand; nothing was changed")
-        if job_id is not None and key != job_id:
-            return
-        previous = found.get(key)  # type: ignore[arg-type]
-        if previous is None or previous[0] < entry.offset:
-            found[key] = (entry.offset, entry.record)  # type: ignore[index]
+        if not isinstance(key, str):
+            if job_id is None:
+                raise UserError("a ledger line without a string \"id\"", path=self.path, place=f"{entry.lineno}:1",
+                                hint="repair that line by hand; nothing was changed")
+            return True
+        if job_id is None or key == job_id:
+            found[key] = CurrentLine(entry.offset, len(entry.raw), entry.record.get("status"), entry.record)
+        return True
+
+    def _materialize(self, found: dict[str, CurrentLine], status: str | None) -> dict[str, dict[str, Any]]:
+        """The records of the current lines (of `status` only, when given)."""
+        records: dict[str, dict[str, Any]] = {}
+        if not found:
+            return records
+        with open(self.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            loads = orjson.loads
+            for key, line in found.items():
+                if status is not None and line.status != status:
+                    continue
+                records[key] = line.record if line.record is not None else loads(
+                    view[line.offset:line.offset + line.length])
+        return records
 
 
-#: Bytes read at a time by the compiled lookups.
-BLOCK = 4 << 20
+@final
+@dataclass(frozen=True, slots=True)
+class CurrentLine:
+    """Where a job's last line is, its status, and its record when it was parsed whole."""
+
+    offset: int
+    length: int
+    status: Any
+    record: dict[str, Any] | None = None
 
 
 def _entry(lineno: int, offset: int, raw: bytes) -> Entry:

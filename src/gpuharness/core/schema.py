@@ -26,8 +26,9 @@ SCHEMA_NAMES = ("providers", "machines", "deployments", "models", "workflows", "
 
 @final
 @dataclass(frozen=True, slots=True)
-class Finding:
-    """One schema problem: a JSON path and a message."""
+class SchemaIssue:
+    """What a schema says about one place of a document: its JSON path and the message (an error, or a warning for
+    an unknown field)."""
 
     json_path: str
     message: str
@@ -80,23 +81,23 @@ def _path(error: ValidationError) -> str:
     return str(error.json_path)
 
 
-def check(name: str, document: Any) -> tuple[list[Finding], list[Finding]]:
+def check(name: str, document: Any) -> tuple[list[SchemaIssue], list[SchemaIssue]]:
     """Validate document; return (errors, warnings). Unknown fields are warnings.
 
     A document the compiled validator passes has neither; only one it fails is explained by jsonschema."""
     if strict_validator(name).is_valid(document):
         return [], []
-    errors: list[Finding] = []
-    warnings: list[Finding] = []
+    errors: list[SchemaIssue] = []
+    warnings: list[SchemaIssue] = []
     for error in sorted(validator(name).iter_errors(document), key=lambda e: list(map(str, e.path))):
         if error.validator == "additionalProperties":
-            warnings.append(Finding(_path(error), f"unknown field: {error.message}"))
+            warnings.append(SchemaIssue(_path(error), f"unknown field: {error.message}"))
             continue
         message = error.message
         if error.validator in ("anyOf", "oneOf") and error.context:
             best = min(error.context, key=lambda e: len(list(e.path)))
             message = best.message
-        errors.append(Finding(_path(error), message))
+        errors.append(SchemaIssue(_path(error), message))
     return errors, warnings
 
 

@@ -98,14 +98,18 @@ HEALTH_CHECKS: Final = HealthChecks((
            "probe.disk_free_bytes", "deployments.ssh.workspace", "models.files.size", "policy.disk_margin_gb"),
     _check("service_process_and_port", "the service process runs and listens on its port",
            "probe.processes", "probe.listening_ports", "deployments.process", "deployments.service_port"),
-    _check("log_tail_has_no_classified_failure", "the runtime log's tail has no classified failure",
-           "probe.log_tail", "deployments.log_path"),
+    _check("log_tail_has_no_classified_failure", "the runtime log's tail has no classified failure that matters to "
+           "the workflow (an optional module a working server could not import is a warning)",
+           "probe.log_tail", "deployments.log_path", "probe.catalog (GET /object_info)", "workflows.test_generation"),
     _check("service_health_endpoint", "the runtime's health endpoint answers",
            "runtime health endpoint", "deployments.endpoint", serverless=True),
-    _check("test_generation_succeeds", "the workflow's test generation succeeds within its timeout",
-           "runtime test generation", "workflows.test_generation", "deployments.endpoint", serverless=True),
-    _check("cuda_smoke_test", "a matmul on the GPU matches the CPU (where torch exists)", "probe.torch",
-           may_skip=True),
+    _check("test_generation_succeeds", "the workflow's test generation succeeds within its timeout (a ComfyUI graph "
+           "the server's catalog refuses is never submitted)",
+           "runtime test generation", "workflows.test_generation", "deployments.endpoint",
+           "probe.catalog (GET /object_info)", serverless=True),
+    _check("cuda_smoke_test", "a matmul on the GPU matches the CPU, run by the service's own interpreter (skips only "
+           "where the service does not import torch)", "probe.torch", "probe.smoke.interpreter",
+           "probe.smoke.service_torch", "deployments.runtime", "deployments.runtime_python", may_skip=True),
     _check("job_progress_advanced", "a running job's progress marker advanced since the last observation",
            "probe.progress", "transitions.jsonl progress observation", may_skip=True),
 ))

@@ -51,8 +51,8 @@ def conclude(registry: Registry, deployment_id: str, results: Mapping[str, Check
                     "(only health-checking deployments are gated)")
         if decision.verdict is Verdict.NOT_JUDGED and decision.decisive is not None:
             name, result = decision.decisive
-            return (f"{deployment_id}: NOT judged: {name}: {result.cause} (a recording, route or verified host key "
-                    "is missing: not a deployment failure); status left health-checking")
+            return (f"{deployment_id}: NOT judged: {name}: {result.cause} (a recording, route, verified host key or "
+                    "readable manifest is missing: not a deployment failure); status left health-checking")
         if decision.verdict is Verdict.FAILED and decision.decisive is not None:
             return _record_failure(registry, deployment, decision.decisive, decision.failed_checks, evidence)
         if decision.verdict is Verdict.INCOMPLETE:

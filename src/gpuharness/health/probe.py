@@ -1,114 +1,66 @@
-"""The batched health probe: one POSIX shell script, one exec, every remote fact in marked sections."""
+"""The batched health probe: one exec of the probe script (health.probe_script), every remote fact parsed from its
+marked sections into a ProbeResult."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-import shlex
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final, final
+from typing import Any, final
 
-from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.health import nvidia_smi
 from gpuharness.health.nvidia_smi import GpuInfo
+from gpuharness.health.probe_script import MARK, PROBE_VERSION, ProbeTargets, build_script
 from gpuharness.remote import ExecResult, Remote
 
-PROBE_VERSION: Final = 1
-MARK: Final = "@@gpuharness"
+__all__ = ["MARK", "PROBE_VERSION", "ComputeApp", "ProbeResult", "ProbeTargets", "TorchRun", "build_script",
+           "digest_of", "parse", "run", "split_sections"]
+
 
 @final
 @dataclass(frozen=True, slots=True)
-class ProbeTargets:
-    """What the probe looks at on the host, beyond the GPU."""
+class TorchRun:
+    """The CUDA smoke test as the probe ran it: its result line (ok, mismatch, absent, no_cuda, no_python,
+    not_executable, or what the interpreter printed last), the interpreter that ran it and how it was found
+    (deployment, service_argv0, service_exe, python3, none; None in a probe v1 transcript, which ran python3),
+    whether the service has torch's libraries mapped (loaded, not_loaded, unknown) and the run's exit status."""
 
-    workspace: str = DEFAULT_WORKSPACE
-    process_pattern: str | None = None
-    service_port: int | None = None
-    log_path: str | None = None
-    checkpoint_path: str | None = None
-    output_dir: str | None = None
-    nvidia_smi_timeout_s: int = 10
-    torch_timeout_s: int = 60
+    result: str
+    interpreter: str | None = None
+    found_by: str | None = None
+    service_torch: str | None = None
+    exit_status: int | None = None
 
+    @property
+    def outcome(self) -> str:
+        """The result's first word."""
+        return self.result.split(" ", 1)[0] if self.result else ""
 
-TORCH_SMOKE: Final = """
-import sys
-try:
-    import torch
-except Exception:
-    print("absent"); sys.exit(0)
-if not torch.cuda.is_available():
-    print("no_cuda"); sys.exit(0)
-torch.manual_seed(0)
-a = torch.randn(512, 512); b = torch.randn(512, 512)
-cpu = a @ b
-gpu = (a.cuda() @ b.cuda()).cpu()
-err = float((cpu - gpu).abs().max())
-print(("ok" if err < 1e-2 else "mismatch") + " max_abs_err=%.3g device=%s" % (err, torch.cuda.get_device_name(0)))
-"""
+    @property
+    def cut_off(self) -> bool:
+        """The probe's deadline for it (timeout -k) killed the run."""
+        return self.exit_status in (124, 137)
 
 
-def build_script(targets: ProbeTargets) -> str:
-    """The probe script; parameters are passed as quoted shell variables, never interpolated into code."""
-    q = shlex.quote
-
-    def var(name: str, value: object) -> str:
-        return f"{name}={q('' if value is None else str(value))}"
-
-    lines = [
-        "#!/bin/sh",
-        f"# gpuharness probe v{PROBE_VERSION}: one exec, marked sections",
-        "LC_ALL=C; export LC_ALL",
-        var("GH_WS", targets.workspace),
-        var("GH_PAT", targets.process_pattern),
-        var("GH_PORT", targets.service_port),
-        var("GH_LOG", targets.log_path),
-        var("GH_CKPT", targets.checkpoint_path),
-        var("GH_OUT", targets.output_dir),
-        var("GH_T", targets.nvidia_smi_timeout_s),
-        var("GH_TT", targets.torch_timeout_s),
-        "export GH_PAT",
-        f'sec() {{ echo "{MARK} $1"; }}',
-        f'end() {{ echo "{MARK} end rc=$1"; }}',
-        # `timeout` may be missing on minimal images; then run without the cut-off (recorded as such).
-        'if command -v timeout >/dev/null 2>&1; then TO="timeout -k 2 $GH_T"; TOT="timeout -k 2 $GH_TT"; '
-        'else TO=""; TOT=""; fi',
-        "sec gpus",
-        "_smi_rc=127",
-        nvidia_smi.probe_shell_snippet(targets.nvidia_smi_timeout_s).rstrip("\n"),
-        "rc=$_smi_rc",
-        "end $rc",
-        "sec header",
-        'if [ "$rc" = 0 ]; then $TO nvidia-smi 2>&1 | grep -E "Driver Version|CUDA Version"; fi; end 0',
-        "sec apps",
-        'if [ "$rc" = 0 ]; then $TO nvidia-smi --query-compute-apps=pid,process_name,used_memory '
-        '--format=csv,noheader,nounits 2>&1; fi; end 0',
-        "sec disk",
-        'for d in "$GH_WS" /; do if [ -d "$d" ]; then df -Pk "$d" | tail -n 1 | '
-        'awk -v p="$d" \'{print p" "$2" "$4}\'; else echo "$d missing"; fi; done; end 0',
-        "sec process",
-        # the pattern travels in the environment so this awk's own argv never matches it
-        # busybox ps has no -o: fall back to /proc/<pid>/cmdline
-        'if [ -n "$GH_PAT" ]; then { ps -eo pid=,args= 2>/dev/null || for p in /proc/[0-9]*; do '
-        'printf \'%s %s\\n\' "${p#/proc/}" "$(tr \'\\000\' \' \' < "$p/cmdline" 2>/dev/null)"; done; } '
-        '| awk \'index($0, ENVIRON["GH_PAT"])\'; fi; end 0',
-        "sec ports",
-        "if command -v ss >/dev/null 2>&1; then ss -Hltn 2>/dev/null; "
-        "elif command -v netstat >/dev/null 2>&1; then netstat -ltn 2>/dev/null; "
-        "else cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; fi; end 0",
-        "sec log",
-        'if [ -n "$GH_LOG" ] && [ -r "$GH_LOG" ]; then tail -n 200 "$GH_LOG"; fi; end 0',
-        "sec progress",
-        'if [ -n "$GH_CKPT" ] && [ -e "$GH_CKPT" ]; then echo "checkpoint $(wc -c < "$GH_CKPT")"; fi',
-        'if [ -n "$GH_LOG" ] && [ -r "$GH_LOG" ]; then echo "log_bytes $(wc -c < "$GH_LOG")"; fi',
-        'if [ -n "$GH_OUT" ] && [ -d "$GH_OUT" ]; then echo "outputs $(ls -1 "$GH_OUT" | wc -l)"; fi; end 0',
-        "sec torch",
-        "if command -v python3 >/dev/null 2>&1; then",
-        f"  $TOT python3 -c {q(TORCH_SMOKE)} 2>&1 | tail -n 1",
-        "else echo absent; fi; end 0",
-        f'echo "{MARK} done"',
-    ]
-    return "\n".join(lines) + "\n"
+def torch_run(lines: list[str]) -> TorchRun:
+    """The torch section of a transcript (probe v1: only the result line)."""
+    found_by = interpreter = service = None
+    exit_status: int | None = None
+    results: list[str] = []
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("interpreter "):
+            _, _, rest = line.partition(" ")
+            found_by, _, path = rest.partition(" ")
+            interpreter = path or None
+        elif line.startswith("service_torch "):
+            service = line.split(" ", 1)[1]
+        elif line.startswith("smoke_rc "):
+            code = line.split(" ", 1)[1]
+            exit_status = int(code) if code.lstrip("-").isdigit() else None
+        elif line:
+            results.append(line)
+    return TorchRun(results[-1] if results else "", interpreter, found_by, service, exit_status)
 
 
 @final
@@ -136,12 +88,13 @@ class ProbeResult:
     listening_ports: frozenset[int]
     log_tail: tuple[str, ...]
     progress: dict[str, int]
-    torch: str
+    torch: str  # the smoke test's result line (smoke.result)
     complete: bool
     exit_status: int | None
     digest: str
     stderr: str = ""
     sections: dict[str, list[str]] = field(default_factory=dict)
+    smoke: TorchRun = field(default_factory=lambda: TorchRun("absent"))
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -256,15 +209,17 @@ def parse(stdout: str, stderr: str = "", exit_status: int | None = 0) -> ProbeRe
         key, _, value = line.partition(" ")
         if value.strip().isdigit():
             progress[key] = int(value.strip())
-    torch_lines = [line for line in sections.get("torch", []) if line.strip()]
+    smoke = torch_run(sections.get("torch", []))
+    if not smoke.result and smoke.exit_status is None:  # no torch section at all (a cut-off probe)
+        smoke = TorchRun("absent", smoke.interpreter, smoke.found_by, smoke.service_torch)
     return ProbeResult(
         gpus=tuple(gpus), gpu_error=gpu_error, gpu_error_line=gpu_error_line, gpu_fields=tuple(fields),
         driver_version=driver, cuda_version=cuda, compute_apps=tuple(apps), disk_free_bytes=disk,
         processes=tuple(processes), listening_ports=_listening(sections.get("ports", [])),
         log_tail=tuple(sections.get("log", [])), progress=progress,
-        torch=torch_lines[-1].strip() if torch_lines else "absent", complete=done,
+        torch=smoke.result, complete=done,
         exit_status=exit_status, digest=digest_of(stdout, stderr, exit_status), stderr=stderr,
-        sections=sections)
+        sections=sections, smoke=smoke)
 
 
 def run(remote: Remote, targets: ProbeTargets, *, deadline_s: float = 120.0) -> tuple[ExecResult, ProbeResult]:

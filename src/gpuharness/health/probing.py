@@ -13,8 +13,9 @@ from typing import Any, final
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
-from gpuharness.health import probe, targets, transcripts
+from gpuharness.health import probe, server_catalog, targets, transcripts
 from gpuharness.health.probe import ProbeResult
+from gpuharness.health.server_catalog import CatalogObservation
 from gpuharness.remote import RemoteError
 from gpuharness.remote.connections import record_probe
 
@@ -62,7 +63,8 @@ class ProgressObservation:
 @final
 @dataclass(frozen=True, slots=True)
 class ProbeRecord:
-    """One deployment's probe for this run: a transcript, or why there is none (or why none applies)."""
+    """One deployment's probe for this run: a transcript, or why there is none (or why none applies), and the
+    server's node catalog taken in the same phase (ComfyUI runtimes)."""
 
     route: str | None
     transcript: Transcript | None = None
@@ -73,6 +75,7 @@ class ProbeRecord:
     execs: int = 0
     probed_at: str | None = None
     progress: ProgressObservation | None = None
+    catalog: CatalogObservation | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,15 +83,18 @@ class ProbeRecord:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProbeRecord:
         fields = dict(data)
-        for name, kind in (("transcript", Transcript), ("failure", ProbeFailure), ("progress", ProgressObservation)):
+        for name, kind in (("transcript", Transcript), ("failure", ProbeFailure), ("progress", ProgressObservation),
+                           ("catalog", CatalogObservation)):
             if fields.get(name) is not None:
                 fields[name] = kind(**fields[name])
         return cls(**fields)
 
 
-def live(registry: Registry, deployment: Mapping[str, Any], *, record_to: Path | None = None) -> ProbeRecord:
+def live(registry: Registry, deployment: Mapping[str, Any], *, record_to: Path | None = None,
+         catalog: CatalogObservation | None = None) -> ProbeRecord:
     """Connect once by the recorded route, run the probe in one exec, record the route's last probe in
-    connections.json, and (record mode) the scrubbed transcript at `record_to`. A UserError: no usable route."""
+    connections.json, and (record mode) the scrubbed transcript at `record_to`, naming the run's `catalog`.
+    A UserError: no usable route."""
     from gpuharness.remote.connect import open_remote, resolve  # paramiko (~0.2 s): only a live probe needs it
 
     policy = Policy(registry.policy_document())
@@ -99,12 +105,12 @@ def live(registry: Registry, deployment: Mapping[str, Any], *, record_to: Path |
         remote = open_remote(route, connect_timeout_s=float(timeouts.get("connect_s", 15)))
     except RemoteError as exc:  # one attempt: never retried
         record_probe(registry, route, phase="health", result=f"failed: {exc.kind}")
-        return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)))
+        return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)), catalog=catalog)
     try:
         result = remote.exec(probe.build_script(targets.probe_targets(deployment, policy)),
                              deadline_s=float(timeouts.get("probe_s", 120)))
     except RemoteError as exc:
-        return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)))
+        return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)), catalog=catalog)
     finally:
         remote.close()
     transcript = Transcript(result.stdout, result.stderr, result.exit_status, result.timed_out,
@@ -113,13 +119,14 @@ def live(registry: Registry, deployment: Mapping[str, Any], *, record_to: Path |
     record_probe(registry, route, phase="health", result=outcome,
                  accepted_key=getattr(remote, "accepted_host_key", None))
     if record_to is not None:
-        transcripts.write(record_to, deployment, route, result, transcripts.known_secrets(registry))
+        transcripts.write(record_to, deployment, route, result, transcripts.known_secrets(registry), catalog=catalog)
     return ProbeRecord(route=route.label, transcript=transcript, connections=getattr(remote, "connections", 0),
-                       execs=getattr(remote, "execs", 1))
+                       execs=getattr(remote, "execs", 1), catalog=catalog)
 
 
-def replay(path: Path, deployment_id: str) -> ProbeRecord:
-    """The recorded transcript at `path`, or what to do when there is none."""
+def replay(path: Path, deployment_id: str, *, catalog: bool = False) -> ProbeRecord:
+    """The recorded transcript at `path` (with the server catalog it names, when `catalog`), or what to do when
+    there is none."""
     if not path.is_file():
         return ProbeRecord(route="offline", failure=ProbeFailure(
             "no_transcript", f"no probe transcript {path}; record one with `pytest checks/health --gpu-mode record "
@@ -130,4 +137,5 @@ def replay(path: Path, deployment_id: str) -> ProbeRecord:
         return ProbeRecord(route="offline", failure=ProbeFailure("bad_transcript", f"{path}: not JSON: {exc}"))
     transcript = Transcript(document.get("stdout", ""), document.get("stderr", ""), document.get("exit_status"))
     return ProbeRecord(route=f"offline replay of {path.name} ({document.get('source', 'unknown source')})",
-                       transcript=transcript, source=document.get("source"))
+                       transcript=transcript, source=document.get("source"),
+                       catalog=server_catalog.recorded(document, path) if catalog else None)

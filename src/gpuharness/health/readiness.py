@@ -13,7 +13,8 @@ CheckOutcome = Literal["passed", "failed", "skipped"]
 
 #: Failures of the harness's inputs (no recording, no route, a key never verified), not of the deployment:
 #: reported, never counted.
-NOT_JUDGED: Final = frozenset({"no_transcript", "bad_transcript", "no_recording", "no_route", "host_key_unknown"})
+NOT_JUDGED: Final = frozenset({"no_transcript", "bad_transcript", "no_recording", "no_route", "host_key_unknown",
+                               "bad_manifest"})
 
 
 @final

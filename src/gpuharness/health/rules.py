@@ -6,10 +6,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, final
 
-from gpuharness.health.diagnose import classify_lines
+from gpuharness.health.diagnose import CAUSES, REMEDIES, Diagnosis, Evidence, classify_lines
 from gpuharness.health.gpu_classes import GPU_MEMORY_MIB, ORDER_NAMES
 from gpuharness.health.nvidia_smi import ERROR_REMEDIES, HARMFUL_CLOCK_EVENTS
 from gpuharness.health.probe import ProbeResult
+from gpuharness.health.workflow_fit import WorkflowFit
 
 RUNTIME_DEFAULTS: Final[dict[str, tuple[str, int]]] = {
     "comfyui": ("main.py", 8188), "openai": ("vllm", 8000),
@@ -20,12 +21,14 @@ GIB: Final = 1024**3
 @final
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """ok, or a failure with a classified cause and one actionable message."""
+    """ok, or a failure with a classified cause and one actionable message; `warnings` are findings that do not
+    fail the check (shown in the report)."""
 
     ok: bool
     message: str
     cause: str | None = None
     skip: bool = False
+    warnings: tuple[str, ...] = ()
 
 
 def passed(message: str) -> Verdict:
@@ -192,27 +195,162 @@ def service_up(probe: ProbeResult, pattern: str, port: int | None) -> Verdict:
     return passed(f"pid {probe.processes[0][0]} {probe.processes[0][1][:60]} listening on {port}")
 
 
-def log_tail_clean(probe: ProbeResult, log_path: str | None) -> Verdict:
+#: Causes a log line can show on a server that still serves the workflow: an optional node module that failed to
+#: import at startup, or another prompt's missing node, missing model or bad input file. Each fails the log check
+#: only when the workflow needs what the server's catalog lacks (a class, a model file); otherwise it is a warning.
+#: The rest (cuda_oom, driver_mismatch, weights_corrupt, disk_full) always fail: the server cannot be trusted.
+JUDGED_BY_WORKFLOW: Final[dict[str, tuple[str, ...]]] = {
+    "custom_node_import": ("custom_node_missing",), "custom_node_missing": ("custom_node_missing",),
+    "model_missing": ("model_missing",), "bad_input": (),
+}
+
+
+def classified_lines(diagnosis: Diagnosis) -> dict[str, Evidence]:
+    """Each label (a cause or symptom) the diagnosed lines show, with its first line (a strong one where there is
+    one)."""
+    found: dict[str, Evidence] = {}
+    for evidence in diagnosis.evidence:
+        previous = found.get(evidence.label)
+        if previous is None or (evidence.strong and not previous.strong):
+            found[evidence.label] = evidence
+    return found
+
+
+def log_tail_clean(probe: ProbeResult, log_path: str | None, fit: WorkflowFit | None = None) -> Verdict:
+    """No classified failure in the log tail that matters to this workflow (see JUDGED_BY_WORKFLOW). `fit` is the
+    workflow against a ComfyUI server's catalog; without one (another runtime) every classified cause fails."""
     if not probe.log_tail:
         return passed(f"no log lines at {log_path}" if log_path else "no runtime log configured")
     diagnosis = classify_lines(probe.log_tail)
-    if diagnosis.cause != "unknown":
+    found = classified_lines(diagnosis)
+    judged = JUDGED_BY_WORKFLOW if fit is not None else {}
+    if diagnosis.cause != "unknown" and diagnosis.cause not in judged:
         return failed(diagnosis.cause, f"{log_path} line {diagnosis.line_no} of the tail: {diagnosis.line}; "
                       f"{diagnosis.remedy}")
-    return passed(f"{len(probe.log_tail)} log lines, no classified failure")
+    harmful = [label for label in found if label in CAUSES and label not in judged]
+    if harmful:
+        evidence = found[harmful[0]]  # a weak line, outranked by a strong harmless one in the diagnosis
+        return failed(harmful[0], f"{log_path} line {evidence.line_no} of the tail: {evidence.line}; "
+                      f"{_remedy(harmful[0])}")
+    for label, evidence in found.items():
+        if fit is not None and fit.cause is not None and fit.cause in JUDGED_BY_WORKFLOW.get(label, ()):
+            needs = ", ".join(fit.missing_classes or fit.missing_models)
+            # the cause is what the workflow lacks; the log line says why the server lacks it
+            return failed(fit.cause, f"{log_path} line {evidence.line_no} of the tail: {evidence.line}; the "
+                          f"workflow needs {needs}, which the server lacks ({label}); {_remedy(label)}")
+    warnings = tuple(_harmless(label, evidence, log_path, fit) for label, evidence in found.items())
+    return Verdict(True, f"{len(probe.log_tail)} log lines, no classified failure that matters to the workflow"
+                   + (f" ({len(warnings)} harmless, see the warnings)" if warnings else ""), warnings=warnings)
 
 
-def cuda_smoke(probe: ProbeResult) -> Verdict:
-    result = probe.torch
-    if result.startswith("ok"):
-        return passed(f"matmul on the GPU matches the CPU: {result}")
-    if result == "absent":
-        return skipped("torch is not installed on the host: CUDA smoke test not applicable")
-    if result == "no_cuda":
-        return failed("driver_mismatch", "torch is installed but torch.cuda.is_available() is False; reinstall the "
-                      "torch wheel that matches the image's CUDA (or fix the container's GPU access)")
-    return failed("cuda_smoke", f"CUDA smoke test failed: {result}; the GPU computes wrong results or CUDA is "
-                  "broken: replace the instance")
+def _remedy(label: str) -> str:
+    return next((remedy for cause, remedy in REMEDIES.items() if cause == label), "")
+
+
+def _harmless(label: str, evidence: Evidence, log_path: str | None, fit: WorkflowFit | None) -> str:
+    where = f"{log_path} line {evidence.line_no}: {evidence.line} [{label}]"
+    if label not in CAUSES:
+        return f"{where}: a symptom, not a failure of the service"
+    if fit is None or not fit.judged:
+        why = fit.note if fit is not None else "no workflow graph to judge by"
+        return f"{where}: not judged against the workflow ({why}); the test generation decides"
+    return f"{where}: harmless to this workflow: the server's catalog has every class and model file it needs"
+
+
+#: Runtimes whose service imports torch: their own interpreter must have it (a skip would pass a broken service).
+TORCH_RUNTIMES: Final = frozenset({"comfyui"})
+#: How the probe found the interpreter that ran the smoke test (probe v1 transcripts ran python3, unsaid).
+FOUND_BY: Final[dict[str | None, str]] = {
+    "deployment": "runtime_python in deployments.json", "service_argv0": "the service's own interpreter",
+    "service_exe": "the service's own interpreter (/proc/PID/exe)", "python3": "python3 on PATH: the probe found no "
+    "interpreter of the service", "none": "no python on the host", None: "python3 on PATH (probe v1)",
+}
+
+
+def _interpreter(probe: ProbeResult) -> str:
+    smoke = probe.smoke
+    return f"{smoke.interpreter or 'python3'} ({FOUND_BY.get(smoke.found_by, smoke.found_by or '?')})"
+
+
+def _no_gpu(probe: ProbeResult) -> str | None:
+    """Why the host has no usable GPU, where nvidia-smi says so."""
+    if probe.gpu_error is not None and probe.gpu_error not in ("probe_incomplete", "nvidia_smi_timeout"):
+        return f"nvidia-smi: {probe.gpu_error}" + (f" ({probe.gpu_error_line})" if probe.gpu_error_line else "")
+    if probe.gpu_error is None and not probe.gpus:
+        return "nvidia-smi lists no GPU"
+    return None
+
+
+def torch_required(probe: ProbeResult, runtime: str | None, runtime_python: str | None = None) -> str | None:
+    """Why the service needs torch (so a missing torch is a finding, not a skip), or None."""
+    if runtime in TORCH_RUNTIMES:
+        return f"a {runtime} service imports torch"
+    if probe.smoke.service_torch == "loaded":
+        return "the service process has torch's libraries loaded"
+    if runtime_python:
+        return "deployments.json names the service's interpreter (runtime_python)"
+    return None
+
+
+def cuda_smoke(probe: ProbeResult, runtime: str | None = None, runtime_python: str | None = None) -> Verdict:
+    """A matmul on the GPU matches the CPU, run by the service's own interpreter. A missing torch skips only where
+    the service does not import it; a host without a GPU fails and says so."""
+    smoke, where = probe.smoke, _interpreter(probe)
+    if "torch" not in probe.sections:
+        return failed("probe_incomplete", "the probe was cut off before the CUDA smoke test ran (see "
+                      "test_host_reachable)")
+    no_gpu = _no_gpu(probe)
+    needs = torch_required(probe, runtime, runtime_python)
+    if smoke.outcome in ("ok", "mismatch") and not smoke.cut_off:
+        if smoke.outcome == "ok":
+            return passed(f"matmul on the GPU matches the CPU in {where}: {smoke.result}")
+        return failed("cuda_smoke", f"CUDA smoke test failed in {where}: {smoke.result}; the GPU computes wrong "
+                      "results or CUDA is broken: replace the instance")
+    if smoke.outcome == "no_cuda" and no_gpu:
+        return failed("no_gpu", f"the host has no usable GPU: torch in {where} sees no CUDA device ({smoke.result}) "
+                      f"and {no_gpu}; replace the instance (do not pay for it)")
+    if smoke.outcome == "no_cuda":
+        return failed("driver_mismatch", f"torch in {where} is installed but torch.cuda.is_available() is False "
+                      f"({smoke.result}); reinstall the torch wheel that matches the image's CUDA (or fix the "
+                      "container's GPU access)")
+    if smoke.cut_off:
+        return failed("cuda_smoke", f"the CUDA smoke test in {where} did not finish before the probe's deadline for "
+                      "it (health_timeouts); CUDA hangs or the GPU is unhealthy: check it by hand, then replace the "
+                      "instance")
+    if smoke.outcome == "not_executable":
+        return failed("runtime_python_missing", f"runtime_python in deployments.json names {smoke.interpreter}, "
+                      "which is not an executable on the host; set it to the service's interpreter (the venv's "
+                      "bin/python, or what /proc/<service pid>/exe names)")
+    if smoke.outcome in ("absent", "no_python"):
+        return _torch_absent(probe, where, needs, no_gpu)
+    return failed("cuda_smoke", f"the CUDA smoke test in {where} printed {smoke.result!r} (exit "
+                  f"{smoke.exit_status}); CUDA or torch is broken there: read it, fix the environment or replace "
+                  "the instance")
+
+
+def _torch_absent(probe: ProbeResult, where: str, needs: str | None, no_gpu: str | None) -> Verdict:
+    smoke = probe.smoke
+    why = smoke.result.partition(" ")[2] or "no module named torch"
+    if smoke.found_by is None and no_gpu is None:
+        return skipped("this recording is of probe v1, which ran the system python3, not the service's interpreter: "
+                       "it cannot tell whether the service has torch; record again (--gpu-mode record)")
+    if needs is None and no_gpu is None:
+        return skipped(f"torch is not importable by {where} and the service does not load it: CUDA smoke test not "
+                       "applicable")
+    if needs is None:
+        return failed("no_gpu", f"the host has no usable GPU ({no_gpu}); torch is not importable by {where} "
+                      "either; replace the instance (do not pay for it)")
+    if smoke.found_by in ("service_argv0", "service_exe"):
+        remedy = ("the service's own environment is broken: reinstall torch into it (its pip, with the wheel "
+                  "matching the image's CUDA), then restart the service")
+    elif smoke.found_by == "deployment":
+        remedy = ("runtime_python names an interpreter without torch: point it at the service's interpreter (the "
+                  "venv's bin/python), or install torch into it")
+    else:
+        remedy = ("the probe could not find the service's interpreter (no service process, or its /proc entry is "
+                  "unreadable): set runtime_python in deployments.json to it (e.g. /workspace/ComfyUI/venv/bin/"
+                  "python)")
+    return failed("torch_missing", f"{needs}, but torch is not importable by {where}: {why}; {remedy}")
 
 
 def progress_advanced(current: dict[str, int], previous: dict[str, Any] | None, previous_at: str | None) -> Verdict:

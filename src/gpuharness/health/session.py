@@ -14,8 +14,9 @@ from filelock import FileLock
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.health import probing, progress, targets, transcripts
+from gpuharness.health import probing, progress, server_catalog, targets, transcripts
 from gpuharness.health.probing import ProbeFailure, ProbeRecord
+from gpuharness.health.server_catalog import CatalogFetch, CatalogObservation
 from gpuharness.providers.cassette import Mode
 
 #: How long a process waits for another one's probe of the same deployment (a probe has its own deadlines).
@@ -26,12 +27,14 @@ LOCK_TIMEOUT_S = 600
 @dataclass(frozen=True, slots=True)
 class ProbeSession:
     """The seam between the checks and their subject: `probe(deployment)` is the same record whether the host was
-    reached live, live and recorded, or replayed from its transcript."""
+    reached live, live and recorded, or replayed from its transcript. `catalogs` fetches a ComfyUI server's node
+    catalog over the runtime HTTP seam (live and record modes): one GET per deployment per run, beside the probe."""
 
     registry: Registry
     mode: Mode
     cassettes: Path
     shared_dir: Path  # one per run, shared by the controller and every worker
+    catalogs: CatalogFetch | None = None
 
     def probe(self, deployment: Mapping[str, Any]) -> ProbeRecord:
         """The deployment's probe for this run: taken once under a file lock, then read by every process."""
@@ -49,11 +52,23 @@ class ProbeSession:
     def _take(self, deployment: Mapping[str, Any]) -> ProbeRecord:
         path = transcripts.transcript_path(self.cassettes, str(deployment["id"]))
         if self.mode is Mode.OFFLINE:
-            return probing.replay(path, str(deployment["id"]))
+            return probing.replay(path, str(deployment["id"]), catalog=server_catalog.applies(deployment))
+        catalog = self._catalog(deployment)
         try:
-            return probing.live(self.registry, deployment, record_to=path if self.mode is Mode.RECORD else None)
+            return probing.live(self.registry, deployment, record_to=path if self.mode is Mode.RECORD else None,
+                                catalog=catalog)
         except UserError as exc:  # no usable route recorded: the registry needs fixing, not the host
-            return ProbeRecord(route=None, failure=ProbeFailure("no_route", exc.line()))
+            return ProbeRecord(route=None, failure=ProbeFailure("no_route", exc.line()), catalog=catalog)
+
+    def _catalog(self, deployment: Mapping[str, Any]) -> CatalogObservation | None:
+        """The server's catalog, fetched live; kept scrubbed beside the transcripts in record mode."""
+        if self.catalogs is None or not server_catalog.applies(deployment):
+            return None
+        if self.mode is Mode.RECORD:
+            secrets = transcripts.known_secrets(self.registry)
+            return server_catalog.observe(self.catalogs, deployment, transcripts.catalog_dir(self.cassettes),
+                                          lambda text: transcripts.scrub(text, secrets))
+        return server_catalog.observe(self.catalogs, deployment, self.shared_dir / server_catalog.CATALOG_DIR, None)
 
     def _progress(self, deployment: Mapping[str, Any], record: ProbeRecord) -> probing.ProgressObservation | None:
         """A running job's progress marker, observed once per run (journaled only when the probe was live)."""

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from gpuharness.core.deployment import Deployment
-from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.health.probe import ProbeTargets
 from gpuharness.health.rules import RUNTIME_DEFAULTS
+
+#: The manifests a deployment names its model and workflow in.
+MANIFESTS: Final = ("models.json", "workflows.json")
 
 
 def workspace(deployment: Mapping[str, Any]) -> str:
@@ -40,16 +42,15 @@ def probe_targets(deployment: Mapping[str, Any], policy: Policy) -> ProbeTargets
     return ProbeTargets(workspace=workspace(deployment), process_pattern=service_process(deployment),
                         service_port=service_port(deployment), log_path=deployment.get("log_path"),
                         checkpoint_path=deployment.get("checkpoint_path"),
-                        nvidia_smi_timeout_s=int(timeouts.get("nvidia_smi_s", 10)))
+                        nvidia_smi_timeout_s=int(timeouts.get("nvidia_smi_s", 10)),
+                        runtime_python=deployment.get("runtime_python"))
 
 
 def manifest(registry: Registry, file_name: str, key: str, value: Any) -> dict[str, Any] | None:
-    """The highest version of the manifest whose `key` is `value` (models.json by name, workflows.json by id)."""
+    """The highest version of the manifest whose `key` is `value` (models.json by name, workflows.json by id);
+    None when none has it. A manifest file that does not read is a UserError naming the file and the field."""
     if not value:
         return None
-    try:
-        items = registry.items(file_name)
-    except UserError:
-        return None
+    items = registry.items(file_name)
     matches = [item for item in items if item.get(key) == value]
     return max(matches, key=lambda item: int(item.get("version", 0))) if matches else None

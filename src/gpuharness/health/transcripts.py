@@ -1,37 +1,28 @@
 """Probe transcripts (cassettes/ssh/<deployment>.json): written scrubbed of secrets in record mode, replayed
-offline. The scrubbing of probe output lives here, in one place (to be folded into the one secrets module)."""
+offline, naming the server catalog recorded with them (cassettes/ssh/catalogs/); scrubbed by the one secrets
+module (core.secrets)."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.health import probe
-from gpuharness.providers import cassette
+from gpuharness.core.secrets import configured_values, scrub_text
+from gpuharness.health import probe, server_catalog
+from gpuharness.health.server_catalog import CatalogObservation
 from gpuharness.remote import ExecResult
 
 if TYPE_CHECKING:  # the route module imports paramiko (~0.4 s): only a live probe needs it
     from gpuharness.remote.route import HostRoute
 
-SECRET_PATTERNS: Final = (
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
-    re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"),
-    re.compile(r"(?i)((?:api[_-]?key|token|password|secret)\s*[=:]\s*)\S+"),
-)
-
-
 def scrub(text: str, secrets: tuple[str, ...]) -> str:
     """Remove secrets from a transcript: known values, private key blocks, bearer tokens, key=value secrets."""
-    text = cassette.Scrubber(secrets).text(text)
-    for pattern in SECRET_PATTERNS:
-        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + cassette.REDACTED, text)
-    return text
+    return scrub_text(text, secrets)
 
 
 def known_secrets(registry: Registry) -> tuple[str, ...]:
@@ -40,7 +31,7 @@ def known_secrets(registry: Registry) -> tuple[str, ...]:
         envs = [p.get("credential_env") for p in registry.providers()]
     except UserError:
         envs = []
-    return cassette.secret_values(envs)
+    return configured_values(envs)
 
 
 def transcript_path(cassettes: Path, deployment_id: str) -> Path:
@@ -53,11 +44,27 @@ def source_of(deployment: Mapping[str, Any], route: HostRoute) -> str:
     return str((deployment.get("labels") or {}).get("source") or ("simulator" if loopback else "real hardware"))
 
 
+def recorded_catalog(cassettes: Path, deployment_id: str) -> CatalogObservation | None:
+    """The server catalog recorded with the deployment's probe transcript (None: no transcript, or not JSON)."""
+    path = transcript_path(cassettes, deployment_id)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return server_catalog.recorded(document, path) if isinstance(document, dict) else None
+
+
+def catalog_dir(cassettes: Path) -> Path:
+    """Where recorded server catalogs live: beside the transcripts that name them."""
+    return cassettes / "ssh" / server_catalog.CATALOG_DIR
+
+
 def write(path: Path, deployment: Mapping[str, Any], route: HostRoute, result: ExecResult,
-          secrets: tuple[str, ...]) -> None:
-    """Write the probe's transcript, scrubbed, with its provenance."""
+          secrets: tuple[str, ...], *, catalog: CatalogObservation | None = None) -> None:
+    """Write the probe's transcript, scrubbed, with its provenance and the server catalog of the same phase."""
     document = {"deployment": deployment["id"], "recorded_at": now_ts(), "source": source_of(deployment, route),
                 "probe_version": probe.PROBE_VERSION, "stdout": scrub(result.stdout, secrets),
-                "stderr": scrub(result.stderr, secrets), "exit_status": result.exit_status}
+                "stderr": scrub(result.stderr, secrets), "exit_status": result.exit_status,
+                **server_catalog.transcript_entry(catalog, path)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2) + "\n")

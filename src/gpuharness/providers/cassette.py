@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from enum import Enum
 from pathlib import Path
@@ -18,12 +17,14 @@ if TYPE_CHECKING:  # vcrpy is slow to import: loaded on first use, the audit sui
     import vcr
     from vcr.errors import CannotOverwriteExistingCassetteException
 
+from gpuharness.core import secrets as core_secrets
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 
-#: Environment variable whose value tests plant as an API key; always scrubbed.
-TEST_SECRET_ENV = "GPUHARNESS_TEST_SECRET"
-REDACTED = "REDACTED"
+#: The secrets' names as the recorder's callers know them; their one owner is gpuharness.core.secrets.
+TEST_SECRET_ENV = core_secrets.TEST_SECRET_ENV
+REDACTED = core_secrets.REDACTED
+secret_values = core_secrets.configured_values
 SIMULATOR = "the gpuharness simulator"
 #: JSON fields whose values are secrets wherever they appear in a request or response body.
 SECRET_FIELDS = frozenset({
@@ -33,8 +34,6 @@ SECRET_FIELDS = frozenset({
 #: Response headers dropped from recordings (they carry session material).
 DROPPED_RESPONSE_HEADERS = frozenset({"set-cookie", "authorization", "www-authenticate"})
 MATCH_ON = ("method", "path", "gh_query", "gh_body")
-#: Secrets shorter than this are not scrubbed by value (they would erase ordinary words); fields still are.
-MIN_SECRET_LEN = 6
 
 
 @final
@@ -60,13 +59,6 @@ class Mode(Enum):
         return {Mode.OFFLINE: "none", Mode.RECORD: "all", Mode.LIVE: None}[self]
 
 
-def secret_values(env_names: Iterable[str | None] = ()) -> tuple[str, ...]:
-    """The secret values to scrub: the planted test secret plus every named credential variable that is set."""
-    names = [TEST_SECRET_ENV, *[n for n in env_names if n]]
-    values = {os.environ[n] for n in names if os.environ.get(n)}
-    return tuple(sorted((v for v in values if len(v) >= MIN_SECRET_LEN), key=len, reverse=True))
-
-
 @final
 class Scrubber:
     """Removes secrets from recorded requests and responses: by value, by field name, and from the URI."""
@@ -78,9 +70,7 @@ class Scrubber:
 
     def text(self, value: str) -> str:
         """value with every known secret replaced by REDACTED."""
-        for secret in self.secrets:
-            value = value.replace(secret, REDACTED)
-        return value
+        return core_secrets.redact_values(value, self.secrets)
 
     def data(self, value: Any) -> Any:
         """Scrub a decoded JSON value: secret fields are replaced, strings are scrubbed by value."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpuharness.core.secrets import redact_values
 from gpuharness.providers.base import ErrorKind, ProviderError
 
 # Capacity refusals arrive as 500 (RunPod), 400/404/410 (RunPod v2, Vast) or 503: match the words.
@@ -23,11 +24,8 @@ _MESSAGE_KEYS = ("error", "msg", "message", "detail", "title")
 
 
 def redact(text: str, *secrets: str | None) -> str:
-    """Replace every secret in text with ***. Secrets shorter than 4 characters are ignored."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return text
+    """Replace every secret in text with *** (core.secrets: values shorter than MIN_VALUE_LENGTH are left)."""
+    return redact_values(text, [s for s in secrets if s], mask="***")
 
 
 def message_of(body_text: str) -> str:
@@ -83,7 +81,7 @@ _ADVICE: dict[str, str] = {
 def classify(provider: str, status: int, body_text: str, *, credential_env: str | None = None,
              retry_after: float | None = None, secret: str | None = None) -> ProviderError:
     """A ProviderError with one actionable line; the key is never part of it."""
-    detail = redact(message_of(body_text), secret)
+    detail = message_of(redact(body_text, secret))  # redact first: a cut key is no longer found
     kind = kind_of(status, body_text)
     if kind == "auth":
         where = f"the key in ${credential_env}" if credential_env else "the API key"

@@ -6,24 +6,29 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpuharness.audit import checkpoint as cp
-from gpuharness.audit.run import AuditRun, run_audit
-from gpuharness.audit.spend_chart import ChartRenderer
-from gpuharness.audit.summary import summarize, to_html
+from gpuharness.audit import rules
 from gpuharness.core.clock import parse_ts, utcnow
+from gpuharness.core.rules import Rule
 from gpuharness.core.statefile import read_json
 from gpuharness.pytest_plugin import cassette_dir, registry_root
+
+if TYPE_CHECKING:  # the engine, the summary and the chart load when an audit runs: this plugin loads for every suite
+    from gpuharness.audit.run import AuditRun
+    from gpuharness.audit.spend_chart import ChartRenderer
 
 #: An RFC 3339 time the audit takes as "now" (idle minutes); tests and replays pin it, default: the clock.
 NOW_ENV = "GPUHARNESS_AUDIT_NOW"
 MARK = "gh_audit"
-RUN_KEY = pytest.StashKey[AuditRun]()
+#: The marker by which a check names the audit rule it asserts: @pytest.mark.audit_rule(rules.LEDGER_SCHEMA).
+RULE_MARK = "audit_rule"
+RUN_KEY = pytest.StashKey["AuditRun"]()
 SUMMARY_KEY = pytest.StashKey[dict[str, Any]]()
 SESSION_PLUGIN = "gpuharness-audit-session"
 CHART_TITLE = "Daily spend by provider (UTC days) against daily_usd"
@@ -45,12 +50,16 @@ def audit_run(config: pytest.Config) -> AuditRun:
     """The session's audit, computed once."""
     run = config.stash.get(RUN_KEY, None)
     if run is None:
+        from gpuharness.audit.run import run_audit
+        from gpuharness.audit.summary import summarize
+
         root = registry_root(config)
         if not root.is_dir():
             pytest.fail(f"registry {root} not found: pass --registry DIR (or set $GPUHARNESS_REGISTRY), or run "
                         "`gpuharness init`", pytrace=False)
         reports = Path(config.invocation_params.dir) / "reports"
-        run = run_audit(root, audit_now(), secret_roots={"cassettes": cassette_dir(config), "reports": reports})
+        run = run_audit(root, audit_now(), secret_roots={rules.SECRETS_CASSETTES: cassette_dir(config),
+                                                         rules.SECRETS_REPORTS: reports})
         config.stash[RUN_KEY] = run
         config.stash[SUMMARY_KEY] = summary = summarize(run)
         session = config.pluginmanager.get_plugin(SESSION_PLUGIN)
@@ -68,6 +77,23 @@ def _ceiling(summary: dict[str, Any]) -> float | None:
 def audit(pytestconfig: pytest.Config) -> AuditRun:
     """The audit of the registry under test (every rule evaluated once per session)."""
     return audit_run(pytestconfig)
+
+
+@pytest.fixture
+def audit_rule(request: pytest.FixtureRequest) -> Rule:
+    """The audit rule a check asserts: the one it declares with @pytest.mark.audit_rule, or, for a check
+    parametrized over a group of rules (`over_rules`), each of them."""
+    marker = request.node.get_closest_marker(RULE_MARK)
+    if marker is None or not marker.args or not isinstance(marker.args[0], Rule):
+        pytest.fail(f"{request.node.nodeid}: an audit check names its rule with @pytest.mark.{RULE_MARK}(RULE) or "
+                    "is parametrized over rules (over_rules)", pytrace=False)
+    rule: Rule = marker.args[0]
+    return rule
+
+
+def over_rules(group: Iterable[Rule]) -> pytest.MarkDecorator:
+    """Parametrize a check over a group of the audit table, each test id the rule's short name."""
+    return pytest.mark.parametrize("audit_rule", list(group), ids=rules.short_name)
 
 
 def _deployment_ids(config: pytest.Config) -> list[str]:
@@ -100,6 +126,8 @@ class AuditSession:
         self.renderer: ChartRenderer | None = None
         if (not hasattr(config, "workerinput") and config.pluginmanager.has_plugin("html")
                 and any(is_audit_path(Path(str(a).split("::")[0]).resolve()) for a in config.args)):
+            from gpuharness.audit.spend_chart import ChartRenderer
+
             self.renderer = ChartRenderer()
 
     @pytest.hookimpl(trylast=True)
@@ -156,6 +184,8 @@ class AuditSession:
             run = audit_run(config)
         if not run.passed:
             return "audit checkpoint not written: the registry changed during the audit and now fails"
+        from gpuharness.audit import checkpoint as cp
+
         path = cp.checkpoint_path(run.root)
         try:
             written = cp.write(path, run.checkpoint_document(), run.previous)
@@ -181,6 +211,9 @@ class AuditSession:
         data = self.config.stash.get(SUMMARY_KEY, None)
         if data is None or not self.reported:
             return
+        from gpuharness.audit.spend_chart import ChartRenderer
+        from gpuharness.audit.summary import to_html
+
         if self.renderer is None:
             self.renderer = ChartRenderer.inline()
         self.renderer.submit(data["day_provider"], _ceiling(data), title=CHART_TITLE)
@@ -199,5 +232,6 @@ class AuditSession:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARK}: a check of the audit suite (checks/audit)")
+    config.addinivalue_line("markers", f"{RULE_MARK}(rule): the audit rule (gpuharness.audit.rules) a check asserts")
     if not config.pluginmanager.has_plugin(SESSION_PLUGIN):
         config.pluginmanager.register(AuditSession(config), SESSION_PLUGIN)

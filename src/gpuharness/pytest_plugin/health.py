@@ -19,7 +19,7 @@ from gpuharness.health.readiness import CheckResult
 from gpuharness.health.session import ProbeSession
 from gpuharness.providers.cassette import Mode
 from gpuharness.pytest_plugin import cassette_dir, registry_root
-from gpuharness.pytest_plugin.health_target import PROPERTY, HealthTarget
+from gpuharness.pytest_plugin.health_target import PROPERTY, HealthTarget, catalog_fetch
 from gpuharness.pytest_plugin.reports import run_report
 
 
@@ -44,8 +44,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                     pytrace=False)
     try:
         ids = selected_deployments(metafunc.config)
-    except UserError as exc:
-        raise pytest.UsageError(exc.line()) from None
+        if ids:
+            _check_manifests(metafunc.config)
+    except UserError as exc:  # the registry's error, in one line naming the file and the field
+        refused: str | None = exc.line()
+    else:
+        refused = None
+    if refused is not None:
+        pytest.fail(refused, pytrace=False)
     if not ids:  # unknown --deployment ids are refused in pytest_configure
         registry = Registry(registry_root(metafunc.config))
         reason = (f"no deployment awaiting health in {registry.path('deployments.json')} (statuses "
@@ -54,6 +60,30 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                              [pytest.param("", marks=pytest.mark.skip(reason=reason))], ids=["none"])
         return
     metafunc.parametrize("health_deployment_id", ids, ids=ids)
+
+
+_MANIFESTS_READ = pytest.StashKey[bool]()
+
+
+def _check_manifests(config: pytest.Config) -> None:
+    """models.json and workflows.json must read (schema included) before any check runs: a broken manifest is the
+    registry's error, named by file and field, never "deployment has no workflow manifest"."""
+    if config.stash.get(_MANIFESTS_READ, False):
+        return
+    registry = Registry(registry_root(config))
+    for file_name in targets.MANIFESTS:
+        registry.items(file_name)
+    config.stash[_MANIFESTS_READ] = True
+
+
+def _manifests(registry: Registry, deployment: dict[str, Any]) -> tuple[dict[str, Any] | None,
+                                                                       dict[str, Any] | None] | str:
+    """The deployment's model and workflow manifests, or the one line saying which manifest does not read."""
+    try:
+        return (targets.manifest(registry, "models.json", "name", deployment.get("model")),
+                targets.manifest(registry, "workflows.json", "id", deployment.get("workflow")))
+    except UserError as exc:
+        return exc.line()
 
 
 def shared_dir(config: pytest.Config) -> Path:
@@ -78,15 +108,20 @@ def health(request: pytest.FixtureRequest, health_deployment_id: str) -> Iterato
     request.node.user_properties.append((PROPERTY, {"deployment": health_deployment_id, "check": check}))
     registry = Registry(registry_root(config))
     deployment = registry.deployment(health_deployment_id).to_json()
-    session = ProbeSession(registry, _mode(config), cassette_dir(config), shared_dir(config))
+    manifests = _manifests(registry, deployment)
+    if isinstance(manifests, str):  # changed since collection: the registry's error, not the deployment's
+        request.node.user_properties.append((PROPERTY + "_cause", "bad_manifest"))
+        pytest.fail(manifests, pytrace=False)
+    model, workflow = manifests
+    session = ProbeSession(registry, _mode(config), cassette_dir(config), shared_dir(config),
+                           catalogs=catalog_fetch(registry))
     record = session.probe(deployment)
     if record.transcript is not None:
         request.node.user_properties.append((PROPERTY + "_probe", {"digest": record.transcript.digest,
                                                                    "route": record.route}))
     yield HealthTarget(deployment=deployment, registry=registry, policy=Policy(registry.policy_document()),
                        mode=session.mode, cassettes=session.cassettes, record=record, node=request.node,
-                       model=targets.manifest(registry, "models.json", "name", deployment.get("model")),
-                       workflow=targets.manifest(registry, "workflows.json", "id", deployment.get("workflow")))
+                       model=model, workflow=workflow)
 
 
 def _message(report: pytest.TestReport) -> str:

@@ -1,12 +1,14 @@
 """What a health check reads about one deployment (HealthTarget), the runtime's answers included: its health
-endpoint and the workflow's test generation, live, recorded or replayed per mode. `runtime_client` is the one
-place an authenticated runtime client is built (it belongs with runtimes/)."""
+endpoint, its node catalog (taken with the probe) and the workflow's test generation, live, recorded or replayed per
+mode. `runtime_client` is the one place an authenticated runtime client is built (it belongs with runtimes/)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,16 +18,26 @@ import httpx
 import pytest
 
 from gpuharness import runtimes
+from gpuharness.core.comfy_catalog import CatalogError
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
-from gpuharness.health import rules, targets
+from gpuharness.health import rules, server_catalog, targets, workflow_fit
 from gpuharness.health.probe import ProbeResult, ProbeTargets
 from gpuharness.health.probing import ProbeRecord, ProgressObservation
+from gpuharness.health.server_catalog import CatalogFetch, CatalogUnavailable
 from gpuharness.health.transcripts import known_secrets
+from gpuharness.health.workflow_fit import WorkflowFit
 from gpuharness.providers import cassette
+from gpuharness.runtimes.comfyui import ComfyUI, InputError, build_test_graph
+from gpuharness.runtimes.http import RuntimeHttp
 
 PROPERTY: Final = "gpuharness_health"
+
+
+class HealthWarning(UserWarning):
+    """A health finding that does not fail its check (a harmless log line, a workflow not validated): shown in the
+    warnings summary, the test's captured output (-rA, the HTML report) and its report properties (JUnit)."""
 
 
 @dataclass
@@ -77,6 +89,20 @@ class HealthTarget:
             pytest.fail(f"{self.id}: cannot observe progress: {observation.problem}", pytrace=False)
         return observation
 
+    @functools.cached_property
+    def workflow_fit(self) -> WorkflowFit | None:
+        """The workflow's test graph judged against the server's node catalog taken with the probe, as the server
+        would judge it on POST /prompt (None: not a ComfyUI deployment)."""
+        return judge_workflow(self)
+
+    def warn(self, text: str) -> None:
+        """Report a finding that does not fail the check."""
+        self.node.user_properties.append((PROPERTY + "_warning", text))
+        print(f"gpuharness warning: {self.id}: {text}")  # the captured output: -rA, the HTML report
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", HealthWarning)
+            self.node.warn(HealthWarning(f"{self.id}: {text}"))
+
     def service_health(self) -> runtimes.Outcome:
         """The runtime's answer on its health endpoint (live, recorded or replayed per mode)."""
         return health_endpoint(self)
@@ -91,12 +117,54 @@ class HealthTarget:
         pytest.fail(f"{self.id}: {verdict.message}", pytrace=False)
 
     def judge(self, verdict: rules.Verdict) -> str:
-        """Pass, skip (only optional checks return skips) or fail with the verdict's actionable message."""
+        """Pass, skip (only optional checks return skips) or fail with the verdict's actionable message; a passing
+        verdict's warnings are reported."""
+        for text in verdict.warnings:
+            self.warn(text)
         if verdict.skip:
             pytest.skip(verdict.message)
         if not verdict.ok:
             self.fail(verdict)
         return verdict.message
+
+
+def judge_workflow(target: HealthTarget) -> WorkflowFit | None:
+    """The workflow's test graph (inputs applied) against the catalog of this run (None: not a ComfyUI server)."""
+    if not server_catalog.applies(target.deployment):
+        return None
+    workflow = target.workflow
+    if workflow is None:
+        return workflow_fit.not_judged("the deployment has no workflow manifest")
+    observation = target.record.catalog
+    if observation is None:
+        return workflow_fit.not_judged("no server catalog was taken in this run")
+    try:
+        catalog = observation.load()
+    except CatalogError as exc:
+        return workflow_fit.not_judged(str(exc))
+    try:
+        graph = build_test_graph(workflow)
+    except InputError:  # the test generation reports bad inputs; the graph's classes and files are still judged
+        graph = (workflow.get("test_generation") or {}).get("graph") or workflow.get("graph") or {}
+    return workflow_fit.fit(graph, catalog, missing=observation.missing)
+
+
+def catalog_fetch(registry: Registry) -> CatalogFetch:
+    """The probe phase's fetch of a server's node catalog: one GET /object_info over the runtime HTTP seam."""
+
+    def fetch(deployment: Mapping[str, Any]) -> Mapping[str, Any]:
+        client = runtime_client(deployment, registry)
+        if client is None:
+            raise CatalogUnavailable("no endpoint recorded for the service")
+        try:
+            with client:
+                return ComfyUI(RuntimeHttp.over(client)).catalog().document
+        except httpx.HTTPError as exc:
+            raise CatalogUnavailable(f"{type(exc).__name__}: {exc}") from None
+        except CatalogError as exc:
+            raise CatalogUnavailable(str(exc)) from None
+
+    return fetch
 
 
 def runtime_client(deployment: Mapping[str, Any], registry: Registry) -> httpx.Client | None:
@@ -151,6 +219,13 @@ def generation(target: HealthTarget) -> runtimes.Outcome:
             "no_workflow", f"deployment has no workflow manifest (workflow={target.deployment.get('workflow')!r}); "
             "add it to workflows.json with a test_generation, so readiness is proven by a real generation"))
     runtime = str(target.deployment.get("runtime") or workflow.get("runtime"))
+    fit = target.workflow_fit
+    if fit is not None and fit.rejected:  # what the server would refuse is never submitted
+        return runtimes.failed(fit.cause or "prompt_rejected", "the server would refuse the test graph (judged "
+                               f"against its node catalog, not submitted): {fit.explain()}",
+                               problems=[p.to_json() for p in fit.problems])
+    if fit is not None and not fit.judged:
+        target.warn(f"the test graph was not validated against the server's node catalog: {fit.note}")
     sleep: runtimes.Sleep = (lambda _s: None) if target.mode is cassette.Mode.OFFLINE else time.sleep
     try:
         with _recording(target, "generation"), _client(target) as client:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.providers import cassette
-from gpuharness.providers import inventory as inventory_mod
 from gpuharness.pytest_plugin import cassette_dir
+
+if TYPE_CHECKING:  # the cassette reader (PyYAML) and the adapters load when a check asks for the inventory
+    from gpuharness.providers import inventory as inventory_mod
 
 INVENTORY_CASSETTE = Path("http") / "inventory.yaml"
 
@@ -24,6 +26,9 @@ def gh_inventory_cassette(pytestconfig: pytest.Config) -> Path:
 @pytest.fixture(scope="session")
 def gh_inventory(gpu_mode: str, gh_registry: Registry, gh_inventory_cassette: Path) -> inventory_mod.Inventory:
     """The provider inventory the audit judges the registry against: one list call (plus pages) per provider."""
+    from gpuharness.providers import cassette
+    from gpuharness.providers import inventory as inventory_mod
+
     path = gh_inventory_cassette
     mode = cassette.Mode.parse(gpu_mode)
     try:

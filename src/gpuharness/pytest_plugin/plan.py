@@ -1,20 +1,25 @@
-"""checks/plan: one test per plan step and rule, verified offline against the plan's cassette."""
+"""checks/plan: one test per plan step and rule, verified offline against the plan's cassette; a step that runs a
+ComfyUI workflow also has it judged against the server catalog recorded with its deployment's probe transcript."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import pytest
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.pytest_plugin import cassette_dir
+from gpuharness.pytest_plugin import cassette_dir, registry_root
 
 if TYPE_CHECKING:  # the plan machinery (inventory, cassettes) is imported only when a plan is checked
     from gpuharness.plans.plan import PlanContext
     from gpuharness.providers import inventory as inventory_mod
+
+
+#: The rule of a step that runs a workflow: the server it runs on would accept its graph.
+WORKFLOW_RULE: Final = "workflow"
 
 
 @final
@@ -25,6 +30,28 @@ class PlanCase:
     step: dict[str, Any] | None = None
     rule: str | None = None
     error: str | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PlannedWorkflows:
+    """Where a planned workflow is judged from: the registry's workflows and deployments, and the catalogs recorded
+    with the probe transcripts under the cassette directory."""
+
+    registry: Registry
+    cassettes: Path
+
+
+def planned_workflow(step: dict[str, Any], registry: Registry) -> tuple[str | None, str | None]:
+    """(workflow id, deployment id) a step runs: `spec.workflow`, else a run step's deployment's workflow."""
+    dep_id = (step.get("target") or {}).get("deployment_id")
+    workflow_id = (step.get("spec") or {}).get("workflow")
+    if workflow_id is None and step["action"] == "run" and dep_id:
+        try:
+            workflow_id = registry.deployment(dep_id).workflow
+        except UserError:
+            workflow_id = None  # rule target reports the unknown deployment
+    return workflow_id, dep_id
 
 
 def plan_path(config: pytest.Config) -> Path | None:
@@ -52,8 +79,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     except UserError as exc:
         metafunc.parametrize("plan_case", [pytest.param(PlanCase(error=exc.line()), id="plan-file")])
         return
+    registry = Registry(registry_root(metafunc.config))
     cases = [pytest.param(PlanCase(step, rule), id=f"{step_label(step)}::{rule}")
              for step in plan["steps"] for rule in RULES if step["action"] in APPLIES[rule]]
+    cases += [pytest.param(PlanCase(step, WORKFLOW_RULE), id=f"{step_label(step)}::{WORKFLOW_RULE}")
+              for step in plan["steps"] if planned_workflow(step, registry)[0]]
     metafunc.parametrize("plan_case", cases)
 
 
@@ -119,14 +149,57 @@ def gh_plan_context(gh_plan: dict[str, Any], gh_plan_cassette: Path, gh_registry
         pytest.fail(exc.line(), pytrace=False)
 
 
-def verify_case(case: PlanCase, ctx: PlanContext) -> str | None:
-    """The problem of one (step, rule) case, or None."""
+@pytest.fixture(scope="session")
+def gh_planned_workflows(gh_registry: Registry, gh_cassettes: Path) -> PlannedWorkflows:
+    """Where the plan's workflows are judged from."""
+    return PlannedWorkflows(gh_registry, gh_cassettes)
+
+
+def verify_case(case: PlanCase, ctx: PlanContext, workflows: PlannedWorkflows | None = None) -> str | None:
+    """The problem of one (step, rule) case, or None (a workflow without a recorded catalog skips, saying so)."""
     if case.error:
         return case.error
     assert case.step is not None and case.rule is not None
-    from gpuharness.plans.plan import check
+    from gpuharness.plans.plan import check, target_text
 
-    return check(case.step, case.rule, ctx)
+    if case.rule != WORKFLOW_RULE:
+        return check(case.step, case.rule, ctx)
+    assert workflows is not None, "a workflow case needs gh_planned_workflows"
+    problem = workflow_problem(case.step, workflows)
+    step = case.step
+    return f"step {step['id']} ({step['action']} {target_text(step)}): rule workflow: {problem}" if problem else None
+
+
+def workflow_problem(step: dict[str, Any], where: PlannedWorkflows) -> str | None:
+    """Why the server the step runs on would refuse its workflow's graph, judged by the catalog recorded with the
+    deployment's probe transcript; skips where no catalog was recorded."""
+    from gpuharness.health import targets, transcripts, workflow_fit
+    from gpuharness.runtimes.comfyui import InputError, job_graph
+
+    workflow_id, dep_id = planned_workflow(step, where.registry)
+    try:
+        workflow = targets.manifest(where.registry, "workflows.json", "id", workflow_id)
+    except UserError as exc:
+        return exc.line()
+    if workflow is None:
+        return f"workflow {workflow_id!r} is not in {where.registry.path('workflows.json')}"
+    if workflow.get("runtime") != "comfyui":
+        pytest.skip(f"workflow {workflow_id} runs on {workflow.get('runtime')}: no node catalog to judge it by")
+    observation = transcripts.recorded_catalog(where.cassettes, str(dep_id)) if dep_id else None
+    if observation is None or observation.missing:
+        why = observation.missing if observation is not None else (
+            f"no probe transcript {transcripts.transcript_path(where.cassettes, str(dep_id))}")
+        pytest.skip(f"workflow {workflow_id} not judged: no server catalog recorded for {dep_id} ({why}); record "
+                    f"one with `pytest checks/health --gpu-mode record --deployment {dep_id}`")
+    try:
+        graph = job_graph(workflow, (step.get("spec") or {}).get("inputs") or {})
+    except InputError as exc:
+        return f"workflow {workflow_id}: {exc}"
+    fit = workflow_fit.fit(graph, observation.load())
+    if not fit.rejected:
+        return None
+    return (f"{dep_id}'s server would refuse workflow {workflow_id} v{workflow.get('version')} ({fit.cause}; judged "
+            f"by the catalog recorded {observation.file}): {fit.explain()}")
 
 
 def fingerprint_problem(plan: dict[str, Any], ctx: PlanContext) -> str | None:

@@ -167,16 +167,25 @@ class SimComfyUI:
         self.lock = threading.Lock()
         self.number = 0
         self.files: dict[str, bytes] = {}  # output files when there is no output_root
+        self._served: tuple[Any, NodeCatalog] | None = None  # the last catalog built, and what it was built from
 
     # --- the catalog this server has now
     def catalog(self) -> NodeCatalog:
+        """The classes and model files the server has now (rebuilt only when its files or faults changed)."""
         faults = self.faults()
+        files = None if faults.missing_model else self._model_files()
+        key = (faults.missing_model, faults.missing_node, self.models_root is not None,
+               tuple(sorted((folder, tuple(names)) for folder, names in (files or {}).items())))
+        served = self._served
+        if served is not None and served[0] == key:
+            return served[1]
         catalog = self.base
         if self.models_root is not None or faults.missing_model:
-            catalog = catalog.with_model_files({} if faults.missing_model else self._model_files())
+            catalog = catalog.with_model_files(files or {})
         if faults.missing_node and faults.missing_node in catalog:
             document = {k: v for k, v in catalog.document.items() if k != faults.missing_node}
             catalog = NodeCatalog(document, source=catalog.source)
+        self._served = (key, catalog)
         return catalog
 
     def _model_files(self) -> dict[str, list[str]]:

@@ -1,6 +1,7 @@
 """A simulated GPU host: an SSH server on 127.0.0.1 (paramiko's server side) whose exec runs a real /bin/sh
-in a per-host sandbox, with fake `nvidia-smi`, `df`, `ps`, `ss` and `python3` on PATH, an SFTP subsystem,
-and injectable faults."""
+in a per-host sandbox, with fake `nvidia-smi`, `df`, `ps` and `ss` on PATH, an SFTP subsystem, and injectable
+faults. The service is a real process: the runtime's interpreter from its own virtual environment (which has torch,
+a stand-in answering the CUDA smoke test as the host's GPU would), while the system `python3` has no torch."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -34,12 +36,20 @@ Counter = Callable[[str], None]
 logging.getLogger("gpuharness.simhost").setLevel(logging.CRITICAL)
 NvidiaSmiMode = Literal["ok", "missing", "hung", "driver_mismatch", "not_loaded", "no_devices"]
 
-RUNTIME_PROCESS: dict[str, str] = {
-    "comfyui": "python main.py --listen 0.0.0.0 --port 8188",
-    "openai": "python -m vllm.entrypoints.openai.api_server --port 8000",
+#: The service's arguments after its interpreter, and the directory it runs in (under the workspace).
+RUNTIME_PROCESS: dict[str, tuple[str, ...]] = {
+    "comfyui": ("main.py", "--listen", "0.0.0.0", "--port", "8188"),
+    "openai": ("-m", "vllm.entrypoints.openai.api_server", "--port", "8000"),
 }
+RUNTIME_DIR: dict[str, str] = {"comfyui": "ComfyUI", "openai": "vllm"}
 RUNTIME_PORT: dict[str, int] = {"comfyui": 8188, "openai": 8000}
-SERVICE_PID = 4242
+#: The simulated service only waits; it ends when the process that started it is gone (no orphan outlives a test).
+SERVICE_MAIN = """import os, time
+parent = os.getppid()
+while os.getppid() == parent:
+    time.sleep(0.5)
+"""
+TorchMode = Literal["absent", "ok", "mismatch"]
 
 
 @final
@@ -64,12 +74,24 @@ class HostSpec:
     service_up: bool = True
     log_lines: tuple[str, ...] = ("Starting server", "To see the GUI go to: http://0.0.0.0:8188")
     nvidia_smi: NvidiaSmiMode = "ok"
-    torch: Literal["absent", "ok", "mismatch"] = "absent"
+    torch: TorchMode = "ok"  # what the service's interpreter has; the system python3 never has torch
     latency_s: float = 0.0
     runtime_faults: RuntimeFaults = field(default_factory=RuntimeFaults)
     model: str = "Qwen/Qwen2.5-0.5B-Instruct"
     sftp_stall_s: float = 0.0  # every SFTP read waits this long before it answers (a peer that never answers)
 
+
+#: A startup that could not import an optional built-in node module (ComfyUI's own lines, as a ROCm image without
+#: torchaudio logs them: github.com/ROCm/ROCm/issues/5405). The recorded 0.8.0 catalog lacks those classes too.
+OPTIONAL_IMPORT_FAILURE: tuple[str, ...] = (
+    "Cannot import /workspace/ComfyUI/comfy_extras/nodes_audio.py module for custom nodes: "
+    "No module named 'torchaudio'",
+    "WARNING: some comfy_extras/ nodes did not import correctly. This may be because they are missing some "
+    "dependencies.",
+    "IMPORT FAILED: nodes_audio.py",
+    "Starting server",
+    "To see the GUI go to: http://0.0.0.0:8188",
+)
 
 FAULTS: dict[str, dict[str, Any]] = {
     "oom": {"runtime_faults": RuntimeFaults(oom=True)},
@@ -80,6 +102,9 @@ FAULTS: dict[str, dict[str, Any]] = {
     "full_disk": {"disk_free_gb": 0.2},
     "hung_nvidia_smi": {"nvidia_smi": "hung"},
     "ssh_latency": {"latency_s": 0.05},
+    "optional_import_failure": {"log_lines": OPTIONAL_IMPORT_FAILURE},
+    "service_without_torch": {"torch": "absent"},
+    "no_gpu": {"nvidia_smi": "missing"},
 }
 
 
@@ -124,7 +149,7 @@ def _gpu_rows(spec: HostSpec) -> list[dict[str, str]]:
     return rows
 
 
-def _nvidia_smi_script(spec: HostSpec, service_up: bool) -> str:
+def _nvidia_smi_script(spec: HostSpec, service_pid: int | None) -> str:
     """A /bin/sh nvidia-smi: CSV queries, the default header, compute apps and the error outputs."""
     q = shlex.quote
     if spec.nvidia_smi == "hung":
@@ -145,8 +170,8 @@ def _nvidia_smi_script(spec: HostSpec, service_up: bool) -> str:
                      f"      *) echo \"Field \\\"$f\\\" is not a valid field to query.\" >&2; exit 2 ;;\n"
                      "    esac ;;")
     apps = []
-    if service_up and spec.runtime:
-        apps.append(f"{SERVICE_PID}, python, 20480")
+    if service_pid is not None:
+        apps.append(f"{service_pid}, python, 20480")
     apps += [f"{5000 + i}, {name}, 4096" for i, name in enumerate(spec.foreign_processes)]
     apps_text = "\\n".join(apps)
     name = spec.gpu
@@ -182,30 +207,116 @@ done
 """
 
 
-def _fake_tools(spec: HostSpec, service_port: int | None, workspace: Path) -> dict[str, str]:
+def _fake_tools(spec: HostSpec, service_port: int | None, service: tuple[int, str] | None) -> dict[str, str]:
+    """The fake tools; `service` is the running service process (pid, command line), if any."""
     free_kb = int(spec.disk_free_gb * 1024 * 1024)
     total_kb = int(spec.disk_total_gb * 1024 * 1024)
-    up = spec.service_up and spec.runtime is not None
     process_lines = ["    1 /bin/sh /start.sh", "   77 sshd: root@notty"]
-    if up and spec.runtime:
-        process_lines.append(f" {SERVICE_PID} {RUNTIME_PROCESS[spec.runtime]}")
+    if service is not None:
+        process_lines.append(f" {service[0]} {service[1]}")
     process_lines += [f" {5000 + i} {name}" for i, name in enumerate(spec.foreign_processes)]
-    ports = [22] + ([service_port] if up and service_port else [])
+    ports = [22] + ([service_port] if service is not None and service_port else [])
     ss_lines = [f"LISTEN 0      4096         0.0.0.0:{port}      0.0.0.0:*" for port in ports]
-    torch_line = {"absent": "absent", "ok": f"ok max_abs_err=3.05e-05 device={spec.gpu}",
-                  "mismatch": f"mismatch max_abs_err=41.7 device={spec.gpu}"}[spec.torch]
     tools = {
-        "nvidia-smi": _nvidia_smi_script(spec, up),
+        "nvidia-smi": _nvidia_smi_script(spec, service[0] if service is not None else None),
         "df": ("#!/bin/sh\necho 'Filesystem     1024-blocks      Used Available Capacity Mounted on'\n"
                "for a in \"$@\"; do case \"$a\" in -*) ;; *) "
                f"echo \"overlay {total_kb} {total_kb - free_kb} {free_kb} 50% $a\" ;; esac; done\n"),
         "ps": "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(process_lines) + "\nEOF\n",
         "ss": "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(ss_lines) + "\nEOF\n",
-        "python3": f"#!/bin/sh\necho {shlex.quote(torch_line)}\n",
     }
     if spec.nvidia_smi == "missing":
         del tools["nvidia-smi"]
     return tools
+
+
+def python_environment(root: Path, packages: Mapping[str, str]) -> Path:
+    """A virtual environment laid out as `python -m venv --without-pip` lays it out (pyvenv.cfg, bin/python linked to
+    the base interpreter, its own site-packages) holding `packages` (path in site-packages -> source); its
+    bin/python. Its interpreter sees only its own packages, as a real venv's does."""
+    base = Path(getattr(sys, "_base_executable", None) or sys.executable).resolve()
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    site = root / "lib" / f"python{version}" / "site-packages"
+    shutil.rmtree(site, ignore_errors=True)
+    site.mkdir(parents=True)
+    (root / "bin").mkdir(parents=True, exist_ok=True)
+    (root / "pyvenv.cfg").write_text(f"home = {base.parent}\ninclude-system-site-packages = false\n"
+                                     f"version = {'.'.join(map(str, sys.version_info[:3]))}\n")
+    for name in ("python", "python3"):
+        link = root / "bin" / name
+        if not link.is_symlink():
+            link.symlink_to(base)
+    for relative, source in packages.items():
+        target = site / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source)
+    return root / "bin" / "python"
+
+
+def torch_stand_in(spec: HostSpec) -> str:
+    """torch as the probe's CUDA smoke test meets it on this host: CUDA only where nvidia-smi sees the GPUs, and the
+    matmul's error against the CPU as the spec says."""
+    devices = spec.gpu_count if spec.nvidia_smi == "ok" else 0
+    error = 41.7 if spec.torch == "mismatch" else 3.05e-05
+    return f'''"""A stand-in for torch on a simulated host: the calls of the CUDA smoke test."""
+__version__ = "2.7.1+cu128"
+_DEVICES = {devices}
+_ERROR = {error!r}
+
+
+class version:
+    cuda = "12.8"
+
+
+class _Tensor:
+    def __init__(self, error=0.0):
+        self.error = error
+
+    def __matmul__(self, other):
+        return _Tensor(max(self.error, other.error))
+
+    def __sub__(self, other):
+        return _Tensor(abs(self.error - other.error))
+
+    def cuda(self):
+        if not _DEVICES:
+            raise RuntimeError("No CUDA GPUs are available")
+        return _Tensor(_ERROR)
+
+    def cpu(self):
+        return self
+
+    def abs(self):
+        return self
+
+    def max(self):
+        return self
+
+    def __float__(self):
+        return float(self.error)
+
+
+def randn(*shape):
+    return _Tensor()
+
+
+def manual_seed(seed):
+    return None
+
+
+class cuda:
+    @staticmethod
+    def is_available():
+        return _DEVICES > 0
+
+    @staticmethod
+    def device_count():
+        return _DEVICES
+
+    @staticmethod
+    def get_device_name(index=0):
+        return {spec.gpu!r}
+'''
 
 
 class _Server(paramiko.ServerInterface):
@@ -326,6 +437,7 @@ class SimHost:
         self.client_key_path = self.root / "client_key"
         self.known_hosts_path = self.root / "known_hosts"
         self.runtime: RuntimeServer | None = None
+        self.service: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._threads: list[threading.Thread] = []
         self._transports: list[paramiko.Transport] = []
@@ -363,6 +475,7 @@ class SimHost:
                 self._sock.close()
         for transport in list(self._transports):
             transport.close()
+        self._stop_service()
         if self.runtime is not None:
             self.runtime.stop()
         if self._own_root:
@@ -406,13 +519,66 @@ class SimHost:
         with path.open("a", encoding="utf-8") as handle:
             handle.write(f"[{self.ssh_host}]:{self.ssh_port} {key.get_name()} {key.get_base64()}\n")
 
+    @property
+    def service_python(self) -> Path | None:
+        """The interpreter the service runs under: its virtual environment's bin/python."""
+        if self.spec.runtime is None:
+            return None
+        return self.workspace / RUNTIME_DIR[self.spec.runtime] / "venv" / "bin" / "python"
+
+    @property
+    def service_pid(self) -> int | None:
+        return self.service.pid if self.service is not None else None
+
+    def _service_command(self) -> list[str]:
+        assert self.spec.runtime is not None and self.service_python is not None
+        return [str(self.service_python), *RUNTIME_PROCESS[self.spec.runtime]]
+
+    def write_environments(self) -> None:
+        """The service's virtual environment (torch as the spec says, the service's code) and the system python3,
+        which has no torch."""
+        python_environment(self.root / "system", {})
+        spec = self.spec
+        if spec.runtime is None or self.service_python is None:
+            return
+        packages = {"torch/__init__.py": torch_stand_in(spec)} if spec.torch != "absent" else {}
+        if spec.runtime == "openai":
+            for package in ("vllm", "vllm/entrypoints", "vllm/entrypoints/openai"):
+                packages[f"{package}/__init__.py"] = ""
+            packages["vllm/entrypoints/openai/api_server.py"] = SERVICE_MAIN
+        python_environment(self.service_python.parent.parent, packages)
+        (self.service_python.parent.parent.parent / "main.py").write_text(SERVICE_MAIN)
+
+    def _start_service(self) -> None:
+        if self.service is not None or self.spec.runtime is None or not self.spec.service_up:
+            return
+        assert self.service_python is not None
+        self.service = subprocess.Popen(self._service_command(), cwd=self.service_python.parent.parent.parent,
+                                        env={"PATH": f"{self.service_python.parent}:/usr/bin:/bin",
+                                             "HOME": str(self.root)},
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def _stop_service(self) -> None:
+        if self.service is not None:
+            self.service.kill()
+            self.service.wait()
+            self.service = None
+
     def write_sandbox(self) -> None:
+        """The host as the spec says: environments, the service process (started or stopped), fake tools, log."""
         self.workspace.mkdir(parents=True, exist_ok=True)
         (self.workspace / "output").mkdir(exist_ok=True)
+        self.write_environments()
+        if self.spec.service_up and self.spec.runtime is not None:
+            self._start_service()
+        else:
+            self._stop_service()
         self.bin.mkdir(exist_ok=True)
         for stale in self.bin.iterdir():
             stale.unlink()
-        for name, body in _fake_tools(self.spec, self.service_port, self.workspace).items():
+        service = (self.service.pid, " ".join(self._service_command())) if self.service is not None else None
+        for name, body in _fake_tools(self.spec, self.service_port, service).items():
             path = self.bin / name
             path.write_text(body)
             path.chmod(0o755)
@@ -477,7 +643,8 @@ class SimHost:
         self._count("ssh_execs")
         if self.spec.latency_s:
             time.sleep(self.spec.latency_s)
-        env = {"PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.root),
+        system_python = self.root / "system" / "bin"
+        env = {"PATH": f"{self.bin}:{system_python}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.root),
                "GH_SANDBOX": str(self.root), "LANG": "C"}
         try:
             proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=self.root, env=env, stdin=subprocess.PIPE,

@@ -1,14 +1,23 @@
-"""Secret detection: API keys, bearer tokens, private keys and passwords, always shown redacted."""
+"""Secrets, in one place: the patterns that find them in text (API keys, bearer tokens, private keys, passwords), the
+configured credential values to look for, and redaction. Errors, cassettes, health evidence and the audit all use
+this module: one minimum length, one placeholder, redaction always before any cut."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import final
+from typing import Final, final
 
-from gpuharness.core.line_scanner import compiled
+#: Environment variable whose value tests plant as an API key; always treated as a configured secret.
+TEST_SECRET_ENV: Final = "GPUHARNESS_TEST_SECRET"
+#: What a redacted secret becomes in recordings and evidence.
+REDACTED: Final = "REDACTED"
+#: Configured values shorter than this are not redacted by value (they would erase ordinary words).
+MIN_VALUE_LENGTH: Final = 6
 
 #: (kind, pattern); group "value" is the secret itself.
 PATTERNS: tuple[tuple[str, re.Pattern[bytes]], ...] = (
@@ -42,8 +51,8 @@ class SecretHit:
     shown: str
 
 
-def redact(value: bytes) -> str:
-    """Show a secret's first four characters and its length, never the rest."""
+def shown(value: bytes) -> str:
+    """How a found secret is shown: its first four characters and its length, never the rest."""
     text = value.decode("utf-8", "replace")
     return f"{text[:4]}… ({len(text)} chars)"
 
@@ -64,9 +73,6 @@ def candidate_lines(data: bytes, limit: int | None = None) -> list[tuple[int, in
     holds one is returned; a few more may be (letters brought together by the deletion), and PATTERNS decide.
     """
     stop = len(data) if limit is None else limit
-    native = compiled()
-    if native is not None:  # the same lines, exactly those holding a needle (compiled: ~1 GB/s)
-        return native.candidate_lines(data, stop, _NEEDLES)
     short = (data if stop == len(data) else data[:stop]).translate(_LOWER, _DELETE)
     hits: list[int] = []
     for needle in _NEEDLES:
@@ -116,7 +122,7 @@ REACH = 16
 def _matches(pattern: re.Pattern[bytes], segment: bytes, lowered: bytes,
              needles: tuple[bytes, ...]) -> Iterator[re.Match[bytes]]:
     """What pattern.finditer(segment) yields, trying the pattern only where a match can start: within REACH bytes
-    before one of its needles (a regex run over a report's line of a few hundred kilobytes costs ~1 ms per 40 KB)."""
+    before one of its needles (a report's lines can be hundreds of kilobytes long)."""
     starts: set[int] = set()
     for needle in needles:
         found = lowered.find(needle)
@@ -133,8 +139,9 @@ def _matches(pattern: re.Pattern[bytes], segment: bytes, lowered: bytes,
             yield match
 
 
-def find_secrets(data: bytes, limit: int | None = None) -> Iterator[SecretHit]:
-    """Every secret in data[:limit] (all of data by default), line by line."""
+def find_secrets(data: bytes, limit: int | None = None, credentials: Iterable[Credential] = ()) -> Iterator[SecretHit]:
+    """Every secret in data[:limit] (all of data by default), line by line, then every configured credential's
+    value."""
     for start, end in candidate_lines(data, limit):
         segment = data[start:end]
         lowered = segment.lower()
@@ -146,7 +153,8 @@ def find_secrets(data: bytes, limit: int | None = None) -> Iterator[SecretHit]:
                     continue
                 if value.startswith(b"$") or set(value) <= set(b"*xX."):
                     continue
-                yield SecretHit(kind, start + match.start("value"), redact(value))
+                yield SecretHit(kind, start + match.start("value"), shown(value))
+    yield from credential_hits(data, credentials, limit)
 
 
 def line_of(data: bytes, offset: int) -> int:
@@ -154,7 +162,8 @@ def line_of(data: bytes, offset: int) -> int:
     return data.count(b"\n", 0, offset) + 1
 
 
-def scan_file(path: Path, *, block: int = 8 << 20) -> Iterator[tuple[int, SecretHit]]:
+def scan_file(path: Path, *, block: int = 8 << 20, credentials: tuple[Credential, ...] = ()
+              ) -> Iterator[tuple[int, SecretHit]]:
     """(line, hit) for each secret in a file, streaming it in blocks that never split a line."""
     lineno = 1
     carry = b""
@@ -167,14 +176,15 @@ def scan_file(path: Path, *, block: int = 8 << 20) -> Iterator[tuple[int, Secret
             else:
                 cut = data.rfind(b"\n") + 1
             head, carry = data[:cut], data[cut:]
-            for hit in find_secrets(head):
+            for hit in find_secrets(head, None, credentials):
                 yield line_of(head, hit.offset) + lineno - 1, hit
             lineno += head.count(b"\n")
             if not chunk:
                 break
 
 
-def scan_tree(root: Path, *, skip: tuple[str, ...] = ()) -> Iterator[tuple[Path, int, SecretHit]]:
+def scan_tree(root: Path, *, skip: tuple[str, ...] = (), credentials: tuple[Credential, ...] = ()
+              ) -> Iterator[tuple[Path, int, SecretHit]]:
     """(file, line, hit) for each secret in the regular files under root (or root itself).
 
     `skip` names files or directories (relative to root) left out.
@@ -189,5 +199,79 @@ def scan_tree(root: Path, *, skip: tuple[str, ...] = ()) -> Iterator[tuple[Path,
         relative = path.relative_to(root).parts if path != root else ()
         if (relative and (relative[0] in skip or "/".join(relative) in skip)) or path.suffix == ".lock":
             continue
-        for lineno, hit in scan_file(path):
+        for lineno, hit in scan_file(path, credentials=credentials):
             yield path, lineno, hit
+
+
+def configured_values(env_names: Iterable[str | None] = ()) -> tuple[str, ...]:
+    """The credential values to keep out of every output: the planted test secret plus each named environment
+    variable that is set (a provider's `credential_env`), at least MIN_VALUE_LENGTH long, longest first."""
+    names = [TEST_SECRET_ENV, *[n for n in env_names if n]]
+    values = {os.environ[n] for n in names if os.environ.get(n)}
+    return tuple(sorted((v for v in values if len(v) >= MIN_VALUE_LENGTH), key=len, reverse=True))
+
+
+def redact_values(text: str, values: Iterable[str], mask: str = REDACTED) -> str:
+    """`text` with each value (at least MIN_VALUE_LENGTH long) replaced by `mask`. Redact before cutting a text to
+    length: a cut value is no longer found."""
+    for value in sorted((v for v in values if v and len(v) >= MIN_VALUE_LENGTH), key=len, reverse=True):
+        text = text.replace(value, mask)
+    return text
+
+
+#: Secrets in free text (transcripts, logs) that no configured value names: private key blocks, bearer tokens and
+#: `key: value` / `key=value` credentials; the part before the secret is kept.
+TEXT_PATTERNS: Final = (
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
+    re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"),
+    re.compile(r"(?i)((?:api[_-]?key|token|password|secret)\s*[=:]\s*)\S+"),
+)
+
+
+def scrub_text(text: str, values: Iterable[str] = ()) -> str:
+    """Free text without secrets: configured values, then private key blocks, bearer tokens and key=value
+    credentials, each replaced by REDACTED."""
+    text = redact_values(text, values)
+    for pattern in TEXT_PATTERNS:
+        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)
+    return text
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """A configured credential: its variable's name and the byte forms its value takes in a file (never shown)."""
+
+    name: str
+    needles: tuple[bytes, ...]
+    length: int
+
+
+def configured_credentials(env_names: Iterable[str | None] = ()) -> tuple[Credential, ...]:
+    """The credentials named by these variables (a provider's `credential_env`; the planted test secret too) that
+    are set, at least MIN_VALUE_LENGTH long."""
+    credentials: list[Credential] = []
+    for name in dict.fromkeys([TEST_SECRET_ENV, *[n for n in env_names if n]]):
+        value = os.environ.get(name)
+        if value and len(value) >= MIN_VALUE_LENGTH:
+            credentials.append(Credential(name, value_needles(value), len(value)))
+    return tuple(credentials)
+
+
+def value_needles(value: str) -> tuple[bytes, ...]:
+    """The byte forms a value takes in a JSON file: its UTF-8, and its JSON-escaped form when that differs (a value
+    with a quote, a backslash, a control or non-ASCII character)."""
+    plain = value.encode("utf-8", "surrogatepass")
+    escaped = json.dumps(value)[1:-1].encode("ascii")
+    return tuple(dict.fromkeys((plain, escaped)))
+
+
+def credential_hits(data: bytes, credentials: Iterable[Credential], limit: int | None = None) -> Iterator[SecretHit]:
+    """Where in data[:limit] a configured credential's value is written: named by its variable, never shown."""
+    stop = len(data) if limit is None else limit
+    for credential in credentials:
+        for needle in credential.needles:
+            found = data.find(needle, 0, stop)
+            while found >= 0:
+                yield SecretHit(f"the value of ${credential.name}", found, f"({credential.length} chars)")
+                found = data.find(needle, found + len(needle), stop)

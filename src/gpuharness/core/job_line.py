@@ -1,0 +1,209 @@
+"""A line of the job ledger as a typed record: `JobLine`, decoded straight from its bytes by msgspec.
+
+The job schema (`core/schemas/job.schema.json`) stays the contract. The Structs accept a subset of what it
+accepts, and `read_job_line` settles every line they refuse with orjson and the schema (jsonschema-rs), so that
+the verdict is the schema's on every line (tests/test_job_line.py holds the two to it). What the Structs refuse and
+the schema may accept: unknown fields (which the audit tolerates), integers written as 1.0 or beyond 64 bits,
+inputs nested deeper than `INPUT_DEPTH`, and a duplicate key whose earlier value breaks the schema. Timestamps are
+read as strings and checked against the schema's `date-time` format by `is_date_time`, which also refuses the few
+the format admits that are no instant of the UTC calendar (year 0000): the one place where the audit is stricter
+than the schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, final
+
+import msgspec
+import orjson
+from msgspec import UNSET, Meta, UnsetType
+
+from gpuharness.core import schema
+from gpuharness.core.clock import format_ts, parse_ts
+
+Status = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
+NonEmpty = Annotated[str, Meta(min_length=1)]
+NonNegative = Annotated[float, Meta(ge=0)]
+#: Integers beyond 64 bits are left to orjson and the schema (orjson reads them as floats, or refuses them).
+Int64 = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
+Positive64 = Annotated[int, Meta(ge=1, le=2**63 - 1)]
+Natural64 = Annotated[int, Meta(ge=0, le=2**63 - 1)]
+#: Container levels of `inputs` (itself included) that the Struct reads; deeper ones are settled by orjson and the
+#: schema.
+INPUT_DEPTH: Final = 4
+
+
+def _input_value(depth: int) -> Any:
+    """A JSON value of at most `depth` container levels, its integers within 64 bits."""
+    scalar: Any = str | Int64 | float | bool | None
+    if depth == 0:
+        return scalar
+    inner = _input_value(depth - 1)
+    return scalar | list[inner] | dict[str, inner]  # type: ignore[valid-type]
+
+
+if TYPE_CHECKING:
+    InputValue = Any
+else:
+    InputValue = _input_value(INPUT_DEPTH - 1)
+
+
+@final
+class Artifact(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """An output of a job: where it is and whether it was synced off the instance (or discarded)."""
+
+    name: NonEmpty
+    uri: str | UnsetType = UNSET
+    remote_path: str | UnsetType = UNSET
+    sha256: str | UnsetType = UNSET
+    size: Natural64 | UnsetType = UNSET
+    synced_at: str | None = None
+    discarded: bool = False
+
+
+@final
+class JobLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """One line of jobs.jsonl: a job's state as of `ts` (the last line of a job is its current state)."""
+
+    id: NonEmpty
+    deployment_id: NonEmpty
+    status: Status
+    ts: str
+    provider: str | UnsetType = UNSET
+    model: str | None = None
+    workflow: str | None = None
+    workflow_version: Int64 | None = None
+    inputs: dict[str, InputValue] | None = None
+    started_at: str | None = None
+    completed_at: str | None = None
+    duration_s: NonNegative | None = None
+    cost_usd: NonNegative | None = None
+    gpu: str | None = None
+    artifacts: tuple[Artifact, ...] = ()
+    error: str | None = None
+    cause: str | None = None
+    pid: Positive64 | None = None
+    host: str | None = None
+    attempt: Positive64 | UnsetType = UNSET
+    correction: bool = False
+    reason: str | UnsetType = UNSET
+
+    def times_valid(self) -> bool:
+        """Whether every timestamp of the line is an RFC 3339 date-time as the schema's format reads it."""
+        heads, tails = _HEADS, _TAILS  # the common case, inline: a head and a tail seen valid before
+        ts = self.ts
+        if not (ts[:16] in heads and ts[16:] in tails) and not is_date_time(ts):
+            return False
+        started = self.started_at
+        if started is not None and started != ts and not (started[:16] in heads and started[16:] in tails) \
+                and not is_date_time(started):
+            return False
+        completed = self.completed_at
+        if completed is not None and not (completed[:16] in heads and completed[16:] in tails) \
+                and not is_date_time(completed):
+            return False
+        for artifact in self.artifacts:
+            synced = artifact.synced_at
+            if synced is not None and not (synced[:16] in heads and synced[16:] in tails) \
+                    and not is_date_time(synced):
+                return False
+        return True
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> JobLine:
+        """The line of a parsed record that the job schema accepts (unknown fields are dropped)."""
+        fields = {name: value for name, value in record.items() if name in _JOB_FIELDS}
+        for name in ("duration_s", "cost_usd"):  # numbers, as the Struct reads them
+            if isinstance(fields.get(name), int):
+                fields[name] = float(fields[name])
+        artifacts = fields.get("artifacts")
+        if artifacts is not None:
+            fields["artifacts"] = tuple(
+                Artifact(**{k: v for k, v in item.items() if k in _ARTIFACT_FIELDS}) for item in artifacts)
+        return cls(**fields)
+
+
+_JOB_FIELDS = frozenset(JobLine.__struct_fields__)
+_ARTIFACT_FIELDS = frozenset(Artifact.__struct_fields__)
+decode_job_line = msgspec.json.Decoder(JobLine).decode
+#: What msgspec raises for a line it refuses (RecursionError: nesting deeper than its stack allows).
+DECODE_ERRORS = (msgspec.DecodeError, RecursionError)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a ledger line is not a job line: not a JSON object (`record` is None), or a record the schema refuses."""
+
+    problem: str
+    record: dict[str, Any] | None = None
+    column: int = 1
+
+
+def read_job_line(raw: bytes) -> JobLine | Refusal:
+    """The job line in `raw` (one line without its newline), or why it is none; the verdict is the job schema's."""
+    try:
+        line = decode_job_line(raw)
+    except DECODE_ERRORS:
+        return settle(raw)
+    return line if line.times_valid() else settle(raw)
+
+
+def settle(raw: bytes) -> JobLine | Refusal:
+    """Decide a line the Structs refused: orjson parses it and the job schema (unknown fields allowed) judges it."""
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return Refusal(f"not valid JSON ({exc})", None, exc.colno)
+    if not isinstance(record, dict):
+        return Refusal("a ledger line must be a JSON object")
+    if not schema.is_valid_fast("job", record):
+        return Refusal("does not match the job schema", record)
+    line = JobLine.from_record(record)
+    if not line.times_valid():
+        return Refusal("a timestamp is not an instant of the UTC calendar (years 0001 to 9999)", record)
+    return line
+
+
+#: Known-valid date-time heads (`YYYY-MM-DDTHH:MM`) and tails (`:SS[.frac](Z|±HH:MM)`, seconds below 60). Validity
+#: of a date-time with seconds below 60 is that of its head and of its tail, each checked once by the schema's
+#: format (a leap second depends on both, so it is never cached, nor are years 0000, 0001 and 9999, where an offset
+#: can leave the calendar). Bounded: past CACHE_LIMIT a new head or tail is checked each time.
+_HEADS: set[str] = set()
+_TAILS: set[str] = set()
+CACHE_LIMIT: Final = 200_000
+
+
+def is_date_time(text: str) -> bool:
+    """Whether `text` is a date-time by the job schema's `format: date-time` (jsonschema-rs) that names an instant
+    of the UTC calendar (the schema's format admits year 0000, and offsets that leave years 0001 to 9999)."""
+    if text[:16] in _HEADS and text[16:] in _TAILS:
+        return True
+    if not _date_time_format().is_valid(text):
+        return False
+    inner_year = "0002" <= text[:4] <= "9998"
+    if not inner_year or text[17:19] == "60":  # where an offset or a leap second can leave the calendar
+        try:
+            format_ts(parse_ts(text))
+        except (ValueError, OverflowError):
+            return False
+    if text[16:17] == ":" and text[17:19] != "60" and inner_year:
+        if len(_HEADS) < CACHE_LIMIT:
+            _HEADS.add(text[:16])
+        if len(_TAILS) < CACHE_LIMIT:
+            _TAILS.add(text[16:])
+    return True
+
+
+def _date_time_format() -> Any:
+    global _DATE_TIME
+    if _DATE_TIME is None:
+        import jsonschema_rs
+
+        _DATE_TIME = jsonschema_rs.Draft202012Validator({"type": "string", "format": "date-time"},
+                                                        validate_formats=True)
+    return _DATE_TIME
+
+
+_DATE_TIME: Any = None

@@ -1,0 +1,196 @@
+"""The batched probe's script: one POSIX sh script of marked sections, every remote fact in one exec. One builder
+(`build_script`) assembles it from its sections (`SECTIONS`); a new fact is a new section, never a new exec."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, final
+
+from gpuharness.core.deployment import DEFAULT_WORKSPACE
+from gpuharness.health import nvidia_smi
+
+PROBE_VERSION: Final = 2
+MARK: Final = "@@gpuharness"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ProbeTargets:
+    """What the probe looks at on the host, beyond the GPU."""
+
+    workspace: str = DEFAULT_WORKSPACE
+    process_pattern: str | None = None
+    service_port: int | None = None
+    log_path: str | None = None
+    checkpoint_path: str | None = None
+    output_dir: str | None = None
+    nvidia_smi_timeout_s: int = 10
+    torch_timeout_s: int = 60
+    runtime_python: str | None = None  # the service's interpreter, where the deployment names it
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ProbeSection:
+    """One marked section: its shell lines (POSIX sh), the exit status its end marker reports, and the settings
+    it reads (shell variables, quoted into the script's preamble, never interpolated into code)."""
+
+    name: str
+    lines: tuple[str, ...]
+    rc: str = "0"
+    settings: tuple[tuple[str, object], ...] = ()
+
+
+SectionBuilder = Callable[[ProbeTargets], ProbeSection]
+
+#: Run by the service's interpreter: import torch, then a matmul on the GPU against the CPU. The first word of its
+#: last line is the result (ok, mismatch, absent, no_cuda); the device name comes last (it has spaces).
+TORCH_SMOKE: Final = """
+import sys
+try:
+    import torch
+except Exception as exc:
+    print("absent %s: %s" % (type(exc).__name__, exc)); sys.exit(0)
+if not torch.cuda.is_available():
+    print("no_cuda devices=%d torch=%s cuda=%s" % (torch.cuda.device_count(), torch.__version__,
+                                                    getattr(torch.version, "cuda", None)))
+    sys.exit(0)
+torch.manual_seed(0)
+a = torch.randn(512, 512); b = torch.randn(512, 512)
+cpu = a @ b
+gpu = (a.cuda() @ b.cuda()).cpu()
+err = float((cpu - gpu).abs().max())
+print(("ok" if err < 1e-2 else "mismatch") + " max_abs_err=%.3g torch=%s device=%s"
+      % (err, torch.__version__, torch.cuda.get_device_name(0)))
+"""
+
+
+def _gpus(targets: ProbeTargets) -> ProbeSection:
+    snippet = nvidia_smi.probe_shell_snippet(targets.nvidia_smi_timeout_s).rstrip("\n")
+    return ProbeSection("gpus", ("_smi_rc=127", snippet, "rc=$_smi_rc"), rc="$rc")
+
+
+def _header(targets: ProbeTargets) -> ProbeSection:
+    return ProbeSection("header", ('if [ "$rc" = 0 ]; then $TO nvidia-smi 2>&1 | grep -E '
+                                   '"Driver Version|CUDA Version"; fi',))
+
+
+def _apps(targets: ProbeTargets) -> ProbeSection:
+    return ProbeSection("apps", ('if [ "$rc" = 0 ]; then $TO nvidia-smi --query-compute-apps=pid,process_name,'
+                                 "used_memory --format=csv,noheader,nounits 2>&1; fi",))
+
+
+def _disk(targets: ProbeTargets) -> ProbeSection:
+    return ProbeSection("disk", (
+        'for d in "$GH_WS" /; do if [ -d "$d" ]; then df -Pk "$d" | tail -n 1 | '
+        'awk -v p="$d" \'{print p" "$2" "$4}\'; else echo "$d missing"; fi; done',), settings=(("GH_WS",
+                                                                                              targets.workspace),))
+
+
+def _process(targets: ProbeTargets) -> ProbeSection:
+    return ProbeSection("process", (
+        # the pattern travels in the environment so this awk's own argv never matches it;
+        # -ww: without a terminal procps cuts args at 80 columns; busybox ps has no -o: fall back to
+        # /proc/<pid>/cmdline
+        'GH_SVC_PIDS=""',
+        'if [ -n "$GH_PAT" ]; then _procs=$({ ps -ww -eo pid=,args= 2>/dev/null || for p in /proc/[0-9]*; do '
+        'printf \'%s %s\\n\' "${p#/proc/}" "$(tr \'\\000\' \' \' < "$p/cmdline" 2>/dev/null)"; done; } '
+        '| awk \'index($0, ENVIRON["GH_PAT"])\')',
+        '  if [ -n "$_procs" ]; then printf \'%s\\n\' "$_procs"; fi',
+        # the torch section looks for the service's interpreter among the first few of them
+        "  GH_SVC_PIDS=$(printf '%s\\n' \"$_procs\" | awk '$1 ~ /^[0-9]+$/ {print $1}' | head -n 8)",
+        "fi",
+    ), settings=(("GH_PAT", targets.process_pattern),))
+
+
+def _ports(targets: ProbeTargets) -> ProbeSection:
+    return ProbeSection("ports", ("if command -v ss >/dev/null 2>&1; then ss -Hltn 2>/dev/null; "
+                                  "elif command -v netstat >/dev/null 2>&1; then netstat -ltn 2>/dev/null; "
+                                  "else cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; fi",))
+
+
+def _log(targets: ProbeTargets) -> ProbeSection:
+    return ProbeSection("log", ('if [ -n "$GH_LOG" ] && [ -r "$GH_LOG" ]; then tail -n 200 "$GH_LOG"; fi',),
+                        settings=(("GH_LOG", targets.log_path),))
+
+
+def _progress(targets: ProbeTargets) -> ProbeSection:
+    return ProbeSection("progress", (
+        'if [ -n "$GH_CKPT" ] && [ -e "$GH_CKPT" ]; then echo "checkpoint $(wc -c < "$GH_CKPT")"; fi',
+        'if [ -n "$GH_LOG" ] && [ -r "$GH_LOG" ]; then echo "log_bytes $(wc -c < "$GH_LOG")"; fi',
+        'if [ -n "$GH_OUT" ] && [ -d "$GH_OUT" ]; then echo "outputs $(ls -1 "$GH_OUT" | wc -l)"; fi',
+    ), settings=(("GH_CKPT", targets.checkpoint_path), ("GH_OUT", targets.output_dir)))
+
+
+#: How the torch section finds the interpreter the service runs under. A venv's bin/python is a symlink to the
+#: base interpreter, so /proc/<pid>/exe names the base one, which does not see the venv's packages: the process's
+#: argv[0] (resolved against its cwd, or its own PATH for a bare name) comes first, exe second, python3 last.
+_FIND_INTERPRETER: Final[tuple[str, ...]] = (
+    'GH_PY_BY=""; GH_TORCH_PID=""',
+    'if [ -n "$GH_PY" ]; then GH_PY_BY=deployment; fi',
+    "for _pid in $GH_SVC_PIDS; do",
+    '  if [ -n "$GH_PY" ]; then break; fi',
+    "  _a0=$(tr '\\000' '\\n' < \"/proc/$_pid/cmdline\" 2>/dev/null | head -n 1)",
+    '  case "$_a0" in',
+    '    /*) ;;',
+    '    */*) _a0="$(readlink "/proc/$_pid/cwd" 2>/dev/null)/$_a0" ;;',
+    "    ?*) _path=$(tr '\\000' '\\n' < \"/proc/$_pid/environ\" 2>/dev/null | sed -n 's/^PATH=//p' | head -n 1)",
+    '        _found=""; _ifs=$IFS; IFS=:',
+    '        for _d in $_path; do if [ -z "$_found" ] && [ -x "$_d/$_a0" ]; then _found="$_d/$_a0"; fi; done',
+    '        IFS=$_ifs; _a0=$_found ;;',
+    "  esac",
+    '  case "${_a0##*/}" in python*) if [ -x "$_a0" ]; then GH_PY=$_a0; GH_PY_BY=service_argv0; fi ;; esac',
+    '  if [ -z "$GH_PY" ]; then _exe=$(readlink "/proc/$_pid/exe" 2>/dev/null)',
+    '    case "${_exe##*/}" in python*) GH_PY=$_exe; GH_PY_BY=service_exe ;; esac; fi',
+    '  if [ -n "$GH_PY" ]; then GH_TORCH_PID=$_pid; fi',
+    "done",
+    'if [ -z "$GH_PY" ] && command -v python3 >/dev/null 2>&1; then GH_PY=$(command -v python3); GH_PY_BY=python3; fi',
+    'echo "interpreter ${GH_PY_BY:-none} $GH_PY"',
+    # whether the service has torch's libraries mapped (the service imports torch), where /proc tells
+    '_svc=${GH_TORCH_PID:-$(echo $GH_SVC_PIDS | awk \'{print $1}\')}',
+    'if [ -n "$_svc" ] && [ -r "/proc/$_svc/maps" ]; then',
+    '  if grep -q torch "/proc/$_svc/maps" 2>/dev/null; then echo "service_torch loaded"; '
+    'else echo "service_torch not_loaded"; fi',
+    'else echo "service_torch unknown"; fi',
+)
+
+
+def _torch(targets: ProbeTargets) -> ProbeSection:
+    return ProbeSection("torch", (
+        *_FIND_INTERPRETER,
+        'if [ -z "$GH_PY" ]; then echo "no_python"; echo "smoke_rc 127"',
+        'elif [ ! -x "$GH_PY" ]; then echo "not_executable $GH_PY"; echo "smoke_rc 126"',
+        'else _smoke=$($TOT "$GH_PY" -c "$GH_SMOKE" 2>&1 </dev/null); _src=$?',
+        '  printf \'%s\\n\' "$_smoke" | tail -n 1; echo "smoke_rc $_src"; fi',
+    ), settings=(("GH_PY", targets.runtime_python), ("GH_SMOKE", TORCH_SMOKE)))
+
+
+#: The probe's sections, in the order they run.
+SECTIONS: Final[tuple[SectionBuilder, ...]] = (_gpus, _header, _apps, _disk, _process, _ports, _log, _progress,
+                                               _torch)
+
+
+def build_script(targets: ProbeTargets, sections: Sequence[SectionBuilder] = SECTIONS) -> str:
+    """The probe script: the sections' settings as quoted shell variables, then each section between its markers."""
+    built = [section(targets) for section in sections]
+    settings: dict[str, object] = {"GH_T": targets.nvidia_smi_timeout_s, "GH_TT": targets.torch_timeout_s}
+    for section in built:
+        settings.update(section.settings)
+    lines = [
+        "#!/bin/sh",
+        f"# gpuharness probe v{PROBE_VERSION}: one exec, marked sections",
+        "LC_ALL=C; export LC_ALL",
+        *(f"{name}={shlex.quote('' if value is None else str(value))}" for name, value in settings.items()),
+        "export GH_PAT",
+        f'sec() {{ echo "{MARK} $1"; }}',
+        f'end() {{ echo "{MARK} end rc=$1"; }}',
+        # `timeout` may be missing on minimal images; then run without the cut-off (recorded as such).
+        'if command -v timeout >/dev/null 2>&1; then TO="timeout -k 2 $GH_T"; TOT="timeout -k 2 $GH_TT"; '
+        'else TO=""; TOT=""; fi',
+    ]
+    for section in built:
+        lines += [f"sec {section.name}", *section.lines, f"end {section.rc}"]
+    lines.append(f'echo "{MARK} done"')
+    return "\n".join(lines) + "\n"
