@@ -42,14 +42,19 @@ class Unstewarded:
                 ": a paid resource needs a cleanup owner and a reason (set them in deployments.json, or destroy it)")
 
 
+def missing_steward(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """Which of owner and reason a deployments.json record does not name (a non-empty string each)."""
+    return tuple(name for name in ("owner", "reason")
+                 if not (isinstance(record.get(name), str) and str(record[name]).strip()))
+
+
 def unstewarded(deployments: Iterable[Deployment]) -> list[Unstewarded]:
     """The audit's rule: every live paid deployment names its owner and its reason."""
     found = []
     for deployment in deployments:
         if not needs_steward(deployment):
             continue
-        missing = tuple(name for name, value in (("owner", deployment.owner), ("reason", deployment.reason))
-                        if not (value or "").strip())
+        missing = missing_steward({"owner": deployment.owner, "reason": deployment.reason})
         if missing:
             found.append(Unstewarded(deployment.id, missing, deployment.cost_hr))
     return found
