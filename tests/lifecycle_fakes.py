@@ -125,7 +125,7 @@ class SandboxRemote:
         self.host = host
         self.target = "sandbox"
 
-    def exec(self, script: str, *, deadline_s: float) -> ExecResult:
+    def exec(self, script: str, *, deadline_s: float, on_line=None) -> ExecResult:
         self.host.execs.append(script)
         if self.host.fail_next_exec == "timeout":
             self.host.fail_next_exec = None
@@ -133,9 +133,11 @@ class SandboxRemote:
         start = time.monotonic()
         proc = subprocess.run(["/bin/sh", "-c", script], cwd=self.host.root, capture_output=True, text=True,
                               timeout=60)
+        for line in proc.stdout.splitlines() if on_line is not None else ():
+            on_line(line)
         return ExecResult(proc.stdout, proc.stderr, proc.returncode, False, time.monotonic() - start)
 
-    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
+    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True, progress=None,
                  deadline_s: float | None = None) -> int:
         source = self.host.root / remote_path
         if not source.exists():
@@ -145,6 +147,8 @@ class SandboxRemote:
         offset = local.stat().st_size if resume and local.exists() else 0
         with open(local, "ab" if offset else "wb") as handle:
             handle.write(data[offset:])
+        if progress is not None:
+            progress(len(data) - offset)
         return len(data) - offset
 
     def close(self) -> None:

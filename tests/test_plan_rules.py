@@ -84,8 +84,8 @@ def test_a_terminate_of_an_unregistered_instance_cannot_be_preceded_by_a_sync():
                        "target": {"instance_id": "stray"}, "confirm": "stray"}]}
     problems = verify(_context(_rehearsed(plan), found, []))
     assert problems == ["step s1 (terminate stray): rule sync-before-terminate: instance stray belongs to no "
-                        "deployment of the registry, so no artifact sync can precede it; register it or reap it "
-                        "as an orphan"]
+                        "deployment of the registry, so no artifact sync can precede it; register it, or terminate "
+                        "it as an orphan (`gpuharness reap --orphans --apply`)"]
 
 
 def test_make_plan_refuses_to_tear_down_an_unknown_deployment():

@@ -44,7 +44,8 @@ def test_instance_no_deployment_claims_fails_as_orphan(pytester, world):
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*1 orphan instance(s) per cassette:*",
                                  "orphan runpod/* (key gh-runpod-00000, running, $0.69/hr): no deployment in the "
-                                 "registry claims it; terminate it (`gpuharness reap`) or register it*"])
+                                 "registry claims it; terminate it (`gpuharness reap --orphans --apply`) or "
+                                 "register it*"])
 
 
 def test_destroyed_deployment_whose_instance_still_runs_fails_as_orphan(pytester, world):

@@ -16,6 +16,7 @@ from gpuharness.core.errors import EXIT_USAGE, UserError
 COMMAND_MODULES: tuple[str, ...] = (
     "gpuharness.cli.registry_cmds",
     "gpuharness.cli.provider_cmds",
+    "gpuharness.cli.sim_cmds",
     "gpuharness.cli.diagnose_cmds",
     "gpuharness.cli.plan_cmds",
     "gpuharness.cli.lifecycle_cmds",

@@ -77,6 +77,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser("reap", parents=[common],
                               help="apply shutdown rules and idle economics (dry run unless --apply)")
     p.add_argument("--apply", action="store_true", help="sync artifacts, then destroy what the rules say")
+    p.add_argument("--orphans", action="store_true",
+                   help="instead: list instances with our key prefix that no live deployment claims (one list call "
+                        "per provider); with --apply, terminate them after saying what they are and cost")
     p.add_argument("--to", default="outputs", help="where artifacts are synced before a destroy")
     p.add_argument("--startup-minutes", type=float, default=12.0,
                    help="provision+install+load time used by the keep-alive economics (default 12)")
@@ -95,8 +98,11 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _ctx(args: argparse.Namespace) -> Any:
+    from gpuharness.cli.progress import transfers_for
     from gpuharness.operations.seams import cli_context
-    return cli_context(Registry.locate(args.registry))
+    ctx = cli_context(Registry.locate(args.registry))
+    ctx.transfers = transfers_for(args)
+    return ctx
 
 
 def cmd_provision(args: argparse.Namespace) -> int:
@@ -126,11 +132,12 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 
 def cmd_configure(args: argparse.Namespace) -> int:
+    from gpuharness.health.gate import gate_command
     from gpuharness.operations.install import configure
     result = configure(_ctx(args), args.deployment, deadline_s=args.deadline)
     emit(args, {"deployment": result.deployment.to_json(), "duration_s": result.duration_s},
-         f"configured {args.deployment}; next: pytest checks/health --deployment {args.deployment} "
-         "(the only path to ready)")
+         f"configured {args.deployment}; next: {gate_command(args.deployment)} (the only path to ready; "
+         "without this repository: gpuharness check health --gpu-mode live ...)")
     return 0
 
 
@@ -192,6 +199,8 @@ def cmd_destroy(args: argparse.Namespace) -> int:
 
 def cmd_reap(args: argparse.Namespace) -> int:
     from gpuharness.operations.reap import reap
+    if args.orphans:
+        return _reap_orphans(args)
     decisions = reap(_ctx(args), apply=args.apply, retrieve_to=args.to, startup_minutes=args.startup_minutes)
     lines = []
     for d in decisions:
@@ -213,3 +222,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     from gpuharness.pytest_plugin.suites import suite_command
     return subprocess.call(suite_command(args.suite, args.pytest_args))
 
+
+def _reap_orphans(args: argparse.Namespace) -> int:
+    """Exit 0 when nothing is left billing unclaimed, 1 while an orphan remains (a dry run, or a failed terminate)."""
+    from gpuharness.operations.orphans import reap_orphans
+    from gpuharness.providers.base import ProviderError
+    try:
+        actions = reap_orphans(_ctx(args), apply=args.apply)
+    except ProviderError as exc:
+        raise UserError(str(exc), place=exc.provider, hint="nothing was terminated") from None
+    lines = [f"ORPHAN {a.orphan.provider}/{a.orphan.instance_id} (key {a.orphan.key}, {a.orphan.status}, "
+             + (f"${a.orphan.cost_hr:.3f}/hr" if a.orphan.cost_hr is not None else "cost unknown")
+             + f"): {a.detail}" for a in actions]
+    emit(args, [a.to_json() for a in actions], "\n".join(lines) or "no orphans: every instance with our key prefix "
+         "is claimed by a live deployment")
+    return 1 if any(a.outcome != "terminated" for a in actions) else 0

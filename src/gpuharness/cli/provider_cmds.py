@@ -1,9 +1,8 @@
-"""Provider commands: the simulator (`sim serve`), `providers check` and `offers`."""
+"""Provider commands: `providers check` and `offers`."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from gpuharness.cli import emit
@@ -18,20 +17,6 @@ from gpuharness.providers.offers import gather
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    sim = subparsers.add_parser("sim", help="the loopback provider simulator")
-    sim_sub = sim.add_subparsers(dest="sim_command", metavar="ACTION", required=True)
-    p = sim_sub.add_parser("serve", parents=[common], help="serve RunPod/Vast/Massed wire formats on loopback")
-    p.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
-    p.add_argument("--ready-delay", type=float, default=0.2, metavar="S",
-                   help="seconds an instance stays pending before running (default 0.2)")
-    p.add_argument("--verbose", action="store_true", help="log each request line (never headers)")
-    p.add_argument("--configure", action="store_true",
-                   help="point providers.json (runpod, vast, massed, runpod-serverless) at this simulator")
-    p.add_argument("--no-hosts", action="store_true",
-                   help="do not start a simulated SSH host + runtime for each running instance")
-    p.set_defaults(handler=cmd_sim_serve)
-
     providers = subparsers.add_parser("providers", help="configured providers")
     prov_sub = providers.add_subparsers(dest="providers_command", metavar="ACTION", required=True)
     p = prov_sub.add_parser("check", parents=[common],
@@ -46,40 +31,6 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", metavar="NAME", action="append", help="only this provider (repeatable)")
     p.add_argument("--deadline", type=float, default=60.0, metavar="S", help="phase deadline (default 60 s)")
     p.set_defaults(handler=cmd_offers)
-
-
-def cmd_sim_serve(args: argparse.Namespace) -> int:
-    from gpuharness.sim import Simulator  # the server is only needed by this command
-
-    if args.port < 0 or args.port > 65535:
-        raise UserError(f"--port {args.port} is not a TCP port", place="sim serve")
-    log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.verbose else None
-    sim = Simulator(host=args.host, port=args.port, ready_delay_s=args.ready_delay, log=log)
-    if not args.no_hosts:
-        from gpuharness.sim.host import host_factory
-
-        sim.host_factory = host_factory(counter=sim.state.increment)
-    try:
-        sim.start()
-    except OSError as exc:
-        raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}", place="sim serve",
-                        hint="pick another --port, or 0 for a free one") from None
-    if args.configure:
-        entries = sim.provider_entries()
-        with Registry.locate(args.registry).update("providers.json") as document:
-            names = {e["name"] for e in entries}
-            document["providers"] = [p for p in document["providers"] if p["name"] not in names] + entries
-        print(f"providers.json points at {sim.base_url}; export {entries[0]['credential_env']}=<any 20+ characters>",
-              file=sys.stderr, flush=True)
-    print(f"ready {sim.base_url}", flush=True)
-    try:
-        while True:
-            sim.wait(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sim.stop()
-    return 0
 
 
 def cmd_providers_check(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from gpuharness.core.jsonl import read_records
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import DOCUMENTS, LEDGER, OBSERVATIONS, Registry
-from gpuharness.core.spend import GROUPINGS, job_costs, spend_by, today_and_month
+from gpuharness.core.spend import GROUPINGS, ONE_LINER, explain_one_liner, job_costs, spend_by, today_and_month
 from gpuharness.core.statefile import parse_json_text
 
 
@@ -39,6 +39,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     p = subparsers.add_parser("spend", parents=[common], help="billed spend from the ledger, against the ceilings")
     p.add_argument("--by", choices=GROUPINGS, default="total")
+    p.add_argument("--explain", action="store_true",
+                   help="also show, job by job with its ledger lines, why the total differs from the jq one-liner "
+                        "it replaces (failed jobs bill; corrected lines are counted once)")
     p.set_defaults(handler=cmd_spend)
 
     p = subparsers.add_parser("economics", parents=[common], help="keep-alive versus destroy arithmetic")
@@ -149,7 +152,8 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
 
 def cmd_spend(args: argparse.Namespace) -> int:
     registry = existing_registry(args)
-    records = list(job_costs(existing_ledger(registry).checked_records()).values())
+    numbered = list(enumerate(existing_ledger(registry).checked_records(), 1))
+    records = list(job_costs(record for _, record in numbered).values())
     totals = spend_by(records, args.by)
     policy = Policy(registry.policy_document())
     today, month = today_and_month(records)
@@ -164,6 +168,10 @@ def cmd_spend(args: argparse.Namespace) -> int:
                  f"this month ${month:,.2f} of monthly_usd ${float(ceilings['monthly_usd'] or 0):,.2f}")
     if not registry.has_policy():
         lines.append(f"ceilings: {registry.policy_origin()}")
+    if args.explain:
+        explanation = explain_one_liner(numbered)
+        payload["explain"] = explanation.to_json()
+        lines += ["", f"against {ONE_LINER}:", *explanation.lines()]
     emit(args, payload, "\n".join(lines))
     return 0
 

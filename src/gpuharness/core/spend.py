@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, final
 
 from gpuharness.core.clock import format_ts, now_ts, parse_ts
 
 GROUPINGS = ("day", "month", "provider", "gpu", "deployment", "total")
+SPEND_LABEL = "spend (each job's current line, every status)"
+ONE_LINER_LABEL = "the one-liner (every line whose status is completed)"
+#: The seeds' ledger reading, which `spend` replaces: it sums every line whose status is completed.
+ONE_LINER = "jq -s 'map(select(.status==\"completed\")) | map(.cost_usd // 0) | add' .pi/gpu/jobs.jsonl"
 
 
 def job_costs(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -70,3 +75,92 @@ def today_and_month(records: Iterable[dict[str, Any]], now: str | None = None) -
         if key[:7] == month:
             spent_month += cost
     return spent_day, spent_month
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class JobDifference:
+    """One job on which `spend` and the one-liner disagree: what each counts, and the ledger lines behind it."""
+
+    job_id: str
+    status: str  # of its current line
+    billed: float  # what spend counts: the current line's cost_usd
+    counted: float  # what the one-liner counts: the sum over its completed lines
+    completed_lines: tuple[int, ...]
+    current_line: int
+
+    @property
+    def again(self) -> float:
+        """Cost of the completed lines that are not the current one (the one-liner counts them again)."""
+        return self.counted - (self.billed if self.status == "completed" else 0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job": self.job_id, "status": self.status, "billed_usd": round(self.billed, 6),
+                "one_liner_usd": round(self.counted, 6), "completed_lines": list(self.completed_lines),
+                "current_line": self.current_line}
+
+
+@final
+@dataclass(slots=True)
+class OneLinerExplanation:
+    """Why `spend` (each job's current line, whatever its status) and the one-liner differ: jobs billed but not
+    completed (the one-liner skips them) and completed lines superseded by a correction (it counts them again)."""
+
+    spend: float = 0.0
+    one_liner: float = 0.0
+    jobs: list[JobDifference] = field(default_factory=list)
+
+    @property
+    def not_completed(self) -> list[JobDifference]:
+        return [j for j in self.jobs if j.status != "completed" and j.billed]
+
+    @property
+    def counted_again(self) -> list[JobDifference]:
+        return [j for j in self.jobs if j.again]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"spend_usd": round(self.spend, 6), "one_liner_usd": round(self.one_liner, 6),
+                "difference_usd": round(self.spend - self.one_liner, 6), "one_liner": ONE_LINER,
+                "billed_not_completed": [j.to_json() for j in self.not_completed],
+                "counted_again": [j.to_json() for j in self.counted_again]}
+
+    def lines(self) -> list[str]:
+        """The difference category by category, job by job, with the ledger lines it comes from."""
+        skipped, again = self.not_completed, self.counted_again
+        out = [f"{SPEND_LABEL:<54}{_usd(self.spend)}", f"{ONE_LINER_LABEL:<54}{_usd(self.one_liner)}",
+               f"{'difference':<54}{_usd(self.spend - self.one_liner, signed=True)}"]
+        out.append(f"{_usd(sum(j.billed for j in skipped), signed=True)}  {len(skipped)} job(s) billed but not "
+                   "completed: the one-liner skips them (a failed job bills its GPU time)")
+        out += [f"    {j.job_id:<14} {j.status:<11} ${j.billed:,.4f}  line {j.current_line}" for j in skipped]
+        out.append(f"{_usd(-sum(j.again for j in again), signed=True)}  {len(again)} job(s) whose completed line was "
+                   "followed by a correction: the one-liner counts the superseded line(s) again")
+        out += [f"    {j.job_id:<14} ${j.again:,.4f} counted again  completed lines "
+                f"{', '.join(map(str, j.completed_lines))}; current line {j.current_line}" for j in again]
+        return out
+
+
+def _usd(value: float, signed: bool = False) -> str:
+    """$1.2345 (-$1.2345), or signed: +$1.2345."""
+    text = f"${abs(value):,.4f}"
+    return "-" + text if value < 0 else ("+" if signed else "") + text
+
+
+def explain_one_liner(numbered: Iterable[tuple[int, dict[str, Any]]]) -> OneLinerExplanation:
+    """Compare spend with the one-liner over (line number, record) pairs of the whole ledger."""
+    current: dict[str, tuple[int, dict[str, Any]]] = {}
+    completed: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for lineno, record in numbered:
+        current[record["id"]] = (lineno, record)
+        if record.get("status") == "completed":
+            completed[record["id"]].append((lineno, float(record.get("cost_usd") or 0.0)))
+    explanation = OneLinerExplanation()
+    for job_id, (lineno, record) in current.items():
+        billed = float(record.get("cost_usd") or 0.0)
+        counted = sum(cost for _, cost in completed.get(job_id, []))
+        explanation.spend += billed
+        explanation.one_liner += counted
+        difference = JobDifference(job_id, str(record.get("status")), billed, counted,
+                                   tuple(n for n, _ in completed.get(job_id, [])), lineno)
+        if difference.again or (difference.status != "completed" and billed):
+            explanation.jobs.append(difference)
+    return explanation

@@ -3,7 +3,6 @@ registry and the lifecycle context wired to them. The demo and the end-to-end te
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import subprocess
@@ -20,28 +19,14 @@ from gpuharness.operations.seams import executor_factory, remote_factory
 from gpuharness.providers.base import Instance, Provider
 from gpuharness.providers.factory import PhaseOptions, build_provider
 from gpuharness.pytest_plugin.suites import suite_command
-from gpuharness.sim import Simulator
-from gpuharness.sim.comfyui import safetensors_bytes
+from gpuharness.sim import Simulator, examples
+from gpuharness.sim.examples import CHECKPOINT, GRAPH
 from gpuharness.sim.host import HostSpec, SimHost, runtime_for_image, with_fault
 
 WORKFLOW = "h3-text-to-image"
 MODEL = "minimax-h3-mini"
 KEY_ENVS = {"vast": "GH_DEMO_VAST_KEY", "runpod": "GH_DEMO_RUNPOD_KEY"}
-CHECKPOINT = "h3-mini.safetensors"
-#: ComfyUI's text-to-image graph in API format, valid against the recorded ComfyUI 0.8.0 catalog (a test proves
-#: it); jobs set the prompt through the workflow's `parameters` ("text" -> node 6).
-GRAPH: dict[str, Any] = {
-    "4": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": CHECKPOINT}},
-    "5": {"class_type": "EmptyLatentImage", "inputs": {"width": 256, "height": 256, "batch_size": 1}},
-    "6": {"class_type": "CLIPTextEncode", "inputs": {"text": "a red cube", "clip": ["4", 1]}},
-    "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "blurry, low quality", "clip": ["4", 1]}},
-    "3": {"class_type": "KSampler", "inputs": {"seed": 1, "steps": 4, "cfg": 1.0, "sampler_name": "euler",
-                                               "scheduler": "normal", "denoise": 1.0, "model": ["4", 0],
-                                               "positive": ["6", 0], "negative": ["7", 0],
-                                               "latent_image": ["5", 0]}},
-    "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}},
-    "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "h3", "images": ["8", 0]}},
-}
+__all__ = ["CHECKPOINT", "GRAPH", "KEY_ENVS", "MODEL", "WORKFLOW", "SimulatedEstate", "seed"]
 
 
 def seed(registry: Registry, root: Path, sim_urls: dict[str, str]) -> None:
@@ -51,21 +36,10 @@ def seed(registry: Registry, root: Path, sim_urls: dict[str, str]) -> None:
         doc["providers"] = [
             {"name": name, "kind": name, "credential_env": env, "api_base": sim_urls[name],
              "notes": "the gpuharness simulator on loopback"} for name, env in KEY_ENVS.items()]
-    store = root / "model-store"
-    store.mkdir(parents=True, exist_ok=True)
-    weights = store / CHECKPOINT
-    weights.write_bytes(safetensors_bytes(65536))  # 256 KiB of deterministic weights that load as safetensors
     with registry.update("models.json") as doc:
-        doc["models"] = [{"name": MODEL, "min_vram_gb": 16, "files": [
-            {"path": f"checkpoints/{CHECKPOINT}", "url": weights.as_uri(),
-             "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "size": weights.stat().st_size}]}]
+        doc["models"] = [examples.model_entry(root / "model-store", MODEL)]
     with registry.update("workflows.json") as doc:
-        doc["workflows"] = [{
-            "id": WORKFLOW, "version": 1, "runtime": "comfyui", "model": MODEL, "retryable": True,
-            "setup": ["mkdir -p custom_nodes", "echo 'runtime configured' > configured.txt"], "graph": GRAPH,
-            "parameters": {"text": "6.text"},
-            "test_generation": {"inputs": {"text": "a red cube"}, "timeout_s": 60,
-                                "expected_outputs": [{"type": "image/png", "min_bytes": 100_000}]}}]
+        doc["workflows"] = [examples.workflow_entry(WORKFLOW, MODEL)]
     with registry.update("policy.json") as doc:
         doc.update(per_job_usd=1.0, daily_usd=20.0, monthly_usd=200.0, max_cost_hr=5.0,
                    max_concurrent_deployments=4, max_idle_minutes=30, disk_margin_gb=1)

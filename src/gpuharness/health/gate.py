@@ -30,6 +30,12 @@ class RunEvidence:
     report: str | None = None
 
 
+def gate_command(deployment_id: str) -> str:
+    """The command that proves a deployment and moves it through the gate: live, since an offline replay (the
+    default mode) changes nothing."""
+    return f"pytest checks/health --gpu-mode live --deployment {deployment_id}"
+
+
 def offline_verdict(deployment_id: str, results: Mapping[str, CheckResult],
                     table: HealthChecks = HEALTH_CHECKS) -> str:
     """A replay proves the checks, not the host as it is now: it says what the gate would do and changes nothing."""

@@ -11,6 +11,7 @@ from typing import Any, final
 from gpuharness.core.clock import WallClock, format_ts, utcnow
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.registry import Registry
+from gpuharness.operations.transfers import QuietTransfers, Transfers
 from gpuharness.providers.base import Instance, Provider
 from gpuharness.remote import Remote
 
@@ -39,6 +40,8 @@ class Context:
     sleep: Callable[[float], None] = time.sleep
     say: Callable[[str], None] = _stderr
     options: dict[str, Any] = field(default_factory=dict)
+    #: live byte progress of install's downloads and retrieve's transfers (the CLI's bar on a terminal)
+    transfers: Transfers = field(default_factory=QuietTransfers)
 
     def now(self) -> str:
         """The current time, formatted (from the injectable clock)."""

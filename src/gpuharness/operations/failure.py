@@ -8,6 +8,9 @@ from typing import final
 from gpuharness.health.diagnose import classify_text
 from gpuharness.remote import RemoteError
 
+#: The decisive line is cut here (a log line can be huge); the remedy never is.
+LINE_CHARS = 240
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -21,7 +24,8 @@ class Failure:
         """One line: cause, the decisive log line, and the remedy."""
         text = f"cause: {self.cause}"
         if self.line:
-            text += f" — {' '.join(self.line.split())[:240]}"
+            line = " ".join(self.line.split())
+            text += f" — {line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 1] + '…'}"
         return f"{text}; remedy: {self.remedy}"
 
 
@@ -30,7 +34,7 @@ def classify(text: str) -> Failure:
     diagnosis = classify_text(text)
     line = diagnosis.line
     if line is None:
-        tail = [x for x in text.splitlines() if x.strip() and not x.startswith("GH-PROGRESS")]
+        tail = [x for x in text.splitlines() if x.strip() and not x.startswith(("GH-PROGRESS", "GH-BYTES"))]
         line = tail[-1] if tail else None
     return Failure(diagnosis.cause, line, diagnosis.remedy, diagnosis.retryable)
 
@@ -44,4 +48,5 @@ def transport_failure(exc: RemoteError, phase: str) -> Failure:
               "host_key_changed": "the host key changed: verify the instance identity before trusting it",
               "auth": "the key was refused: check the SSH key the instance was launched with"}.get(
         exc.kind, "re-run the phase once the connection is healthy")
-    return Failure(f"ssh_{exc.kind}", f"{phase}: {exc}", remedy, False)
+    return Failure(f"ssh_{exc.kind}", f"{phase}: {exc.target}: {exc.kind}: {exc.message}", exc.remedy or remedy,
+                   False)

@@ -10,8 +10,10 @@ from typing import Any, final
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.lifecycle import transition
+from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify, transport_failure
+from gpuharness.operations.phase_output import PhaseOutput
 from gpuharness.remote import Remote, RemoteError
 
 EXIT_HASH = 3
@@ -62,9 +64,14 @@ def install_script(ws: str, files: list[dict[str, Any]], margin_gb: float = 0.0)
         f'(model files + disk_margin_gb {margin_gb:g}), free ${{free_kb}} KB"; exit 28',
         "fi",
         'sum() { sha256sum "$1" 2>/dev/null | cut -d" " -f1; }',
-        'fetch() { case "$1" in file://*) cp "${1#file://}" "$2.part" ;; '
-        '*) curl -fsSL -o "$2.part" "$1" ;; esac || { echo "GH-ERROR download failed: $1"; '
-        'rm -f "$2.part"; return 1; }; mv "$2.part" "$2"; }',
+        # a watcher reports the download's byte count while it runs (so the bar moves during it) and is stopped
+        # the moment the download ends; its sleep keeps no hold on stdout
+        'bytes() { echo "GH-BYTES $([ -f "$1" ] && wc -c < "$1" || echo 0) $1"; }',
+        'fetch() { ( while :; do bytes "$2.part"; sleep 0.2 >/dev/null 2>&1 || sleep 1 >/dev/null 2>&1; done ) & '
+        'watcher=$!; case "$1" in file://*) cp "${1#file://}" "$2.part" ;; *) curl -fsSL -o "$2.part" "$1" ;; esac; '
+        'fetched=$?; kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; '
+        '[ "$fetched" -eq 0 ] || { echo "GH-ERROR download failed: $1"; rm -f "$2.part"; return 1; }; '
+        'bytes "$2.part"; mv "$2.part" "$2"; }',
     ]
     total = len(files)
     for index, item in enumerate(files, 1):
@@ -105,23 +112,23 @@ def configure_script(ws: str, workflow: dict[str, Any] | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _run_phase(ctx: Context, deployment: Deployment, phase: str, script: str,
-               deadline_s: float) -> tuple[tuple[str, ...], float, Failure | None]:
-    """One exec on one connection for this phase. Returns (output lines, duration, classified failure)."""
+def _run_phase(ctx: Context, deployment: Deployment, phase: str, script: str, deadline_s: float,
+               files: list[dict[str, Any]] | None = None) -> tuple[tuple[str, ...], float, Failure | None]:
+    """One exec on one connection for this phase; its progress is said (and its downloads' bytes shown) as the
+    lines arrive. Returns (output lines, duration, classified failure)."""
     ctx.say(f"{phase}: {deployment.id} over {deployment.ssh_route} (one batched exec, deadline {deadline_s:g} s)")
     remote: Remote | None = None
+    output = PhaseOutput(ctx, files or [])
     try:
         remote = ctx.remotes(deployment)
-        result = remote.exec(script, deadline_s=deadline_s)
+        result = remote.exec(script, deadline_s=deadline_s, on_line=output.line)
     except RemoteError as exc:
         return (), 0.0, transport_failure(exc, phase)
     finally:
+        output.close()
         if remote is not None:
             remote.close()
     lines = tuple(result.stdout.splitlines())
-    for line in lines:
-        if line.startswith(("GH-PROGRESS", "GH-RETRY")):
-            ctx.say(f"  {line.split(' ', 1)[1]}")
     if result.timed_out:
         return lines, result.duration_s, Failure("timeout", f"{phase} timed out after {deadline_s:g} s",
                                                  "raise the deadline or check the host; no blind retry", False)
@@ -158,7 +165,7 @@ def install(ctx: Context, deployment_id: str, *, deadline_s: float = 1800.0) -> 
                             marker={"files": len(files)}, next_action="wait for install")
     margin = float(ctx.registry.policy_document().get("disk_margin_gb") or 0.0)
     script = install_script(deployment.workspace, files, margin)
-    lines, duration, failed = _run_phase(ctx, deployment, "install", script, deadline_s)
+    lines, duration, failed = _run_phase(ctx, deployment, "install", script, deadline_s, files)
     if failed is not None:
         raise _fail(ctx, deployment_id, "install", failed)
     deployment = transition(ctx.registry, deployment_id, "configuring", route=deployment.ssh_route,
@@ -181,6 +188,6 @@ def configure(ctx: Context, deployment_id: str, *, deadline_s: float = 900.0) ->
     deployment = transition(ctx.registry, deployment_id, "health-checking", route=deployment.ssh_route,
                             marker={"workflow": workflow["id"] if workflow else None,
                                     "duration_s": round(duration, 3)},
-                            next_action=f"pytest checks/health --deployment {deployment_id}",
+                            next_action=gate_command(deployment_id),
                             note="runtime configured; only the health suite may mark it ready")
     return PhaseResult(deployment, lines, duration)

@@ -15,6 +15,7 @@ from gpuharness.core.lifecycle import journal, transition
 from gpuharness.core.policy import Action, Policy
 from gpuharness.core.spend import today_and_month
 from gpuharness.core.stewardship import local_user
+from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
 from gpuharness.operations.launch import launch_instance
 from gpuharness.operations.reconcile import machine_record
@@ -449,15 +450,19 @@ def _launch_failed(ctx: Context, request: ProvisionRequest, deployment_id: str, 
 
 def _ssh_access(ctx: Context, request: ProvisionRequest, instance: Instance) -> tuple[SshAccess | None,
                                                                                       dict[str, Any]]:
-    """The instance's SSH block (with the request's key and known_hosts files), and the other fields only the
-    host knows (ctx.host_details: the simulator's keys, ports, workspace)."""
+    """The instance's SSH block (with the key and known_hosts files the request names, else those its
+    providers.json entry names), and the other fields only the host knows (ctx.host_details: the simulator's
+    keys, ports, workspace)."""
     ssh: dict[str, Any] = {}
     if instance.ssh is not None:
         ssh = {"host": instance.ssh.host, "port": instance.ssh.port, "user": instance.ssh.user, "transport": "ssh"}
-        if request.ssh_key_file:
-            ssh["key_file"] = request.ssh_key_file
-        if request.known_hosts:
-            ssh["known_hosts"] = request.known_hosts
+        entry = ctx.registry.provider(request.provider)
+        key_file = request.ssh_key_file or entry.get("ssh_key_file")
+        known_hosts = request.known_hosts or entry.get("known_hosts")
+        if key_file:
+            ssh["key_file"] = key_file
+        if known_hosts:
+            ssh["known_hosts"] = known_hosts
     fields: dict[str, Any] = {"endpoint": instance.endpoint}
     if ctx.host_details is not None:
         details = dict(ctx.host_details(instance))
@@ -506,5 +511,5 @@ def _register_endpoint(ctx: Context, entry: dict[str, Any], deployment_id: str, 
                                    ssh=None)
     deployment = transition(ctx.registry, deployment_id, "health-checking", route=f"{base}/v2/{endpoint_id}",
                             note="serverless endpoint: no SSH, nothing to install",
-                            next_action=f"pytest checks/health --deployment {deployment_id}")
+                            next_action=gate_command(deployment_id))
     return ProvisionResult(deployment, False, text)

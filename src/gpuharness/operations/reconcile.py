@@ -49,7 +49,7 @@ class Orphan:
         else:
             why = "no deployment in the registry claims it"
         return (f"orphan {self.provider}/{self.instance_id} (key {self.key}, {self.status}, {cost}): {why}; "
-                f"terminate it (`gpuharness reap`) or register it")
+                f"terminate it (`gpuharness reap --orphans --apply`) or register it")
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "orphan", "provider": self.provider, "instance_id": self.instance_id, "key": self.key,

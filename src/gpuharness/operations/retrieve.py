@@ -16,7 +16,6 @@ from gpuharness.operations import retrieving
 from gpuharness.operations.context import Context
 from gpuharness.remote import Remote, RemoteError
 
-BAR_WIDTH = 24
 #: the retrieve phase's deadline by default: an hour of transfers
 DEFAULT_DEADLINE_S = 3600.0
 
@@ -47,11 +46,6 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def bar(done: int, total: int) -> str:
-    filled = BAR_WIDTH if total <= 0 else min(BAR_WIDTH, done * BAR_WIDTH // total)
-    return "[" + "#" * filled + "-" * (BAR_WIDTH - filled) + f"] {done:,}/{total:,} B"
 
 
 def _remote_sums(remote: Remote, paths: list[str], deadline_s: float) -> dict[str, tuple[str, int]]:
@@ -151,24 +145,35 @@ class _Sync:
             return None
         local.parent.mkdir(parents=True, exist_ok=True)
         if not local.exists():
-            moved, problem = self.transfer(remote_path, local, expected, label)
+            moved, problem = self.transfer(remote_path, local, expected, label, size)
             if problem is not None:
                 self.problems.append(f"{label}: {problem}")
                 return None
             self.result.bytes_transferred += moved
-        self.ctx.say(f"  {label} {bar(local.stat().st_size, size)} sha256 {expected[:12]} ok")
+        self.ctx.say(f"  {label} {local.stat().st_size:,} B sha256 {expected[:12]} ok")
         return {"uri": local.as_uri(), "sha256": expected, "size": local.stat().st_size, "synced_at": self.ctx.now()}
 
-    def transfer(self, remote_path: str, local: Path, expected: str, label: str) -> tuple[int, str | None]:
+    def transfer(self, remote_path: str, local: Path, expected: str, label: str,
+                 size: int) -> tuple[int, str | None]:
         """Fetch into <name>.part (resumed from its size), renamed once its sha256 is right; a mismatch is fetched
-        again once from byte 0. Returns (bytes moved, problem or None)."""
+        again once from byte 0. The bytes show on ctx.transfers as they arrive. Returns (bytes moved, problem)."""
         partial = local.with_name(local.name + ".part")
         moved = 0
+        meter = self.ctx.transfers
         for resume in (True, False):
+            start = partial.stat().st_size if resume and partial.exists() and partial.stat().st_size <= size else 0
+            meter.begin(label, size, start)
+
+            def progress(n: int, start: int = start) -> None:
+                meter.advance(label, start + n)
+
             try:
-                moved += self.remote.get_file(remote_path, str(partial), resume=resume, deadline_s=self.left())
+                moved += self.remote.get_file(remote_path, str(partial), resume=resume, progress=progress,
+                                              deadline_s=self.left())
             except RemoteError as exc:
                 return moved, f"transfer failed: {exc} (re-run retrieve: it resumes)"
+            finally:
+                meter.end(label)
             if sha256_file(partial) == expected:
                 partial.replace(local)
                 return moved, None

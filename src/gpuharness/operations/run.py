@@ -17,6 +17,7 @@ from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import transition
 from gpuharness.core.policy import Action, Policy
 from gpuharness.core.spend import today_and_month
+from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify
 from gpuharness.operations.install import workflow_manifest
@@ -249,8 +250,7 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
         deployment = registry.deployment(deployment_id)
         if deployment.status != "ready":
             raise UserError(f"{deployment_id} is {deployment.status}, not ready", place=deployment_id,
-                            hint="only a passing health run marks it ready: "
-                                 f"pytest checks/health --deployment {deployment_id}")
+                            hint=f"only a passing health run marks it ready: {gate_command(deployment_id)}")
         workflow = workflow_manifest(ctx, workflow_id or deployment.workflow)
         if workflow is None:
             raise UserError("no workflow given", place=deployment_id, hint="pass --workflow ID")

@@ -12,6 +12,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.policy import Policy
 from gpuharness.core.spend import today_and_month
+from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.provision import ProvisionRequest, provision, stop_condition
@@ -152,7 +153,7 @@ def _apply_step(step: dict[str, Any], ctx: Context, providers: dict[str, Provide
     elif action == "terminate":
         if dep_id is None:
             raise UserError(f"step {step['id']}: instance {step['target'].get('instance_id')} has no deployment",
-                            hint="terminate orphans with `gpuharness reap`")
+                            hint="terminate orphans with `gpuharness reap --orphans --apply`")
         destroy(ctx, dep_id, confirm=dep_id)
     elif action in ("stop", "start"):
         instance_id = str(step["target"]["instance_id"])
@@ -165,5 +166,4 @@ def _apply_step(step: dict[str, Any], ctx: Context, providers: dict[str, Provide
             target = "stopped" if action == "stop" else "health-checking"
             lifecycle.transition(ctx.registry, dep_id, target, route=f"{step['provider']} API",
                                  marker={"plan_step": step["id"]},
-                                 next_action="start" if action == "stop" else f"pytest checks/health --deployment "
-                                                                               f"{dep_id}")
+                                 next_action="start" if action == "stop" else gate_command(dep_id))

@@ -354,7 +354,7 @@ def rule_sync_before_terminate(step: dict[str, Any], ctx: PlanContext) -> str | 
     dep_id = _deployment_of(step, ctx)
     if dep_id is None:
         return (f"instance {instance_id} belongs to no deployment of the registry, so no artifact sync can "
-                f"precede it; register it or reap it as an orphan")
+                f"precede it; register it, or terminate it as an orphan (`gpuharness reap --orphans --apply`)")
     synced = [s for s in ctx.steps[:ctx.index(step)]
               if s["action"] == "retrieve" and s["target"].get("deployment_id") == dep_id]
     if not synced:

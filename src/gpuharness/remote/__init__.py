@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, final
 
@@ -19,12 +20,41 @@ class ExecResult:
 
 
 class RemoteError(Exception):
-    """A transport failure. Probes make one attempt: callers never retry on this."""
+    """A transport failure. Probes make one attempt: callers never retry on this. `remedy`, when the transport
+    knows one (the command that pins a host key), is kept apart so that no caller cuts it off."""
 
-    def __init__(self, kind: RemoteErrorKind, message: str, *, target: str) -> None:
+    def __init__(self, kind: RemoteErrorKind, message: str, *, target: str, remedy: str | None = None) -> None:
         self.kind = kind
         self.target = target
-        super().__init__(f"{target}: {kind}: {message}")
+        self.message = message
+        self.remedy = remedy
+        super().__init__(f"{target}: {kind}: {message}" + (f" ({remedy})" if remedy else ""))
+
+
+#: Called with each complete stdout line of an exec as it arrives (without its newline).
+LineSink = Callable[[str], None]
+#: Called with the bytes a transfer has moved so far.
+ByteSink = Callable[[int], None]
+
+
+@final
+class StreamLines:
+    """Cuts a byte stream into complete lines for a LineSink as the bytes arrive; a partial line waits."""
+
+    __slots__ = ("_pending", "_sink")
+
+    def __init__(self, sink: LineSink | None) -> None:
+        self._sink = sink
+        self._pending = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        if self._sink is None:
+            return
+        self._pending += chunk
+        while (cut := self._pending.find(b"\n")) >= 0:
+            line = bytes(self._pending[:cut])
+            del self._pending[:cut + 1]
+            self._sink(line.decode(errors="replace"))
 
 
 class Remote(Protocol):
@@ -32,14 +62,16 @@ class Remote(Protocol):
 
     target: str
 
-    def exec(self, script: str, *, deadline_s: float) -> ExecResult:
-        """Run a POSIX shell script; drain stdout/stderr; never block past the deadline."""
+    def exec(self, script: str, *, deadline_s: float, on_line: LineSink | None = None) -> ExecResult:
+        """Run a POSIX shell script; drain stdout/stderr; never block past the deadline. on_line, when given, is
+        called with each complete stdout line as it arrives (a long script's progress), before the result."""
         ...
 
     def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
-                 deadline_s: float | None = None) -> int:
-        """Copy a remote file (resumable); return bytes transferred. With deadline_s, never wait past it
-        (RemoteError timeout), however the peer behaves."""
+                 progress: ByteSink | None = None, deadline_s: float | None = None) -> int:
+        """Copy a remote file (resumable); return bytes transferred. progress, when given, is called with the
+        bytes transferred so far by this call as they arrive. With deadline_s, never wait past it (RemoteError
+        timeout), however the peer behaves."""
         ...
 
     def close(self) -> None: ...

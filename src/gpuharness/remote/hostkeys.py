@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import shlex
 from pathlib import Path
 from typing import final
 
@@ -32,12 +33,14 @@ class FirstUsePolicy(paramiko.MissingHostKeyPolicy):
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         if not self.trust_on_first_use:
+            host, port = split_known_hosts_name(hostname)
             raise RemoteError(
                 "host_key_unknown",
-                f"host key {fingerprint(key)} for {hostname} is not in {self.known_hosts}; refusing to connect "
-                f"(verify the key out of band and add it, e.g. `ssh-keyscan -p PORT HOST >> {self.known_hosts}`, "
-                f"or opt in to trust on first use in connections.json)",
-                target=self.target)
+                f"host key {fingerprint(key)} for {hostname} is not in {self.known_hosts}; refusing to connect",
+                target=self.target,
+                remedy=f"verify the key out of band, then pin it: `ssh-keyscan -p {port} {shlex.quote(host)} >> "
+                       f"{shlex.quote(self.known_hosts)}`; or opt {self.target} into trust on first use in "
+                       "connections.json")
         path = Path(os.path.expanduser(self.known_hosts))
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as handle:
@@ -53,10 +56,20 @@ def load_known_hosts(client: paramiko.SSHClient, known_hosts: str) -> None:
         client.get_host_keys().load(str(path))
 
 
+def split_known_hosts_name(name: str) -> tuple[str, int]:
+    """`[host]:port` or `host` (port 22), as known_hosts and paramiko name a host."""
+    if name.startswith("[") and "]:" in name:
+        host, _, port = name[1:].partition("]:")
+        if port.isdigit():
+            return host, int(port)
+    return name, 22
+
+
 def changed_key_error(target: str, known_hosts: str, exc: paramiko.BadHostKeyException) -> RemoteError:
     return RemoteError(
         "host_key_changed",
         f"HOST KEY CHANGED for {exc.hostname}: got {fingerprint(exc.key)}, known_hosts has "
-        f"{fingerprint(exc.expected_key)}; refusing to connect (a rebuilt instance or a man in the middle: "
-        f"verify out of band, then remove the old line from {known_hosts})",
-        target=target)
+        f"{fingerprint(exc.expected_key)}; refusing to connect (a rebuilt instance or a man in the middle)",
+        target=target,
+        remedy=f"verify the instance out of band, then remove the old line: `ssh-keygen -R "
+               f"{shlex.quote(exc.hostname)} -f {shlex.quote(known_hosts)}`")

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
+import select
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
-from typing import final
+from typing import IO, final
 
-from gpuharness.remote import ExecResult, RemoteError
+from gpuharness.remote import ByteSink, ExecResult, LineSink, RemoteError, StreamLines
+
+_CHUNK = 32768
 
 
 @final
@@ -23,32 +27,76 @@ class LocalRemote:
         self.target = target
         self.execs = 0
 
-    def exec(self, script: str, *, deadline_s: float) -> ExecResult:
+    def exec(self, script: str, *, deadline_s: float, on_line: LineSink | None = None) -> ExecResult:
+        """Run the script with /bin/sh -s; stdout lines go to on_line as they arrive; the deadline kills the
+        whole process group."""
         self.execs += 1
         started = time.monotonic()
+        end = started + deadline_s
         proc = subprocess.Popen(["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            stdout, stderr = proc.communicate(script, timeout=deadline_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            stdout, stderr = proc.communicate()
-            return ExecResult(stdout, stderr, None, True, time.monotonic() - started)
-        return ExecResult(stdout, stderr, proc.returncode, False, time.monotonic() - started)
+                                stderr=subprocess.PIPE, start_new_session=True)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        err = bytearray()
+        stderr = proc.stderr
+        threads = [threading.Thread(target=_feed, args=(proc.stdin, script.encode()), daemon=True),
+                   threading.Thread(target=lambda: err.extend(stderr.read()), daemon=True)]
+        for thread in threads:
+            thread.start()
+        out, timed_out = _drain(proc.stdout.fileno(), end, StreamLines(on_line))
+        if timed_out:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        for thread in threads:
+            thread.join(timeout=5)
+        proc.stdout.close()
+        proc.stderr.close()
+        return ExecResult(out.decode(errors="replace"), err.decode(errors="replace"),
+                          None if timed_out else proc.returncode, timed_out, time.monotonic() - started)
 
     def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
-                 deadline_s: float | None = None) -> int:
+                 progress: ByteSink | None = None, deadline_s: float | None = None) -> int:
         source, dest = Path(remote_path), Path(local_path)
         if not source.is_file():
             raise RemoteError("closed", f"no such file {remote_path}", target=self.target)
         offset = dest.stat().st_size if resume and dest.exists() else 0
         if offset > source.stat().st_size:
             offset = 0
+        moved = 0
         with source.open("rb") as src, dest.open("ab" if offset else "wb") as out:
             src.seek(offset)
-            before = out.tell()
-            shutil.copyfileobj(src, out)
-            return out.tell() - before
+            while chunk := src.read(_CHUNK):
+                out.write(chunk)
+                moved += len(chunk)
+                if progress is not None:
+                    progress(moved)
+        return moved
 
     def close(self) -> None:
         return None
+
+
+def _feed(stdin: IO[bytes], data: bytes) -> None:
+    try:
+        with contextlib.suppress(OSError):  # the script may exit without reading all of itself
+            stdin.write(data)
+    finally:
+        with contextlib.suppress(OSError):
+            stdin.close()
+
+
+def _drain(fd: int, end: float, lines: StreamLines) -> tuple[bytearray, bool]:
+    """Read stdout until EOF or the deadline; (what was read, whether the deadline cut it off)."""
+    out = bytearray()
+    while True:
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            return out, True
+        ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
+        if not ready:
+            continue
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            return out, False
+        out += chunk
+        lines.feed(chunk)

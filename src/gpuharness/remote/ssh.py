@@ -11,7 +11,7 @@ from typing import final
 
 import paramiko
 
-from gpuharness.remote import ExecResult, RemoteError
+from gpuharness.remote import ByteSink, ExecResult, LineSink, RemoteError, StreamLines
 from gpuharness.remote.hostkeys import FirstUsePolicy, changed_key_error, load_known_hosts
 from gpuharness.remote.route import HostRoute
 
@@ -94,8 +94,9 @@ class SSHRemote:
         self.connections = 1
         self.accepted_host_key = policy.accepted
 
-    def exec(self, script: str, *, deadline_s: float) -> ExecResult:
-        """Send the script on stdin of `/bin/sh -s`; drain both streams; stop at the deadline."""
+    def exec(self, script: str, *, deadline_s: float, on_line: LineSink | None = None) -> ExecResult:
+        """Send the script on stdin of `/bin/sh -s`; drain both streams (stdout lines to on_line as they arrive);
+        stop at the deadline."""
         self.execs += 1
         started = time.monotonic()
         end = started + deadline_s
@@ -113,10 +114,13 @@ class SSHRemote:
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise RemoteError("closed", f"exec failed: {exc}", target=self.target) from None
         out, err = bytearray(), bytearray()
+        lines = StreamLines(on_line)
         timed_out = False
         while True:
             while chan.recv_ready():
-                out += chan.recv(_CHUNK)
+                chunk = chan.recv(_CHUNK)
+                out += chunk
+                lines.feed(chunk)
             while chan.recv_stderr_ready():
                 err += chan.recv_stderr(_CHUNK)
             # never recv_exit_status(): it has no timeout. Poll the status with our own deadline.
@@ -135,10 +139,10 @@ class SSHRemote:
                           time.monotonic() - started)
 
     def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
-                 deadline_s: float | None = None) -> int:
-        """SFTP download; with resume, continue from the size already on disk. With deadline_s, every wait is
-        bounded by it (each read's timeout is the time left) and a watchdog closes the SFTP channel when it
-        passes, so a read that never answers (or answers a byte at a time) ends by the deadline."""
+                 progress: ByteSink | None = None, deadline_s: float | None = None) -> int:
+        """SFTP download; with resume, continue from the size already on disk; progress gets the bytes moved.
+        With deadline_s, every wait is bounded by it (each read's timeout is the time left) and a watchdog closes
+        the SFTP channel when it passes, so a read that never answers (or answers a byte at a time) ends by it."""
         end = None if deadline_s is None else time.monotonic() + max(deadline_s, 0.0)
         try:
             sftp = self.client.open_sftp()
@@ -149,7 +153,7 @@ class SSHRemote:
             watchdog.daemon = True
             watchdog.start()
         try:
-            return self._copy(sftp, remote_path, local_path, resume, end)
+            return self._copy(sftp, remote_path, local_path, resume, end, progress)
         except FileNotFoundError:
             raise RemoteError("closed", f"no such remote file {remote_path}", target=self.target) from None
         except (OSError, EOFError, paramiko.SSHException) as exc:
@@ -163,8 +167,8 @@ class SSHRemote:
             sftp.close()
 
     @staticmethod
-    def _copy(sftp: paramiko.SFTPClient, remote_path: str, local_path: str, resume: bool,
-              end: float | None) -> int:
+    def _copy(sftp: paramiko.SFTPClient, remote_path: str, local_path: str, resume: bool, end: float | None,
+              progress: ByteSink | None) -> int:
         channel = sftp.get_channel()
 
         def bound() -> None:
@@ -190,6 +194,8 @@ class SSHRemote:
                     return moved
                 out.write(chunk)
                 moved += len(chunk)
+                if progress is not None:
+                    progress(moved)
 
     def listdir(self, remote_dir: str) -> list[tuple[str, int]]:
         """Regular files in a remote directory, with sizes."""

@@ -1,4 +1,5 @@
-"""The simulator's control routes under /_sim/: stats, faults, settings, bulk instances, recorded requests."""
+"""The simulator's control routes under /_sim/: stats, faults, settings, bulk instances, recorded requests,
+shutdown (`gpuharness sim stop`)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ def _route(sim: Simulator, req: SimRequest) -> SimResponse:
         return json_response(200, {"ready_delay_s": sim.state.ready_delay_s})
     if method == "POST" and path == "/_sim/instances":
         return json_response(200, {"ids": bulk_create(sim.state, req.body)})
+    if method == "POST" and path == "/_sim/shutdown":
+        sim.shutdown_requested.set()
+        return json_response(200, {"stopping": True})
     if path == "/_sim/requests" and method in ("GET", "DELETE"):
         if method == "DELETE":
             sim.requests.clear()

@@ -28,8 +28,10 @@ import paramiko
 from paramiko.common import AUTH_FAILED, AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED, OPEN_SUCCEEDED
 from paramiko.sftp import SFTP_PERMISSION_DENIED
 
+from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.health import gpu_classes
 from gpuharness.health.nvidia_smi import CLOCK_EVENT_BITS
+from gpuharness.sim.access import HostAccess
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
 Counter = Callable[[str], None]
@@ -418,21 +420,23 @@ class _SandboxSFTP(paramiko.SFTPServerInterface):
 @final
 class SimHost:
     """One simulated host. Start it standalone (`with SimHost(spec) as host:`) or from the provider
-    simulator's host_factory. `stats` counts ssh_connections and ssh_execs."""
+    simulator's host_factory. `stats` counts ssh_connections and ssh_execs. With `access`, it accepts that
+    client key and publishes its host key in that known_hosts file while it runs."""
 
     def __init__(self, spec: HostSpec | None = None, *, root: str | Path | None = None,
-                 counter: Counter | None = None, name: str = "simhost") -> None:
+                 counter: Counter | None = None, name: str = "simhost", access: HostAccess | None = None) -> None:
         self.spec = spec or HostSpec()
         self.name = name
         self._own_root = root is None
         self.root = Path(tempfile.mkdtemp(prefix=f"gh-{name}-") if root is None else root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.workspace = self.root / "workspace"
+        self.workspace = self.root / DEFAULT_WORKSPACE  # the login directory's default, as on a real host
         self.bin = self.root / "bin"
         self.counter = counter
         self.stats: dict[str, int] = {"ssh_connections": 0, "ssh_execs": 0}
         self.host_key = paramiko.ECDSAKey.generate()
-        self.client_key = paramiko.ECDSAKey.generate()
+        self.access = access
+        self.client_key = access.client_key if access is not None else paramiko.ECDSAKey.generate()
         self.authorized = {self.client_key.get_base64()}
         self.client_key_path = self.root / "client_key"
         self.known_hosts_path = self.root / "known_hosts"
@@ -461,6 +465,8 @@ class SimHost:
         self._sock = sock
         self.ssh_port = sock.getsockname()[1]
         self.write_known_hosts(self.known_hosts_path)
+        if self.access is not None:
+            self.access.publish(self.known_hosts_name, self.host_key)
         thread = threading.Thread(target=self._accept_loop, name=f"{self.name}-accept", daemon=True)
         thread.start()
         self._threads.append(thread)
@@ -468,6 +474,8 @@ class SimHost:
 
     def stop(self) -> None:
         self._stopping.set()
+        if self.access is not None and self.ssh_port:
+            self.access.withdraw(self.known_hosts_name)
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() blocked in another thread
@@ -513,11 +521,16 @@ class SimHost:
                 "key_file": str(self.client_key_path), "known_hosts": str(self.known_hosts_path),
                 "workspace": str(self.workspace)}
 
+    @property
+    def known_hosts_name(self) -> str:
+        """`[127.0.0.1]:port`, as known_hosts names a host on a port other than 22."""
+        return f"[{self.ssh_host}]:{self.ssh_port}"
+
     def write_known_hosts(self, path: Path, key: paramiko.PKey | None = None) -> None:
         """Append this host's key (or another key, to simulate a changed host) as `[127.0.0.1]:port`."""
         key = key or self.host_key
         with path.open("a", encoding="utf-8") as handle:
-            handle.write(f"[{self.ssh_host}]:{self.ssh_port} {key.get_name()} {key.get_base64()}\n")
+            handle.write(f"{self.known_hosts_name} {key.get_name()} {key.get_base64()}\n")
 
     @property
     def service_python(self) -> Path | None:
@@ -723,13 +736,14 @@ def runtime_for_image(image: str | None) -> Literal["comfyui", "openai"]:
 
 
 def host_factory(counter: Counter | None = None, base: HostSpec | None = None,
-                 ) -> Callable[[Any], SimHost]:
-    """A Simulator.host_factory: one SimHost per running instance, with the GPU it was ordered with."""
+                 access: HostAccess | None = None) -> Callable[[Any], SimHost]:
+    """A Simulator.host_factory: one SimHost per running instance, with the GPU it was ordered with (reached
+    with `access` when given)."""
 
     def make(instance: Any) -> SimHost:
         spec = replace(base or HostSpec(), gpu=gpu_classes.nvidia_smi_name(str(instance.gpu)),
                        gpu_count=int(getattr(instance, "gpu_count", 1) or 1),
                        runtime=runtime_for_image(getattr(instance, "image", None)))
-        return SimHost(spec, counter=counter, name=f"host-{instance.id}").start()
+        return SimHost(spec, counter=counter, name=f"host-{instance.id}", access=access).start()
 
     return make

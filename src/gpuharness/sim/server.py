@@ -17,6 +17,7 @@ from gpuharness.sim import (
     providers_serverless,
     providers_vast,
 )
+from gpuharness.sim.access import HostAccess
 from gpuharness.sim.control import bulk_create, control
 from gpuharness.sim.exchanges import RecordedRequest, RequestLog, kept_headers, kept_query
 from gpuharness.sim.faults import FaultPlan, parse_fault
@@ -67,6 +68,8 @@ class Simulator:
         self.log = log
         self._server: SimHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        #: set by POST /_sim/shutdown (`gpuharness sim stop`); `sim serve` then stops
+        self.shutdown_requested = threading.Event()
 
     @property
     def host_factory(self) -> HostFactory | None:
@@ -91,10 +94,13 @@ class Simulator:
             raise KeyError(provider)
         return self.base_url + wire.prefix
 
-    def provider_entries(self, credential_env: str = "GPUHARNESS_SIM_KEY") -> list[dict[str, Any]]:
-        """providers.json entries pointing at this simulator (any key of 20+ characters works)."""
+    def provider_entries(self, credential_env: str = "GPUHARNESS_SIM_KEY",
+                         access: HostAccess | None = None) -> list[dict[str, Any]]:
+        """providers.json entries pointing at this simulator (any key of 20+ characters works); with access,
+        the providers that rent hosts name the client key and the known_hosts file their hosts are reached with."""
+        ssh = {"ssh_key_file": str(access.key_file), "known_hosts": str(access.known_hosts)} if access else {}
         entries: list[dict[str, Any]] = [
-            {"name": kind, "kind": kind, "credential_env": credential_env, "api_base": self.url(kind)}
+            {"name": kind, "kind": kind, "credential_env": credential_env, "api_base": self.url(kind), **ssh}
             for kind in ("runpod", "vast", "massed")]
         entries.append({"name": "runpod-serverless", "kind": "runpod-serverless", "credential_env": credential_env,
                         "api_base": self.url("runpod-serverless"), "endpoint_id": "sim-endpoint"})
