@@ -214,6 +214,13 @@ def stuck(lab: SimulatedEstate) -> list[str]:
             if d.launch_unfinished or d.status in ("retrieving", "destroying")]
 
 
+def recovery_words(command: list[str]) -> str:
+    """The recovery as the table shows it: `gpuharness destroy DEP`, or the provision resumed by its request."""
+    if command[0] == "provision":
+        return f"gpuharness provision (the same request, --id {command[command.index('--id') + 1]})"
+    return f"gpuharness {command[0]} {command[1]}"
+
+
 def duplicates(lab: SimulatedEstate) -> int:
     keys = Counter(i.name for i in lab.sim.state.instances.values())
     return sum(n - 1 for n in keys.values() if n > 1)
@@ -237,6 +244,8 @@ def test_kill_9_at_each_step_leaves_nothing_billing_unreported_duplicated_or_stu
         assert not stuck(lab) or refresh.returncode == 1, f"stuck and called clean: {stuck(lab)}\n{refresh.stdout}"
         findings = [f"{k} {len(payload[k])}" for k in ("orphans", "vanished", "unresolved", "interrupted")
                     if payload[k]]
+        linked = sum(1 for u in payload["unresolved"] if u["linked"])
+        findings += [f"linked by key {linked}"] if linked else []
         findings += [t.split(" (")[0] for t in payload["transitions"]]
         recovery = cell.recover(lab, work, refresh.stdout)
         recovered = cli(lab, *recovery)
@@ -249,5 +258,5 @@ def test_kill_9_at_each_step_leaves_nothing_billing_unreported_duplicated_or_stu
         assert audit == 0, (lab.root / "audit.log").read_text()[-3000:]
         live = len(billing(lab))
         print(f"CRASH|{cell.name}|{cell.step}|{state}|exit {refresh.returncode}: {'; '.join(findings) or 'clean'}"
-              f"|gpuharness {shlex.join(recovery[:2])}|0|{duplicates(lab)}|{len(stuck(lab))}|{live}|pass"
+              f"|{recovery_words(recovery)}|0|{duplicates(lab)}|{len(stuck(lab))}|{live}|pass"
               f"|{time.monotonic() - started:.1f}")

@@ -58,3 +58,17 @@ def test_spend_shows_the_builtin_ceilings_labelled_as_defaults(lab):
     assert lab.registry.path("policy.json") in with_policy
     payload = json.loads(lab.cli("spend", "--json", "--registry", str(lab.registry.root)).stdout)
     assert payload["ceilings_from"] == str(lab.registry.path("policy.json"))
+
+
+def test_plan_apply_of_a_launch_refuses_without_policy_json_before_any_provider_call(lab, tmp_path):
+    from gpuharness.core.errors import UserError
+    from gpuharness.plans.apply import apply_plan
+    from gpuharness.plans.plan import LaunchRequest, make_plan
+    from gpuharness.providers.inventory import Inventory
+
+    plan = make_plan([], Inventory({}, "2026-11-30T20:00:00.000Z"), launches=[LaunchRequest(
+        provider="vast", gpu="RTX 4090", image="comfyui:1", expected_cost_hr=0.4, idle_minutes=15)])
+    with pytest.raises(UserError, match=r"no policy\.json") as info:
+        apply_plan(plan, lab.ctx, artifacts=tmp_path / "artifacts")
+    assert "gpuharness init" in info.value.line()
+    assert sum(lab.sim.stats()["requests"].values()) == 0 and lab.registry.deployments() == []
