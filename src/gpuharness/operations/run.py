@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, final
 
+from gpuharness.core import claims
 from gpuharness.core.clock import format_ts
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
@@ -64,44 +64,19 @@ class JobResult:
     lines: list[dict[str, Any]] = field(default_factory=list)
 
 
-def lock_path(ctx: Context, deployment_id: str) -> str:
-    return str(ctx.registry.root / "locks" / f"run-{deployment_id}.lock")
-
-
 @contextlib.contextmanager
 def run_lock(ctx: Context, deployment_id: str) -> Iterator[None]:
-    """Held while a `gpuharness run` works on a deployment; the kernel releases it if the process dies."""
-    path = lock_path(ctx, deployment_id)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(f"another `gpuharness run` is working on {deployment_id}", place=deployment_id,
-                            hint="wait for it; jobs on one deployment run one at a time") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+    """Held while a `gpuharness run` works on a deployment (its `run` claim); the kernel releases it if the
+    process dies."""
+    with claims.claimed(ctx.registry.root, "run", deployment_id,
+                        busy=f"another `gpuharness run` is working on {deployment_id}",
+                        hint="wait for it; jobs on one deployment run one at a time"):
         yield
-    finally:
-        os.close(fd)
 
 
 def lock_is_free(ctx: Context, deployment_id: str) -> bool:
-    """True when no live process holds the deployment's run lock."""
-    path = lock_path(ctx, deployment_id)
-    if not os.path.exists(path):
-        return True
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return True
-    finally:
-        os.close(fd)
+    """True when no live process holds the deployment's run claim."""
+    return claims.is_free(ctx.registry.root, "run", deployment_id)
 
 
 def mark_interrupted(ctx: Context, deployment_id: str | None = None) -> list[str]:
