@@ -14,33 +14,7 @@ SUITES = ("health", "audit", "plan")
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    p = subparsers.add_parser("provision", parents=[common],
-                              help="check the policy, disclose, then launch one instance (or reuse a live match)")
-    p.add_argument("--provider", required=True, help="a providers.json name")
-    p.add_argument("--gpu", required=True)
-    p.add_argument("--image", required=True)
-    p.add_argument("--cost-hr", type=float, default=None,
-                   help="the hourly price you accept (default: the provider's cheapest offer of --gpu); "
-                        "checked against the policy")
-    p.add_argument("--runtime", choices=("comfyui", "openai", "native", "serverless"))
-    p.add_argument("--model")
-    p.add_argument("--workflow")
-    p.add_argument("--gpu-count", type=int, default=1)
-    p.add_argument("--region")
-    p.add_argument("--disk-gb", type=int, default=50)
-    p.add_argument("--idle-minutes", type=float)
-    p.add_argument("--max-hours", type=float)
-    p.add_argument("--deadline", help="RFC 3339 UTC time after which it is destroyed")
-    p.add_argument("--interruptible", action="store_true", help="spot/bid where the provider offers it")
-    p.add_argument("--bid-price", type=float)
-    p.add_argument("--owner", help="who cleans it up (default: the local user)")
-    p.add_argument("--reason", help="why it runs (default: what it runs on which GPU)")
-    p.add_argument("--checkpoint-path")
-    p.add_argument("--id", dest="deployment_id", help="the deployment id (default dep_<model>_<nn>)")
-    p.add_argument("--ssh-key", help="private key file for the instance's SSH route")
-    p.add_argument("--known-hosts", help="known_hosts file pinning the instance's host key")
-    p.add_argument("--up-deadline", type=float, default=900.0, help="seconds to wait for running (default 900)")
-    p.set_defaults(handler=cmd_provision)
+    _register_provision(subparsers, common)
 
     for name, text in (("install", "download and sha256-verify the model files (one batched SSH exec)"),
                        ("configure", "runtime setup from the workflow manifest (one batched SSH exec)")):
@@ -95,6 +69,36 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("suite", choices=SUITES)
     p.add_argument("pytest_args", nargs=argparse.REMAINDER)
     p.set_defaults(handler=cmd_check)
+
+
+def _register_provision(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser("provision", parents=[common],
+                              help="check the policy, disclose, then launch one instance (or reuse a live match)")
+    p.add_argument("--provider", required=True, help="a providers.json name")
+    p.add_argument("--gpu", required=True)
+    p.add_argument("--image", required=True)
+    p.add_argument("--cost-hr", type=float, default=None,
+                   help="the hourly price you accept (default: the provider's cheapest offer of --gpu); "
+                        "checked against the policy")
+    p.add_argument("--runtime", choices=("comfyui", "openai", "native", "serverless"))
+    p.add_argument("--model")
+    p.add_argument("--workflow")
+    p.add_argument("--gpu-count", type=int, default=1)
+    p.add_argument("--region")
+    p.add_argument("--disk-gb", type=int, default=50)
+    p.add_argument("--idle-minutes", type=float)
+    p.add_argument("--max-hours", type=float)
+    p.add_argument("--deadline", help="RFC 3339 UTC time after which it is destroyed")
+    p.add_argument("--interruptible", action="store_true", help="spot/bid where the provider offers it")
+    p.add_argument("--bid-price", type=float)
+    p.add_argument("--owner", help="who cleans it up (default: the local user)")
+    p.add_argument("--reason", help="why it runs (default: what it runs on which GPU)")
+    p.add_argument("--checkpoint-path")
+    p.add_argument("--id", dest="deployment_id", help="the deployment id (default dep_<model>_<nn>)")
+    p.add_argument("--ssh-key", help="private key file for the instance's SSH route")
+    p.add_argument("--known-hosts", help="known_hosts file pinning the instance's host key")
+    p.add_argument("--up-deadline", type=float, default=900.0, help="seconds to wait for running (default 900)")
+    p.set_defaults(handler=cmd_provision)
 
 
 def _ctx(args: argparse.Namespace) -> Any:
