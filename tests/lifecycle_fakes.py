@@ -137,7 +137,8 @@ class SandboxRemote:
             on_line(line)
         return ExecResult(proc.stdout, proc.stderr, proc.returncode, False, time.monotonic() - start)
 
-    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True, progress=None) -> int:
+    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True, progress=None,
+                 deadline_s: float | None = None) -> int:
         source = self.host.root / remote_path
         if not source.exists():
             raise RemoteError("closed", f"no such file {remote_path}", target=self.target)

@@ -454,6 +454,17 @@ def test_live_paid_deployment_without_shutdown_rule_fails(pytester, reg):
     says(result, ["*deployment dep_rp_4090_04: live at $0.69/hr with no shutdown_rule*"])
 
 
+def test_live_paid_deployment_without_an_owner_or_a_reason_fails(pytester, reg):
+    edit_deployment(reg, "dep_rp_4090_04", owner=None, reason=...)
+    edit_deployment(reg, "dep_vast_5090_03", reason=" ")
+    result = audit(pytester, reg)
+    assert failed(result) == ["test_live_paid_deployment_names_its_cleanup_owner_and_reason[dep_rp_4090_04]",
+                              "test_live_paid_deployment_names_its_cleanup_owner_and_reason[dep_vast_5090_03]"]
+    says(result, ["*deployment dep_rp_4090_04: live at $0.69/hr with no owner and no reason: a paid resource "
+                  "needs a cleanup owner and a reason*"])
+    says(result, ["*deployment dep_vast_5090_03: live at $0.6/hr with no reason*"])
+
+
 def _close_open_job(reg: Path, dep_id: str) -> None:
     job = last_line_of(reg, lambda r: r["deployment_id"] == dep_id)
     assert job["status"] == "running"

@@ -101,3 +101,16 @@ def test_load_plan_names_a_duplicate_step_id_and_its_place(tmp_path):
     with pytest.raises(UserError) as caught:
         load_plan(path)
     assert caught.value.line() == f"{path}:$.steps[1].id: duplicate step id 's1'"
+
+
+def test_budget_fails_a_launch_with_no_stop_condition_whose_rate_passes_a_spend_ceiling():
+    """Nothing stops it, so its rate alone reaches the daily ceiling: $25/hr against $10 a day fails budget."""
+    plan = _rehearsed(make_plan([], _inventory(), launches=[LaunchRequest(
+        provider="runpod", gpu="NVIDIA GeForce RTX 4090", image="img", expected_cost_hr=25.0, deployment_id="p")]))
+    context = _context(plan, _inventory(), [], daily_usd=10.0, monthly_usd=500.0, max_cost_hr=100.0)
+    budget = [p for p in verify(context) if "rule budget" in p]
+    assert budget == ["step s1 (launch gh-p): rule budget: no stop condition: at $25.00/hr it passes daily_usd "
+                      "$10.00 after 0.40 h (spent $0.00) and no rule stops it"]
+    free = _rehearsed(make_plan([], _inventory(), launches=[LaunchRequest(
+        provider="runpod", gpu="NVIDIA GeForce RTX 4090", image="img", expected_cost_hr=0.0, deployment_id="q")]))
+    assert not [p for p in verify(_context(free, _inventory(), [], daily_usd=10.0)) if "rule budget" in p]

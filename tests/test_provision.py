@@ -87,8 +87,12 @@ def test_provision_reconciles_a_dropped_launch_response_without_a_second_launch(
     assert world.provider.launch_calls == 1
     assert len(world.provider.instances) == 1
     assert result.deployment.instance_id == "i-1"
-    markers = [j["marker"] for j in read_journal(world.registry.journal_path) if j.get("note") == "launched"]
-    assert markers == [{"launch_calls": 1, "reconciled": True}]
+    journal = list(read_journal(world.registry.journal_path))
+    markers = [j["marker"] for j in journal if j.get("note") == "launched"]
+    assert markers == [{"key": "gh-dep_minimaxh3_01", "reconciled": True}]
+    launch = [j["marker"]["launch"] for j in journal if isinstance(j.get("marker"), dict) and "launch" in j["marker"]]
+    attempts = [m for m in launch if m["event"] == "attempt"]
+    assert len(attempts) == 1  # one launch call, journaled as its own entry (not a count)
 
 
 def test_provision_waits_retry_after_on_429_then_launches_once(tmp_path):
@@ -108,7 +112,7 @@ def test_provision_capacity_error_leaves_history_and_nothing_live(tmp_path):
     assert world.provider.launch_calls == 2  # policy retry.max_launch_attempts, each one refused
     [dep] = world.registry.deployments()
     assert dep.status == "destroyed" and dep.destroyed_at
-    statuses = [j["to"] for j in read_journal(world.registry.journal_path)]
+    statuses = [j["to"] for j in read_journal(world.registry.journal_path) if j["from"] != j["to"]]
     assert statuses == ["provisioning", "error", "destroying", "destroyed"]
 
 
@@ -168,8 +172,12 @@ def test_provision_warns_when_the_provider_bills_more_than_accepted(tmp_path):
 
 def test_provision_resumes_a_record_whose_launch_answer_was_never_seen(tmp_path):
     world = make_world(tmp_path)
-    from gpuharness.operations.provision import _create_record
-    record = _create_record(world.ctx, request(), VastAi.capabilities)  # a provision that died right after its record
+    from gpuharness.operations.provision import reserve, stewarded
+    from gpuharness.providers.base import ProviderKind
+    reservation = reserve(world.ctx, stewarded(request()), VastAi.capabilities, ProviderKind.VAST)
+    assert reservation.claim is not None
+    reservation.claim.release()  # a provision that died right after its record: its claim is free
+    record = reservation.deployment
     world.provider.launch(LaunchSpec(gpu="RTX 4090", image="comfyui:latest",
                                      idempotency_key=record.idempotency_key))
     calls = world.provider.launch_calls

@@ -125,3 +125,14 @@ def test_a_provisioning_deployment_whose_instance_is_not_listed_is_flagged_but_l
     assert [v.deployment_id for v in report.vanished] == ["d1"]
     assert report.transitions == []
     assert registry.deployment("d1").status == "provisioning"
+
+
+def test_a_second_instance_with_a_live_deployments_key_is_a_billing_orphan(tmp_path):
+    """Two launches with one key (a race): the deployment records one; the other bills and is reported."""
+    runpod = FakeProvider("runpod", [instance("runpod", "first", name="gh-dep_same"),
+                                     instance("runpod", "second", name="gh-dep_same")])
+    registry = make_registry(tmp_path, [deployment("dep_same", "runpod", "first", idempotency_key="gh-dep_same")])
+    report = reconcile(registry, _inventory(runpod))
+    assert [(o.instance_id, o.duplicate_of) for o in report.orphans] == [("second", "dep_same")]
+    assert "duplicate launch, billing" in report.orphans[0].message()
+    assert not report.clean

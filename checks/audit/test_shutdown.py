@@ -25,3 +25,8 @@ def test_live_paid_deployment_is_not_idle(audit, audit_rule, audit_deployment):
 @pytest.mark.audit_rule(rules.SHUTDOWN_EXPIRED)
 def test_live_paid_deployment_is_within_its_stop_condition(audit, audit_rule, audit_deployment):
     assert_holds(audit, audit_rule, audit_deployment)
+
+
+@pytest.mark.audit_rule(rules.SHUTDOWN_STEWARD)
+def test_live_paid_deployment_names_its_cleanup_owner_and_reason(audit, audit_rule, audit_deployment):
+    assert_holds(audit, audit_rule, audit_deployment)

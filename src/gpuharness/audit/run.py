@@ -37,6 +37,7 @@ from gpuharness.core.registry import DOCUMENTS, JOURNAL, LEDGER
 from gpuharness.core.rules import Rule
 from gpuharness.core.secrets import Credential, configured_credentials, scan_tree
 from gpuharness.core.statefile import read_json
+from gpuharness.core.stewardship import missing_steward
 
 
 def rate(deployment: dict[str, Any]) -> float:
@@ -447,10 +448,15 @@ def _shutdown(run: AuditRun, journal_last: dict[str, float], open_jobs: dict[str
         paid = d.get("status") in BILLING and rate(d) > 0
         if not paid:
             reason = f"status {d.get('status')}, ${rate(d):g}/hr: not a live paid deployment"
-            for rule in (rules.SHUTDOWN_RULE, rules.SHUTDOWN_IDLE, rules.SHUTDOWN_EXPIRED):
+            for rule in (rules.SHUTDOWN_RULE, rules.SHUTDOWN_IDLE, rules.SHUTDOWN_EXPIRED, rules.SHUTDOWN_STEWARD):
                 run.not_applicable[(rule, dep)] = reason
             continue
         _stop_condition(run, d)
+        if missing := missing_steward(d):
+            run.add(rules.SHUTDOWN_STEWARD, f"deployment {dep}",
+                    f"live at ${rate(d):g}/hr with no {' and no '.join(missing)}: a paid resource needs a cleanup "
+                    "owner and a reason; set them in deployments.json (provision --owner/--reason), or destroy it",
+                    subject=dep)
         if not need_rule:
             run.not_applicable[(rules.SHUTDOWN_RULE, dep)] = "policy.json does not set require_shutdown_rule"
         elif not d.get("shutdown_rule"):

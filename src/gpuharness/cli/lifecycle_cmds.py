@@ -14,32 +14,7 @@ SUITES = ("health", "audit", "plan")
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    p = subparsers.add_parser("provision", parents=[common],
-                              help="check the policy, disclose, then launch one instance (or reuse a live match)")
-    p.add_argument("--provider", required=True, help="a providers.json name")
-    p.add_argument("--gpu", required=True)
-    p.add_argument("--image", required=True)
-    p.add_argument("--cost-hr", type=non_negative, default=None,
-                   help="the hourly price you accept (default: the provider's cheapest offer of --gpu); "
-                        "checked against the policy")
-    p.add_argument("--runtime", choices=("comfyui", "openai", "native", "serverless"))
-    p.add_argument("--model")
-    p.add_argument("--workflow")
-    p.add_argument("--gpu-count", type=whole(minimum=1), default=1)
-    p.add_argument("--region")
-    p.add_argument("--disk-gb", type=whole(minimum=1), default=50)
-    p.add_argument("--idle-minutes", type=positive)
-    p.add_argument("--max-hours", type=positive)
-    p.add_argument("--deadline", help="RFC 3339 UTC time after which it is destroyed")
-    p.add_argument("--interruptible", action="store_true", help="spot/bid where the provider offers it")
-    p.add_argument("--bid-price", type=non_negative)
-    p.add_argument("--owner")
-    p.add_argument("--checkpoint-path")
-    p.add_argument("--id", dest="deployment_id", help="the deployment id (default dep_<model>_<nn>)")
-    p.add_argument("--ssh-key", help="private key file for the instance's SSH route")
-    p.add_argument("--known-hosts", help="known_hosts file pinning the instance's host key")
-    p.add_argument("--up-deadline", type=positive, default=900.0, help="seconds to wait for running (default 900)")
-    p.set_defaults(handler=cmd_provision)
+    _register_provision(subparsers, common)
 
     for name, text in (("install", "download and sha256-verify the model files (one batched SSH exec)"),
                        ("configure", "runtime setup from the workflow manifest (one batched SSH exec)")):
@@ -61,6 +36,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                               help="sync artifacts off the instance over SFTP (resumable, sha256-verified)")
     p.add_argument("deployment")
     p.add_argument("--to", default="outputs", help="local directory (default ./outputs)")
+    p.add_argument("--deadline", type=positive, default=3600.0,
+                   help="seconds for the whole retrieve (default 3600); what is not synced by then stays pending")
     p.set_defaults(handler=cmd_retrieve)
 
     p = subparsers.add_parser("destroy", parents=[common],
@@ -94,6 +71,36 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=cmd_check)
 
 
+def _register_provision(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    p = subparsers.add_parser("provision", parents=[common],
+                              help="check the policy, disclose, then launch one instance (or reuse a live match)")
+    p.add_argument("--provider", required=True, help="a providers.json name")
+    p.add_argument("--gpu", required=True)
+    p.add_argument("--image", required=True)
+    p.add_argument("--cost-hr", type=non_negative, default=None,
+                   help="the hourly price you accept (default: the provider's cheapest offer of --gpu); "
+                        "checked against the policy")
+    p.add_argument("--runtime", choices=("comfyui", "openai", "native", "serverless"))
+    p.add_argument("--model")
+    p.add_argument("--workflow")
+    p.add_argument("--gpu-count", type=whole(minimum=1), default=1)
+    p.add_argument("--region")
+    p.add_argument("--disk-gb", type=whole(minimum=1), default=50)
+    p.add_argument("--idle-minutes", type=positive)
+    p.add_argument("--max-hours", type=positive)
+    p.add_argument("--deadline", help="RFC 3339 UTC time after which it is destroyed")
+    p.add_argument("--interruptible", action="store_true", help="spot/bid where the provider offers it")
+    p.add_argument("--bid-price", type=non_negative)
+    p.add_argument("--owner", help="who cleans it up (default: the local user)")
+    p.add_argument("--reason", help="why it runs (default: what it runs on which GPU)")
+    p.add_argument("--checkpoint-path")
+    p.add_argument("--id", dest="deployment_id", help="the deployment id (default dep_<model>_<nn>)")
+    p.add_argument("--ssh-key", help="private key file for the instance's SSH route")
+    p.add_argument("--known-hosts", help="known_hosts file pinning the instance's host key")
+    p.add_argument("--up-deadline", type=positive, default=900.0, help="seconds to wait for running (default 900)")
+    p.set_defaults(handler=cmd_provision)
+
+
 def _ctx(args: argparse.Namespace) -> Any:
     from gpuharness.cli.progress import transfers_for
     from gpuharness.operations.seams import cli_context
@@ -108,7 +115,7 @@ def cmd_provision(args: argparse.Namespace) -> int:
         provider=args.provider, gpu=args.gpu, image=args.image, cost_hr=args.cost_hr, runtime=args.runtime,
         model=args.model, workflow=args.workflow, gpu_count=args.gpu_count, region=args.region,
         disk_gb=args.disk_gb, idle_minutes=args.idle_minutes, max_hours=args.max_hours, deadline=args.deadline,
-        interruptible=args.interruptible, bid_price=args.bid_price, owner=args.owner,
+        interruptible=args.interruptible, bid_price=args.bid_price, owner=args.owner, reason=args.reason,
         checkpoint_path=args.checkpoint_path, deployment_id=args.deployment_id, ssh_key_file=args.ssh_key,
         known_hosts=args.known_hosts)
     result = provision(_ctx(args), request, up_deadline_s=args.up_deadline)
@@ -177,7 +184,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
     from gpuharness.operations.retrieve import retrieve
-    result = retrieve(_ctx(args), args.deployment, args.to)
+    result = retrieve(_ctx(args), args.deployment, args.to, deadline_s=args.deadline)
     emit(args, {"synced": result.synced, "bytes": result.bytes_transferred},
          f"synced {len(result.synced)} artifact(s), {result.bytes_transferred:,} bytes, into {args.to}")
     return 0
@@ -189,7 +196,8 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     text = f"destroyed {args.deployment} (terminate verified by listing: {result.verified})"
     if result.discarded:
         text += f"; discarded on purpose: {', '.join(result.discarded)}"
-    emit(args, {"deployment": result.deployment.to_json(), "discarded": list(result.discarded)}, text)
+    emit(args, {"deployment": result.deployment.to_json(), "discarded": list(result.discarded),
+                "disclosure": result.disclosure.splitlines()}, text)
     return 0
 
 

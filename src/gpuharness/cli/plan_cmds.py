@@ -14,6 +14,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 from gpuharness.operations import reconcile
+from gpuharness.operations.unresolved import refuse_while_unresolved
 from gpuharness.plans.plan import LaunchRequest, load_plan, make_plan, save_plan, step_label
 from gpuharness.providers import cassette, inventory
 from gpuharness.providers.base import ProviderError
@@ -30,6 +31,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                    help="live lists providers; record also writes --cassette; offline replays --cassette")
     p.add_argument("--cassette", type=Path, default=DEFAULT_INVENTORY,
                    help=f"inventory cassette for record/offline (default {DEFAULT_INVENTORY})")
+    p.add_argument("--deadline", type=positive, default=300.0,
+                   help="seconds for the whole refresh, every provider's list included (default 300)")
     p.set_defaults(handler=provider_errors_as_user_errors(cmd_status))
 
     plan = subparsers.add_parser("plan", help="plans of provider mutations: make, verify offline, apply live")
@@ -92,7 +95,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         deployments, text = _registry_view(registry)
         emit(args, {"deployments": deployments}, text)
         return 0
-    found = inventory.current(registry, cassette.Mode.parse(args.gpu_mode), args.cassette)
+    found = inventory.current(registry, cassette.Mode.parse(args.gpu_mode), args.cassette, deadline_s=args.deadline)
     report = reconcile.reconcile(registry, found)
     stale = reconcile.stale_running_jobs(Ledger(registry.ledger_path), registry.deployments(),
                                          vanished=report.vanished)
@@ -104,9 +107,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     lines += [f"  transition {t}" for t in report.transitions]
     lines += [f"ORPHAN   {o.message()}" for o in report.orphans]
     lines += [f"VANISHED {v.message()}" for v in report.vanished]
+    lines += [f"{'LINKED' if u.linked else 'UNRESOLVED'} {u.message()}" for u in report.unresolved]
+    lines += [f"INTERRUPTED {i.message()}" for i in report.interrupted]
     lines += [f"STALE JOB {s.job_id} on {s.deployment_id}: {s.reason}" for s in stale]
     if report.clean and not stale:
-        lines.append("clean: no orphans, no vanished deployments, no stale running jobs")
+        lines.append("clean: no orphans, no vanished deployments, no unresolved launches or destroys, no stale "
+                     "running jobs")
     emit(args, payload, "\n".join(lines))
     return 0 if report.clean and not stale else 1
 
@@ -143,6 +149,8 @@ def _launch_request(args: argparse.Namespace, registry: Registry) -> LaunchReque
 
 def cmd_plan_make(args: argparse.Namespace) -> int:
     registry = existing_registry(args)
+    if any([args.provider, args.gpu, args.image]):
+        refuse_while_unresolved(registry, "plan a launch")
     request = _launch_request(args, registry)
     if request is not None:
         registry.provider(request.provider)

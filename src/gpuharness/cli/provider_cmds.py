@@ -73,7 +73,7 @@ def cmd_offers(args: argparse.Namespace) -> int:
             provider.close()
     failures.update(fetch_failures)
     payload = {"gpu": args.gpu, "max_cost_hr": args.max_cost_hr, "offers": [o.to_json() for o in offers],
-               "failures": failures}
+               "failures": failures, "policy": registry.policy_origin()}
     lines = [f"{'$/hr':>8}  {'provider':<10} {'gpu':<26} {'n':>2}  {'region':<16} {'offer':<22} policy"]
     for o in offers:
         lines.append(f"{o.cost_hr:>8.3f}  {o.provider:<10} {o.gpu[:26]:<26} {o.gpu_count:>2}  "
@@ -82,5 +82,7 @@ def cmd_offers(args: argparse.Namespace) -> int:
     if not offers:
         lines.append(f"(no offers for {args.gpu!r})")
     lines += [f"{name}: {why}" for name, why in failures.items()]
+    if not registry.has_policy():
+        lines.append(f"policy: {registry.policy_origin()}")
     emit(args, payload, "\n".join(lines))
     return 0

@@ -154,11 +154,14 @@ def cmd_spend(args: argparse.Namespace) -> int:
     ceilings = {"daily_usd": policy.get("daily_usd"), "monthly_usd": policy.get("monthly_usd"),
                 "per_job_usd": policy.get("per_job_usd")}
     payload = {"by": args.by, "spend": totals, "total": round(sum(totals.values()), 6),
-               "today": round(today, 6), "this_month": round(month, 6), "ceilings": ceilings}
+               "today": round(today, 6), "this_month": round(month, 6), "ceilings": ceilings,
+               "ceilings_from": registry.policy_origin()}
     width = max((len(k) for k in totals), default=5)
     lines = [f"{k:<{width}}  ${v:,.4f}" for k, v in totals.items()]
     lines.append(f"today ${today:,.2f} of daily_usd ${float(ceilings['daily_usd'] or 0):,.2f}; "
                  f"this month ${month:,.2f} of monthly_usd ${float(ceilings['monthly_usd'] or 0):,.2f}")
+    if not registry.has_policy():
+        lines.append(f"ceilings: {registry.policy_origin()}")
     if args.explain:
         explanation = explain_one_liner(numbered)
         payload["explain"] = explanation.to_json()

@@ -132,6 +132,7 @@ class Deployment:
     destroyed_at: str | None = None
     shutdown_rule: ShutdownRule | None = None
     owner: str | None = None
+    reason: str | None = None
     checkpoint_path: str | None = None
     idempotency_key: str | None = None
     interruptible: bool = False
@@ -162,7 +163,8 @@ class Deployment:
             ssh=SshAccess.from_json(ssh) if isinstance(ssh, Mapping) else None,
             ready_at=_text(record.get("ready_at")), destroyed_at=_text(record.get("destroyed_at")),
             shutdown_rule=ShutdownRule.from_json(rule) if isinstance(rule, Mapping) else None,
-            owner=_text(record.get("owner")), checkpoint_path=_text(record.get("checkpoint_path")),
+            owner=_text(record.get("owner")), reason=_text(record.get("reason")),
+            checkpoint_path=_text(record.get("checkpoint_path")),
             idempotency_key=_text(record.get("idempotency_key")), interruptible=bool(record.get("interruptible")),
             labels=dict(record.get("labels") or {}),
             health=dict(record["health"]) if isinstance(record.get("health"), Mapping) else None,
@@ -215,6 +217,19 @@ class Deployment:
     def burn_hr(self) -> float:
         """What it costs per hour now: cost_hr while it bills, else nothing."""
         return self.cost_hr if self.bills else 0.0
+
+    @property
+    def launch_unfinished(self) -> bool:
+        """A launch was recorded and not finished: `provisioning` without an instance id or without the route a
+        running instance gets, or `error` before any instance id was seen. With no live process holding its
+        launch claim (core.claims), its launcher died: provision resumes it by its key, destroy terminates what
+        carries its key, and reconcile links or reports it."""
+        if self.is_serverless:
+            return False
+        if self.status == "error":
+            return not self.instance_id
+        return self.status == "provisioning" and (
+            not self.instance_id or (self.ssh_route is None and self.endpoint is None))
 
     @property
     def shutdown_deadline(self) -> datetime | None:

@@ -11,6 +11,7 @@ from gpuharness.core import schema
 from gpuharness.core.clock import now_ts
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.jsonl import append_record, read_records
+from gpuharness.core.revision import source_revision
 
 _SAME: Any = object()
 
@@ -31,24 +32,26 @@ class JournalEntry:
     next_action: str | None = None
     note: str | None = None
     ts: str = field(default_factory=now_ts)
+    source_revision: str | None = None  # what froze the target: git HEAD of the working directory
 
     @classmethod
     def of(cls, deployment: Deployment, *, from_state: str | None = _SAME, route: str | None = None,
            observed_at: str | None = None, marker: Any = None, next_action: str | None = None,
            note: str | None = None) -> JournalEntry:
         """The entry for a deployment as it is now: it moved from from_state to its status, or, without
-        from_state, was only observed (from and to are its status)."""
+        from_state, was only observed (from and to are its status). It records the source revision the command
+        runs from (git HEAD of the working directory, when there is one)."""
         return cls(deployment=deployment.id, from_state=deployment.status if from_state is _SAME else from_state,
                    to_state=deployment.status, provider=deployment.provider, target_id=deployment.instance_id,
                    route=route, observed_at=observed_at or now_ts(), marker=marker, next_action=next_action,
-                   note=note)
+                   note=note, source_revision=source_revision())
 
     def to_json(self) -> dict[str, Any]:
         """The journal line."""
         return {"ts": self.ts, "deployment": self.deployment, "provider": self.provider,
                 "target_id": self.target_id, "from": self.from_state, "to": self.to_state, "route": self.route,
                 "observed_at": self.observed_at, "marker": self.marker, "next_action": self.next_action,
-                "note": self.note}
+                "note": self.note, "source_revision": self.source_revision}
 
 
 def append_entry(path: Path, entry: JournalEntry) -> None:

@@ -12,6 +12,7 @@ from gpuharness.core import schema
 from gpuharness.core.deployment import Deployment, json_value
 from gpuharness.core.errors import UserError
 from gpuharness.core.statefile import atomic_write_json, exclusive_lock, read_json, sweep_stale_temps
+from gpuharness.core.stewardship import refuse_dropped_owner
 
 DEFAULT_DIR = ".pi/gpu"
 ENV_VAR = "GPUHARNESS_REGISTRY"
@@ -175,8 +176,12 @@ class Registry:
             self.require()
         with exclusive_lock(path):
             document = self.load(file_name, missing_ok=True)
+            owners = ({str(d["id"]): {"owner": d.get("owner")} for d in document["deployments"]}
+                      if file_name == "deployments.json" else {})
             yield document
             self.validate(file_name, document)
+            if file_name == "deployments.json":
+                refuse_dropped_owner(owners, document["deployments"], path)
             atomic_write_json(path, document)
             sweep_stale_temps(path)
 
@@ -234,7 +239,29 @@ class Registry:
                         hint="add it to providers.json")
 
     def policy_document(self) -> dict[str, Any]:
+        """policy.json, or the built-in defaults when the file is missing (for read-only views, which say so:
+        see has_policy)."""
         return self.load("policy.json", missing_ok=True)
+
+    def has_policy(self) -> bool:
+        """Whether policy.json exists (without it, the ceilings shown are the built-in defaults)."""
+        return self.path("policy.json").exists()
+
+    def policy_origin(self) -> str:
+        """Where the ceilings a read-only view shows come from: policy.json, or the built-in defaults, so labelled."""
+        if self.has_policy():
+            return str(self.path("policy.json"))
+        return "built-in defaults (no policy.json; `gpuharness init` writes one; provision and run refuse without it)"
+
+    def spending_policy(self) -> dict[str, Any]:
+        """policy.json for a money-spending action (provision, run, a plan's launch). A missing file is refused:
+        the built-in defaults are not the user's ceilings, and the policy is read before every such action."""
+        if not self.has_policy():
+            raise UserError("no policy.json: the ceilings that guard spending are missing",
+                            path=self.path("policy.json"),
+                            hint="run `gpuharness init` (it writes a default policy.json to review); nothing was "
+                                 "launched or run")
+        return self.load("policy.json")
 
 
 @final

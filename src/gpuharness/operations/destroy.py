@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import final
 
+from gpuharness.core import claims
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
@@ -12,6 +13,7 @@ from gpuharness.core.lifecycle import transition
 from gpuharness.operations.context import Context
 from gpuharness.operations.launch import terminate_instance
 from gpuharness.operations.retrieve import unsynced
+from gpuharness.operations.unresolved import carrying_key
 from gpuharness.providers.base import ProviderError
 from gpuharness.providers.factory import capabilities_of
 
@@ -23,6 +25,30 @@ class DestroyResult:
     terminate_calls: int
     discarded: tuple[str, ...]
     verified: bool
+    disclosure: str = ""
+
+
+def disclosure(ctx: Context, deployment: Deployment, discard_artifacts: bool) -> str:
+    """What is about to be destroyed, stated before any provider call, as before a launch: the exact target,
+    its provider and instance, what is lost with it, and the burn it stops."""
+    pending = unsynced(Ledger(ctx.registry.ledger_path), deployment.id)
+    names = [f"{job}/{a['name']}" for job, items in sorted(pending.items()) for a in items]
+    if names and discard_artifacts:
+        lost = f"{len(names)} unsynced artifact(s), discarded on purpose: {', '.join(names)}"
+    else:
+        lost = "no unsynced artifact (every one is synced or was discarded)"
+    disk = f"; the instance's disk, checkpoint path {deployment.checkpoint_path} included" \
+        if deployment.checkpoint_path else "; whatever else is on the instance's disk"
+    instance = deployment.instance_id or (f"none recorded: every instance carrying its key "
+                                          f"{deployment.idempotency_key} is terminated")
+    return "\n".join([
+        f"target:          {deployment.id} ({deployment.status}, owner {deployment.owner or 'unknown'})",
+        f"provider:        {deployment.provider}",
+        f"instance:        {instance}",
+        f"lost:            {lost}{disk}",
+        f"burn stopped:    ${deployment.burn_hr:.3f}/hr"
+        + ("" if deployment.bills else f" (it is {deployment.status}: not billing the GPU rate now)"),
+    ])
 
 
 def refusal(ctx: Context, deployment_id: str, confirm: str | None, discard_artifacts: bool) -> str | None:
@@ -62,41 +88,70 @@ def _discard(ctx: Context, deployment_id: str) -> tuple[str, ...]:
 
 def destroy(ctx: Context, deployment_id: str, *, confirm: str | None,
             discard_artifacts: bool = False) -> DestroyResult:
-    """Terminate the deployment's instance and keep the deployment as `destroyed` (history stays)."""
+    """Terminate what the deployment holds (its recorded instance, and any instance carrying its key: a launch
+    whose answer was lost is found by listing, never assumed absent) and keep it as `destroyed` (history stays).
+    Holds the deployment's launch claim, so no provision resumes it meanwhile."""
     problem = refusal(ctx, deployment_id, confirm, discard_artifacts)
     if problem is not None:
         raise UserError(f"refused: {problem}", place=deployment_id, hint="nothing was terminated")
+    text = disclosure(ctx, ctx.registry.deployment(deployment_id), discard_artifacts)
+    ctx.say(text)
+    with claims.claimed(ctx.registry.root, "launch", deployment_id,
+                        busy=f"refused: a provision is launching {deployment_id} right now",
+                        hint="wait for it to finish (or stop it), then destroy; nothing was terminated"):
+        return replace(_destroy_claimed(ctx, deployment_id, discard_artifacts), disclosure=text)
+
+
+def _destroy_claimed(ctx: Context, deployment_id: str, discard_artifacts: bool) -> DestroyResult:
     discarded = _discard(ctx, deployment_id) if discard_artifacts else ()
     deployment = ctx.registry.deployment(deployment_id)
-    instance_id = deployment.instance_id
     if deployment.status != "destroying":
         transition(ctx.registry, deployment_id, "destroying", route=f"{deployment.provider} API",
                    marker={"discarded": list(discarded)} if discarded else None, next_action="terminate")
-    calls = 0
-    verified = True
     if capabilities_of(ctx.registry.provider(deployment.provider)).serverless:
         deployment = transition(ctx.registry, deployment_id, "destroyed", route=deployment.endpoint,
                                 note="serverless endpoint: nothing to terminate (it scales to zero); closed here",
                                 next_action=None, destroyed_at=ctx.now())
         return DestroyResult(deployment, 0, discarded, False)
-    if instance_id:
-        provider = ctx.provider_for(deployment.provider)
-        try:
-            try:
-                calls = terminate_instance(provider, instance_id)
-            except ProviderError as exc:
-                raise UserError(f"terminate of {instance_id} not verified: {exc}", place=deployment_id,
-                                hint="it may still be billing; re-run destroy (it reconciles, never doubles)") from None
-            with ctx.registry.update("machines.json") as document:
-                for machine in document["machines"]:
-                    if machine.get("provider") == deployment.provider and machine.get("instance_id") == instance_id:
-                        machine.update(status="terminated", observed_at=ctx.now())
-        finally:
-            provider.close()
+    calls, terminated = _terminate_what_it_holds(ctx, deployment)
+    if terminated:
+        note = f"terminated {', '.join(terminated)} and verified by listing"
+    elif deployment.instance_id:
+        note = f"{deployment.instance_id} was already gone (verified by listing)"
     else:
-        verified = False
+        note = f"no instance carries its key {deployment.idempotency_key} (listed): no instance was created"
     deployment = transition(ctx.registry, deployment_id, "destroyed", route=f"{deployment.provider} API",
-                            marker={"terminate_calls": calls, "verified_by_listing": verified},
-                            note="terminated and verified by listing" if verified else "no instance was created",
-                            next_action=None, destroyed_at=ctx.now())
-    return DestroyResult(deployment, calls, discarded, verified)
+                            marker={"terminate_calls": calls, "verified_by_listing": True,
+                                    "terminated": list(terminated)},
+                            note=note, next_action=None, destroyed_at=ctx.now())
+    return DestroyResult(deployment, calls, discarded, True)
+
+
+def _terminate_what_it_holds(ctx: Context, deployment: Deployment) -> tuple[int, tuple[str, ...]]:
+    """One listing, then a reconciled terminate of every live instance that is the deployment's or carries its
+    key. Returns (terminate calls, the ids terminated)."""
+    provider = ctx.provider_for(deployment.provider)
+    calls = 0
+    try:
+        try:
+            listed = provider.list_instances()
+        except ProviderError as exc:
+            raise UserError(f"cannot list {deployment.provider} to find what {deployment.id} holds: {exc}",
+                            place=deployment.id, hint="nothing was terminated; re-run destroy") from None
+        held = {i.id for i in carrying_key(listed, deployment.idempotency_key)}
+        targets = tuple(i.id for i in listed
+                        if i.status != "terminated" and (i.id == deployment.instance_id or i.id in held))
+        for instance_id in targets:
+            try:
+                calls += terminate_instance(provider, instance_id)
+            except ProviderError as exc:
+                raise UserError(f"terminate of {instance_id} not verified: {exc}", place=deployment.id,
+                                hint="it may still be billing; re-run destroy (it reconciles, never doubles)") from None
+    finally:
+        provider.close()
+    if targets:
+        with ctx.registry.update("machines.json") as document:
+            for machine in document["machines"]:
+                if machine.get("provider") == deployment.provider and machine.get("instance_id") in targets:
+                    machine.update(status="terminated", observed_at=ctx.now())
+    return calls, targets

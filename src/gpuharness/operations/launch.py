@@ -8,7 +8,7 @@ from typing import Any, final
 
 from gpuharness.core.policy import Policy
 from gpuharness.providers.base import Instance, LaunchSpec, Provider
-from gpuharness.providers.mutation import launch_reconciled, terminate_reconciled
+from gpuharness.providers.mutation import EventLog, launch_reconciled, terminate_reconciled
 
 
 @final
@@ -20,13 +20,20 @@ class LaunchOutcome:
     events: tuple[dict[str, Any], ...] = field(default=())
 
 
-def launch_instance(provider: Provider, spec: LaunchSpec, *, policy: Policy,
-                    sleep: Callable[[float], None]) -> LaunchOutcome:
+def launch_instance(provider: Provider, spec: LaunchSpec, *, policy: Policy, sleep: Callable[[float], None],
+                    on_event: EventLog | None = None) -> LaunchOutcome:
     """At most max_launch_attempts launch calls, never a duplicate (the key is listed first and after any lost
-    answer); a 429 waits max(Retry-After, backoff). Capacity, auth, balance and invalid end it."""
+    answer); a 429 waits max(Retry-After, backoff). Capacity, auth, balance and invalid end it. on_event hears
+    each attempt before its call goes out, and each outcome, as they happen."""
     events: list[dict[str, Any]] = []
-    instance = launch_reconciled(provider, spec, events.append, policy.max_attempts("max_launch_attempts", 2),
-                               check_first=True, sleep=sleep)
+
+    def hear(event: dict[str, Any]) -> None:
+        events.append(event)
+        if on_event is not None:
+            on_event(event)
+
+    instance = launch_reconciled(provider, spec, hear, policy.max_attempts("max_launch_attempts", 2),
+                                 check_first=True, sleep=sleep)
     calls = sum(1 for e in events if e.get("event") == "attempt")
     reconciled = any(e.get("event") in ("reconciled", "exists") for e in events)
     return LaunchOutcome(instance, calls, reconciled, tuple(events))

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, final
 
+from gpuharness.core.claims import Claim, holder, take
 from gpuharness.core.deployment import SERVERLESS_RUNTIME, Deployment, ShutdownRule, SshAccess, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry
@@ -13,6 +14,7 @@ from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import journal, transition
 from gpuharness.core.policy import Action, Policy
 from gpuharness.core.spend import today_and_month
+from gpuharness.core.stewardship import local_user
 from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
 from gpuharness.operations.launch import launch_instance
@@ -34,7 +36,7 @@ REUSABLE = frozenset({"provisioning", "installing", "configuring", "health-check
 #: the fields a new deployment spells out (null included), as people and agents expect to find them
 CREATED_FIELDS = frozenset({"id", "provider", "instance_id", "gpu", "gpu_count", "runtime", "model", "workflow",
                             "image", "region", "endpoint", "ssh", "status", "cost_hr", "created_at", "ready_at",
-                            "destroyed_at", "shutdown_rule", "owner", "checkpoint_path", "idempotency_key",
+                            "destroyed_at", "shutdown_rule", "owner", "reason", "checkpoint_path", "idempotency_key",
                             "interruptible", "service_port"})
 
 
@@ -59,7 +61,8 @@ class ProvisionRequest:
     deadline: str | None = None
     interruptible: bool = False
     bid_price: float | None = None
-    owner: str | None = None
+    owner: str | None = None  # None: the local user
+    reason: str | None = None  # None: what it runs (workflow, model or image) on which GPU
     checkpoint_path: str | None = None
     deployment_id: str | None = None
     service_port: int | None = None
@@ -108,6 +111,8 @@ def disclosure(request: ProvisionRequest, capabilities: Capabilities) -> str:
         f"region:          {request.region or 'any'}",
         f"hourly burn:     {burn}",
         f"stop condition:  {stop_condition(request.shutdown_rule())}",
+        f"cleanup owner:   {request.owner or '(none)'}",
+        f"reason:          {request.reason or '(none)'}",
         f"checkpoint path: {request.checkpoint_path or '(none: outputs are synced by `gpuharness retrieve`)'}",
     ])
 
@@ -164,11 +169,13 @@ def accepted_price(ctx: Context, entry: dict[str, Any], request: ProvisionReques
     return best.cost_hr
 
 
-def check_policy(ctx: Context, request: ProvisionRequest, kind: ProviderKind) -> None:
-    """Refuse before any provider call when a ceiling would be exceeded."""
+def check_policy(ctx: Context, request: ProvisionRequest, kind: ProviderKind,
+                 deployments: list[Deployment] | None = None) -> None:
+    """Refuse before any provider call when a ceiling would be exceeded (deployments: as read under the
+    reservation's lock; else read now)."""
     registry = ctx.registry
-    policy = Policy(registry.policy_document())
-    burn_hr, live_count = live_burn(registry.deployments())
+    policy = Policy(registry.spending_policy())
+    burn_hr, live_count = live_burn(registry.deployments() if deployments is None else deployments)
     spent_day, spent_month = today_and_month(Ledger(registry.ledger_path).records(), ctx.now())
     allowed = policy.get("allowed_providers")
     name = request.provider
@@ -226,57 +233,121 @@ def wait_until_up(ctx: Context, provider: Provider, instance: Instance, *, serve
         observe(ctx, current)
 
 
-def _create_record(ctx: Context, request: ProvisionRequest, capabilities: Capabilities) -> Deployment:
-    """Write the deployment as `provisioning` with its idempotency key BEFORE the launch call, so that a
-    crash mid-launch leaves a record that reconciliation can match by key."""
-    def build(taken: frozenset[str]) -> Deployment:
-        deployment_id = request.deployment_id or new_deployment_id(set(taken), request)
-        return Deployment(
-            id=deployment_id, provider=request.provider, status="provisioning", cost_hr=request.price,
-            created_at=ctx.now(), gpu=request.gpu, gpu_count=request.gpu_count,
-            runtime=SERVERLESS_RUNTIME if capabilities.serverless and request.runtime is None else request.runtime,
-            model=request.model, workflow=request.workflow, image=request.image, region=request.region,
-            shutdown_rule=request.shutdown_rule(), owner=request.owner, checkpoint_path=request.checkpoint_path,
-            idempotency_key=f"{KEY_PREFIX}{deployment_id}", interruptible=request.interruptible,
-            service_port=request.service_port, written=CREATED_FIELDS)
+def _new_deployment(ctx: Context, request: ProvisionRequest, capabilities: Capabilities,
+                    taken: set[str]) -> Deployment:
+    """The new deployment's record, `provisioning` with its idempotency key, before any launch call."""
+    deployment_id = request.deployment_id or new_deployment_id(taken, request)
+    return Deployment(
+        id=deployment_id, provider=request.provider, status="provisioning", cost_hr=request.price,
+        created_at=ctx.now(), gpu=request.gpu, gpu_count=request.gpu_count,
+        runtime=SERVERLESS_RUNTIME if capabilities.serverless and request.runtime is None else request.runtime,
+        model=request.model, workflow=request.workflow, image=request.image, region=request.region,
+        shutdown_rule=request.shutdown_rule(), owner=request.owner, reason=request.reason,
+        checkpoint_path=request.checkpoint_path,
+        idempotency_key=f"{KEY_PREFIX}{deployment_id}", interruptible=request.interruptible,
+        service_port=request.service_port, written=CREATED_FIELDS)
 
-    deployment = ctx.registry.add_deployment(build)
-    journal(ctx.registry, JournalEntry.of(deployment, from_state=None, route=f"{request.provider} API",
-                                          observed_at=ctx.now(), marker=deployment.idempotency_key,
-                                          next_action="launch", note="recorded before the launch call"))
-    return deployment
+
+@final
+@dataclass(slots=True)
+class Reservation:
+    """What the reservation decided. claim held: this process launches (a new deployment, or a resumed one whose
+    launcher died); no claim: an existing deployment is reused as it is (launching_pid: another live process is
+    launching it right now)."""
+
+    deployment: Deployment
+    claim: Claim | None
+    resumed: bool = False
+    launching_pid: int | None = None
+
+
+def reserve(ctx: Context, request: ProvisionRequest, capabilities: Capabilities, kind: ProviderKind) -> Reservation:
+    """One reservation under the deployments.json lock, before any launch call: reuse, the policy and the new
+    `provisioning` entry are decided together, so concurrent provisions cannot all pass a ceiling or all miss
+    each other's entry; the launch claim is taken under the same lock, so one process at most launches a key."""
+    registry = ctx.registry
+    with registry.update("deployments.json") as document:
+        deployments = [Deployment.from_json(item) for item in document["deployments"]]
+        reuse = find_reusable(deployments, request)
+        if reuse is not None:
+            claim = take(registry.root, "launch", reuse.id)
+            if claim is None:
+                return Reservation(reuse, None, launching_pid=holder(registry.root, "launch", reuse.id))
+            if reuse.launch_unfinished:
+                return Reservation(reuse, claim, resumed=True)
+            claim.release()
+            return Reservation(reuse, None)
+        if request.cost_hr is None:
+            raise UserError("the deployment this request matched changed while its price was read",
+                            place="provision", hint="run the same provision again; nothing was launched")
+        check_policy(ctx, request, kind, deployments)
+        taken = {d.id for d in deployments}
+        deployment = _new_deployment(ctx, request, capabilities, taken)
+        claim = take(registry.root, "launch", deployment.id) if deployment.id not in taken else None
+        if claim is None:
+            raise UserError(f"deployment id {deployment.id!r} already exists", path=registry.path("deployments.json"),
+                            hint="ids are never reused; pick another or omit --id")
+        document["deployments"].append(deployment.to_json())
+    journal(registry, JournalEntry.of(deployment, from_state=None, route=f"{request.provider} API",
+                                      observed_at=ctx.now(), marker=deployment.idempotency_key,
+                                      next_action="launch", note="recorded before the launch call"))
+    return Reservation(deployment, claim)
+
+
+def _priced(ctx: Context, entry: dict[str, Any], request: ProvisionRequest) -> ProvisionRequest:
+    """No --cost-hr: a deployment this request would reuse or resume keeps its price (no provider call);
+    otherwise the cheapest offer is accepted (see accepted_price)."""
+    match = find_reusable(ctx.registry.deployments(), request)
+    price = match.cost_hr if match is not None else accepted_price(ctx, entry, request)
+    return replace(request, cost_hr=price)
 
 
 def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float = 900.0,
               poll_s: float = 5.0) -> ProvisionResult:
-    """Policy check, disclosure, reuse, one reconciled launch, then machines/deployments/journal records."""
+    """Policy check, disclosure, one reservation (reuse, ceilings, the record), one reconciled launch, then the
+    machines/deployments/journal records."""
+    ctx.registry.spending_policy()  # no policy.json, no spending: refused before anything else
     entry = ctx.registry.provider(request.provider)
     capabilities = capabilities_of(entry)
     _refuse_what_is_not_offered(request, kind_of(entry), capabilities)
+    request = stewarded(request)
+    if request.cost_hr is None:
+        request = _priced(ctx, entry, request)
     text = disclosure(request, capabilities)
-    reuse = find_reusable(ctx.registry.deployments(), request)
-    if reuse is not None and not _never_confirmed(reuse):
-        ctx.say(f"reusing live deployment {reuse.id} ({reuse.status}); nothing was launched")
-        return ProvisionResult(reuse, True, text)
-    if reuse is not None:
-        # an earlier provision died between its record and the launch's answer: the listing by key (before
-        # any launch) adopts what it may have created, so this never duplicates
-        ctx.say(f"resuming {reuse.id}: recorded but never confirmed launched; reconciling by its key first")
-        if request.cost_hr is None:
-            request = replace(request, cost_hr=reuse.cost_hr)
+    reservation = reserve(ctx, request, capabilities, kind_of(entry))
+    deployment = reservation.deployment
+    try:
+        if reservation.claim is None:
+            busy = (f": another provision (pid {reservation.launching_pid}) is launching it right now"
+                    if reservation.launching_pid is not None else "")
+            ctx.say(f"reusing live deployment {deployment.id} ({deployment.status}){busy}; nothing was launched")
+            return ProvisionResult(deployment, True, text)
+        if reservation.resumed:
+            # an earlier provision died between its record and the end of its launch: the listing by key (before
+            # any launch) adopts what it may have created, so this never duplicates
+            ctx.say(f"resuming {deployment.id}: its launch was recorded and never finished (its process died); "
+                    "reconciling by its key first")
         ctx.say(text)
-        deployment = reuse
-    else:
-        if request.cost_hr is None:
-            request = replace(request, cost_hr=accepted_price(ctx, entry, request))
-            text = disclosure(request, capabilities)
-        check_policy(ctx, request, kind_of(entry))
-        ctx.say(text)
-        deployment = _create_record(ctx, request, capabilities)
-    if capabilities.serverless:
-        return _register_endpoint(ctx, entry, deployment.id, text)
-    instance = _launch(ctx, request, deployment, up_deadline_s=up_deadline_s, poll_s=poll_s)
-    return ProvisionResult(_record_instance(ctx, request, deployment.id, instance), False, text, instance)
+        if capabilities.serverless:
+            return _register_endpoint(ctx, entry, deployment.id, text)
+        instance = _launch(ctx, request, deployment, up_deadline_s=up_deadline_s, poll_s=poll_s)
+        return ProvisionResult(_record_instance(ctx, request, deployment.id, instance), False, text, instance)
+    finally:
+        if reservation.claim is not None:
+            reservation.claim.release()
+
+
+def stewarded(request: ProvisionRequest) -> ProvisionRequest:
+    """The request with its cleanup owner (the local user unless given; an empty one is refused) and its reason
+    (what it runs on which GPU unless given): every paid resource has both."""
+    owner = local_user() if request.owner is None else request.owner.strip()
+    if not owner:
+        raise UserError("a paid resource needs a cleanup owner" + (": --owner is empty" if request.owner is not None
+                        else " and the local user is unknown"), place="provision",
+                        hint="pass --owner NAME (who destroys it when the work is done); nothing was launched")
+    reason = (request.reason or "").strip() or (
+        f"run {request.workflow or request.model or request.image} on {request.gpu_count} x {request.gpu}")
+    return replace(request, owner=owner, reason=reason)
 
 
 def _refuse_what_is_not_offered(request: ProvisionRequest, kind: ProviderKind, capabilities: Capabilities) -> None:
@@ -287,11 +358,6 @@ def _refuse_what_is_not_offered(request: ProvisionRequest, kind: ProviderKind, c
     if request.interruptible and capabilities.bid_price and request.bid_price is None:
         raise UserError("an interruptible Vast.ai instance is a bid: give --bid-price", place="provision",
                         hint="see `gpuharness economics --retryable` for when interruptible pays")
-
-
-def _never_confirmed(deployment: Deployment) -> bool:
-    """Recorded before a launch whose answer never came (no instance id): resumed by its key, not reused."""
-    return deployment.status in ("provisioning", "error") and not deployment.instance_id
 
 
 def launch_spec(request: ProvisionRequest, deployment: Deployment) -> LaunchSpec:
@@ -311,14 +377,14 @@ def _launch(ctx: Context, request: ProvisionRequest, deployment: Deployment, *, 
     provider = ctx.provider_for(request.provider)
     try:
         try:
-            outcome = launch_instance(provider, spec, policy=Policy(ctx.registry.policy_document()), sleep=ctx.sleep)
+            outcome = launch_instance(provider, spec, policy=Policy(ctx.registry.policy_document()), sleep=ctx.sleep,
+                                      on_event=lambda event: _journal_launch_event(ctx, deployment, event))
         except ProviderError as exc:
             raise _launch_failed(ctx, request, deployment.id, spec, exc) from None
         observe(ctx, outcome.instance)
         launched = ctx.registry.update_deployment(deployment.id, instance_id=outcome.instance.id)
         journal(ctx.registry, JournalEntry.of(launched, route=f"{request.provider} API", observed_at=ctx.now(),
-                                              marker={"launch_calls": outcome.launch_calls,
-                                                      "reconciled": outcome.reconciled},
+                                              marker={"key": spec.idempotency_key, "reconciled": outcome.reconciled},
                                               next_action="wait until running", note="launched"))
         try:
             return wait_until_up(ctx, provider, outcome.instance, serverless=False, deadline_s=up_deadline_s,
@@ -329,6 +395,37 @@ def _launch(ctx: Context, request: ProvisionRequest, deployment: Deployment, *, 
             raise
     finally:
         provider.close()
+
+
+#: what each event of a reconciled launch says in the journal
+_LAUNCH_NOTES = {
+    "exists": "an instance already carries the key (listed before any launch): adopted, nothing launched",
+    "attempt": "launch attempt {attempt} sent",
+    "created": "launch attempt {attempt} answered: instance created",
+    "refused": "launch attempt {attempt} refused ({kind}); nothing was created",
+    "unknown_outcome": "launch attempt {attempt}: answer lost; listing the key before anything else",
+    "not_listed_yet": "launch attempt {attempt}: the key is not listed yet; listing again",
+    "reconciled": "launch attempt {attempt}: its lost answer was settled by listing the key",
+    "nothing_created": "launch attempt {attempt}: listed, nothing carries the key: nothing was created",
+    "reconcile_failed": "launch attempt {attempt}: the listing to settle it failed: outcome unknown",
+    "wait": "waiting {wait_s} s before the next launch attempt",
+    "gave_up": "no more launch attempts",
+}
+
+
+def _journal_launch_event(ctx: Context, deployment: Deployment, event: dict[str, Any]) -> None:
+    """Each launch attempt is its own journal entry, written before its call goes out, and so is each outcome:
+    the journal shows every attempt, not a count after the fact."""
+    fields = {k: v for k, v in event.items() if k not in ("ts", "provider", "op")}
+    template = _LAUNCH_NOTES.get(str(event.get("event")), "launch event {event}")
+    journal(ctx.registry, JournalEntry.of(deployment, route=f"{deployment.provider} API", observed_at=ctx.now(),
+                                          marker={"launch": fields},
+                                          note=template.format_map(_Missing(fields))))
+
+
+class _Missing(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return "?"
 
 
 def _launch_failed(ctx: Context, request: ProvisionRequest, deployment_id: str, spec: LaunchSpec,

@@ -13,6 +13,8 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.journal import JournalEntry
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
+from gpuharness.operations.retrieving import release_abandoned
+from gpuharness.operations.unresolved import InterruptedDestroy, UnresolvedLaunch, interrupted_destroys, resolve
 from gpuharness.providers.base import KEY_PREFIX, Instance
 from gpuharness.providers.inventory import Inventory
 
@@ -25,7 +27,8 @@ GONE = frozenset({"terminated"})
 @final
 @dataclass(frozen=True, slots=True)
 class Orphan:
-    """An instance carrying our key prefix that no live deployment claims: money leaking."""
+    """An instance carrying our key prefix that no live deployment claims: money leaking. A second instance
+    carrying a live deployment's key, while that deployment records another instance, is one too (duplicate_of)."""
 
     provider: str
     instance_id: str
@@ -33,18 +36,25 @@ class Orphan:
     status: str
     cost_hr: float | None
     claimed_by: str | None = None  # a destroyed deployment that still points at it
+    duplicate_of: str | None = None  # the live deployment whose key it carries (it records another instance)
 
     def message(self) -> str:
         cost = f"${self.cost_hr:.2f}/hr" if self.cost_hr is not None else "cost unknown"
-        why = (f"deployment {self.claimed_by} is destroyed in the registry but the instance is still "
-               f"{self.status}" if self.claimed_by else "no deployment in the registry claims it")
+        if self.duplicate_of:
+            why = (f"a second instance with the key of deployment {self.duplicate_of}, which records another "
+                   "instance: a duplicate launch, billing")
+        elif self.claimed_by:
+            why = (f"deployment {self.claimed_by} is destroyed in the registry but the instance is still "
+                   f"{self.status}")
+        else:
+            why = "no deployment in the registry claims it"
         return (f"orphan {self.provider}/{self.instance_id} (key {self.key}, {self.status}, {cost}): {why}; "
                 f"terminate it (`gpuharness reap --orphans --apply`) or register it")
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "orphan", "provider": self.provider, "instance_id": self.instance_id, "key": self.key,
                 "status": self.status, "cost_hr": self.cost_hr, "claimed_by": self.claimed_by,
-                "message": self.message()}
+                "duplicate_of": self.duplicate_of, "message": self.message()}
 
 
 @final
@@ -86,10 +96,12 @@ def _carries_key(instance: Instance, prefix: str) -> str | None:
 
 def find_orphans(deployments: Iterable[Deployment], inventory: Inventory,
                  prefixes: Mapping[str, str] | None = None) -> list[Orphan]:
-    """Instances (not terminated) carrying our prefix that no non-destroyed deployment claims by id or key."""
+    """Instances (not terminated) carrying our prefix that no non-destroyed deployment claims: by its exact id,
+    or by its key while the deployment records no instance yet (a launch not resolved). An instance carrying the
+    key of a deployment that records another instance is a duplicate, so an orphan."""
     prefixes = prefixes or {}
     live_ids: set[tuple[str, str]] = set()
-    live_keys: set[tuple[str, str]] = set()
+    live_keys: dict[tuple[str, str], Deployment] = {}
     destroyed_ids: dict[tuple[str, str], str] = {}
     for dep in deployments:
         provider, instance_id, key = dep.provider, dep.instance_id, dep.idempotency_key
@@ -100,7 +112,7 @@ def find_orphans(deployments: Iterable[Deployment], inventory: Inventory,
         if instance_id:
             live_ids.add((provider, instance_id))
         if key:
-            live_keys.add((provider, key))
+            live_keys[(provider, key)] = dep
     orphans: list[Orphan] = []
     for provider, items in inventory.instances.items():
         prefix = prefixes.get(provider, KEY_PREFIX)
@@ -108,10 +120,14 @@ def find_orphans(deployments: Iterable[Deployment], inventory: Inventory,
             if instance.status in GONE:
                 continue
             key = _carries_key(instance, prefix)
-            if key is None or (provider, instance.id) in live_ids or (provider, key) in live_keys:
+            if key is None or (provider, instance.id) in live_ids:
                 continue
+            owner = live_keys.get((provider, key))
+            if owner is not None and not owner.instance_id:
+                continue  # the launch of its deployment is not resolved yet: reconcile links it
             orphans.append(Orphan(provider, instance.id, key, instance.status, instance.cost_hr,
-                                  destroyed_ids.get((provider, instance.id))))
+                                  destroyed_ids.get((provider, instance.id)),
+                                  owner.id if owner is not None else None))
     return orphans
 
 
@@ -138,18 +154,22 @@ class ReconcileReport:
     inventory: Inventory
     orphans: list[Orphan] = field(default_factory=list)
     vanished: list[Vanished] = field(default_factory=list)
+    unresolved: list[UnresolvedLaunch] = field(default_factory=list)
+    interrupted: list[InterruptedDestroy] = field(default_factory=list)
     machine_changes: list[str] = field(default_factory=list)
     transitions: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        return not self.orphans and not self.vanished
+        return not self.orphans and not self.vanished and not self.unresolved and not self.interrupted
 
     def to_json(self) -> dict[str, Any]:
         counts = {p: len(items) for p, items in self.inventory.instances.items()}
         return {"observed_at": self.inventory.observed_at, "source": self.inventory.source,
                 "instances": counts, "skipped": dict(self.inventory.skipped),
                 "orphans": [o.to_json() for o in self.orphans], "vanished": [v.to_json() for v in self.vanished],
+                "unresolved": [u.to_json() for u in self.unresolved],
+                "interrupted": [i.to_json() for i in self.interrupted],
                 "machine_changes": self.machine_changes, "transitions": self.transitions}
 
 
@@ -199,7 +219,8 @@ def _update_machines(registry: Registry, inventory: Inventory) -> tuple[list[str
 
 
 def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
-    """Write the inventory into machines.json, journal what changed, and flag orphans and vanished deployments.
+    """Write the inventory into machines.json, journal what changed, link or report unresolved launches (listed
+    by their key), and flag orphans (duplicates included) and vanished deployments.
 
     A vanished deployment moves to `error` (via the one transition table), naming what the provider said,
     unless it is still provisioning (then it is only flagged);
@@ -207,6 +228,10 @@ def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
     """
     report = ReconcileReport(inventory)
     report.machine_changes, moves = _update_machines(registry, inventory)
+    # no verdict on a deployment whose launch is unresolved before listing for its key: link or report it
+    report.unresolved = resolve(registry, inventory, registry.deployments())
+    report.transitions += release_abandoned(registry)  # `retrieving` left by a retrieve that died
+    report.interrupted = interrupted_destroys(registry, inventory, registry.deployments())
     deployments = registry.deployments()
     report.orphans = find_orphans(deployments, inventory, key_prefixes(registry.providers()))
     report.vanished = find_vanished(deployments, inventory)

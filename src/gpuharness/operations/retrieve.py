@@ -4,6 +4,7 @@ recorded as new ledger lines (corrections: a terminal job's line is never rewrit
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, final
@@ -11,10 +12,13 @@ from typing import Any, Final, final
 from gpuharness.core.confinement import local_path, remote_within
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
-from gpuharness.core.lifecycle import transition
+from gpuharness.operations import retrieving
 from gpuharness.operations.context import Context
 from gpuharness.remote import Remote, RemoteError
 from gpuharness.remote.script import ShellScript
+
+#: the retrieve phase's deadline by default: an hour of transfers
+DEFAULT_DEADLINE_S = 3600.0
 
 
 @final
@@ -51,10 +55,13 @@ _SUMS: Final = ('sums() { for f in "$@"; do if [ -f "$f" ]; then printf "%s %s %
                 'else printf "MISSING 0 %s\\n" "$f"; fi; done; }')
 
 
-def _remote_sums(remote: Remote, workspace: str, paths: list[str]) -> dict[str, tuple[str, int]]:
+def _remote_sums(remote: Remote, workspace: str, paths: list[str], deadline_s: float) -> dict[str, tuple[str, int]]:
     """sha256 and size of every remote file (each confined under the workspace), from one batched exec."""
     script = ShellScript(workspace=workspace).code(_SUMS).call("sums", *paths)
-    result = remote.exec(script.text(), deadline_s=120.0)
+    result = remote.exec(script.text(), deadline_s=deadline_s)
+    if result.timed_out:
+        raise RemoteError("timeout", f"the checksums did not come back within {deadline_s:g} s",
+                          target=remote.target)
     sums: dict[str, tuple[str, int]] = {}
     for line in result.stdout.splitlines():
         parts = line.split(" ", 2)
@@ -63,33 +70,36 @@ def _remote_sums(remote: Remote, workspace: str, paths: list[str]) -> dict[str, 
     return sums
 
 
-def retrieve(ctx: Context, deployment_id: str, to: str | Path) -> RetrieveResult:
-    """Sync every unsynced artifact of the deployment into `to/<job>/<name>`; one connection for the phase."""
+def retrieve(ctx: Context, deployment_id: str, to: str | Path, *,
+             deadline_s: float = DEFAULT_DEADLINE_S) -> RetrieveResult:
+    """Sync every unsynced artifact of the deployment into `to/<job>/<name>`; one connection for the phase, which
+    ends by deadline_s however the host behaves (what is not synced by then stays pending)."""
     registry = ctx.registry
     deployment = registry.deployment(deployment_id)
     ledger = Ledger(registry.ledger_path)
     pending = unsynced(ledger, deployment_id)
-    if not pending:
+    if not pending and deployment.status != "retrieving":
         ctx.say(f"{deployment_id}: nothing to retrieve (every artifact is synced or discarded)")
         return RetrieveResult()
-    if deployment.ssh_route is None:
+    if pending and deployment.ssh_route is None:
         raise UserError(f"{deployment_id} has no SSH route to retrieve from", place=deployment_id)
-    holding = deployment.status == "ready"  # a ready deployment shows `retrieving` while the transfers run
-    if holding:
-        transition(registry, deployment_id, "retrieving", route=deployment.ssh_route,
-                   marker={"jobs": sorted(pending)}, next_action="wait for the transfers")
-    sync = _Sync(ctx, ctx.remotes(deployment), Path(to).resolve(), deployment.workspace)
-    try:
-        sync.all(ledger, pending)
-    except RemoteError as exc:
-        sync.problems.append(f"retrieve over {deployment.ssh_route} failed: {exc}")
-    finally:
-        sync.remote.close()
-        if holding:
-            transition(registry, deployment_id, "ready", route=deployment.ssh_route,
-                       marker={"synced": len(sync.result.synced)}, next_action=(
-                           f"gpuharness destroy {deployment_id} --confirm {deployment_id}" if not sync.problems
-                           else f"gpuharness retrieve {deployment_id}"))
+    # a ready deployment shows `retrieving` while the transfers run; one a dead retrieve left there is taken over
+    with retrieving.hold(registry, deployment, sorted(pending)) as held:
+        if held.resumed:
+            ctx.say(f"{deployment_id}: resuming: the retrieve that held it had died")
+        if not pending:
+            held.next_action = f"gpuharness destroy {deployment_id} --confirm {deployment_id}"
+            return RetrieveResult()
+        sync = _Sync(ctx, ctx.remotes(deployment), Path(to).resolve(), deployment.workspace,
+                     time.monotonic() + deadline_s)
+        try:
+            sync.all(ledger, pending)
+        except RemoteError as exc:
+            sync.problems.append(f"retrieve over {deployment.ssh_route} failed: {exc}")
+        finally:
+            sync.remote.close()
+            held.next_action = (f"gpuharness destroy {deployment_id} --confirm {deployment_id}" if not sync.problems
+                                else f"gpuharness retrieve {deployment_id}")
     if sync.problems:
         raise UserError(f"{len(sync.problems)} artifact(s) not synced: " + "; ".join(sync.problems),
                         place=deployment_id, hint="synced ones are recorded; re-run retrieve (transfers resume)")
@@ -105,13 +115,18 @@ class _Sync:
     remote: Remote
     destination: Path
     workspace: str
+    end: float  # the phase deadline (time.monotonic())
     result: RetrieveResult = field(default_factory=RetrieveResult)
     problems: list[str] = field(default_factory=list)
+
+    def left(self) -> float:
+        """Seconds left of the phase (at least a sliver, so the last call says why it stopped)."""
+        return max(self.end - time.monotonic(), 0.01)
 
     def all(self, ledger: Ledger, pending: dict[str, list[dict[str, Any]]]) -> None:
         """Every pending artifact, job by job; each job's synced artifacts are recorded as one new ledger line."""
         paths = [path for items in pending.values() for a in items if (path := self.remote_path(a))]
-        sums = _remote_sums(self.remote, self.workspace, paths) if paths else {}
+        sums = _remote_sums(self.remote, self.workspace, paths, min(120.0, self.left())) if paths else {}
         for job_id, items in sorted(pending.items()):
             synced_now: dict[str, dict[str, Any]] = {}
             for artifact in items:
@@ -176,7 +191,8 @@ class _Sync:
                 meter.advance(label, start + n)
 
             try:
-                moved += self.remote.get_file(remote_path, str(partial), resume=resume, progress=progress)
+                moved += self.remote.get_file(remote_path, str(partial), resume=resume, progress=progress,
+                                              deadline_s=self.left())
             except RemoteError as exc:
                 return moved, f"transfer failed: {exc} (re-run retrieve: it resumes)"
             finally:

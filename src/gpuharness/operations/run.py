@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, final
 
+from gpuharness.core import claims
 from gpuharness.core.clock import format_ts
-from gpuharness.core.confinement import local_path
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
@@ -65,52 +64,19 @@ class JobResult:
     lines: list[dict[str, Any]] = field(default_factory=list)
 
 
-def lock_path(ctx: Context, deployment_id: str) -> str:
-    return str(local_path(ctx.registry.root / "locks", f"run-{deployment_id}.lock", what="deployment id"))
-
-
 @contextlib.contextmanager
 def run_lock(ctx: Context, deployment_id: str) -> Iterator[None]:
-    """Held while a `gpuharness run` works on a deployment; the kernel releases it if the process dies."""
-    path = lock_path(ctx, deployment_id)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise UserError(f"cannot open the run lock: {exc.strerror}", path=path,
-                        hint="check the registry's owner and mode; nothing was run") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(f"another `gpuharness run` is working on {deployment_id}", place=deployment_id,
-                            hint="wait for it; jobs on one deployment run one at a time") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+    """Held while a `gpuharness run` works on a deployment (its `run` claim); the kernel releases it if the
+    process dies."""
+    with claims.claimed(ctx.registry.root, "run", deployment_id,
+                        busy=f"another `gpuharness run` is working on {deployment_id}",
+                        hint="wait for it; jobs on one deployment run one at a time"):
         yield
-    finally:
-        os.close(fd)
 
 
 def lock_is_free(ctx: Context, deployment_id: str) -> bool:
-    """True when no live process holds the deployment's run lock."""
-    path = lock_path(ctx, deployment_id)
-    if not os.path.exists(path):
-        return True
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except OSError as exc:
-        raise UserError(f"cannot open the run lock: {exc.strerror}", path=path,
-                        hint="check the registry's owner and mode; nothing was changed") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return True
-    finally:
-        os.close(fd)
+    """True when no live process holds the deployment's run claim."""
+    return claims.is_free(ctx.registry.root, "run", deployment_id)
 
 
 def mark_interrupted(ctx: Context, deployment_id: str | None = None) -> list[str]:
@@ -150,8 +116,8 @@ def next_job_id(ledger: Ledger) -> str:
 
 
 def spend_line(ctx: Context) -> str:
-    """Spend so far against the ceilings, shown before a batch."""
-    policy = Policy(ctx.registry.policy_document())
+    """Spend so far against the ceilings, shown before a batch (refused without policy.json)."""
+    policy = Policy(ctx.registry.spending_policy())
     day, month = today_and_month(Ledger(ctx.registry.ledger_path).records(), ctx.now())
 
     def cap(name: str) -> str:
@@ -166,8 +132,23 @@ def _cost(duration_s: float, cost_hr: float) -> float:
     return round(duration_s * cost_hr / 3600.0, 6)
 
 
+@final
+@dataclass(slots=True)
+class Chain:
+    """A job and its retries: one budget. Each retry is a new job id carrying retry_of (the first id), and the
+    per-job ceiling covers what every attempt of the chain cost."""
+
+    first: str | None = None
+    spent_usd: float = 0.0
+    attempt: int = 0
+
+    def add(self, line: dict[str, Any]) -> None:
+        self.first = self.first or str(line["id"])
+        self.spent_usd += float(line.get("cost_usd") or 0.0)
+
+
 def _attempt(ctx: Context, executor: JobExecutor, deployment: Deployment, workflow: dict[str, Any],
-             inputs: dict[str, Any], job_id: str, attempt: int, *, per_job_usd: float | None, poll_s: float,
+             inputs: dict[str, Any], job_id: str, chain: Chain, *, per_job_usd: float | None, poll_s: float,
              deadline_s: float) -> tuple[dict[str, Any], Failure | None]:
     ledger = Ledger(ctx.registry.ledger_path)
     cost_hr = deployment.cost_hr
@@ -175,11 +156,12 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: Deployment, workfl
     base: dict[str, Any] = {
         "id": job_id, "deployment_id": deployment.id, "provider": deployment.provider,
         "model": deployment.model, "workflow": workflow["id"], "workflow_version": int(workflow["version"]),
-        "inputs": inputs, "started_at": format_ts(start), "gpu": deployment.gpu, "attempt": attempt,
+        "inputs": inputs, "started_at": format_ts(start), "gpu": deployment.gpu, "attempt": chain.attempt,
         "pid": os.getpid(), "host": socket.gethostname(),  # so reconcile can tell a dead runner
+        **({"retry_of": chain.first} if chain.first else {}),
     }
     ledger.append({**base, "status": "running", "ts": format_ts(start)}, check_sequence=True)
-    ctx.say(f"{job_id}: running on {deployment.id} (attempt {attempt}, ${cost_hr:.3f}/hr)")
+    ctx.say(f"{job_id}: running on {deployment.id} (attempt {chain.attempt}, ${cost_hr:.3f}/hr)")
 
     def finish(status: str, **extra: Any) -> dict[str, Any]:
         end = ctx.clock()
@@ -219,11 +201,12 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: Deployment, workfl
             ctx.say(f"{job_id}: running {elapsed:.0f} s, ${_cost(elapsed, cost_hr):.4f} so far"
                     + (f" (marker {progress.marker})" if progress.marker is not None else ""))
             next_report = elapsed + PROGRESS_EVERY_S
-        running_cost = _cost(elapsed + poll_s, cost_hr)
+        running_cost = chain.spent_usd + _cost(elapsed + poll_s, cost_hr)  # the chain's budget, retries included
         if per_job_usd is not None and running_cost > per_job_usd:
             executor.cancel(handle)
             reason = (f"cancelled by the per_job_usd ceiling: the running cost would reach ${running_cost:.4f} "
-                      f"> ${per_job_usd:.2f}")
+                      f"> ${per_job_usd:.2f}" + (f" (with ${chain.spent_usd:.4f} of earlier attempts of "
+                                                 f"{chain.first})" if chain.first else ""))
             ctx.say(f"{job_id}: {reason}")
             return finish("cancelled", error=reason, cause="per-job-ceiling", artifacts=[]), None
         if elapsed >= deadline_s:
@@ -246,7 +229,7 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
         workflow = workflow_manifest(ctx, workflow_id or deployment.workflow)
         if workflow is None:
             raise UserError("no workflow given", place=deployment_id, hint="pass --workflow ID")
-        policy = Policy(registry.policy_document())
+        policy = Policy(registry.spending_policy())
         ledger = Ledger(registry.ledger_path)
         day, month = today_and_month(ledger.records(), ctx.now())
         decision = policy.evaluate(Action(kind="job", provider=None, job_cost_usd=0.0,
@@ -263,21 +246,26 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
         lines: list[dict[str, Any]] = []
         failure: Failure | None = None
         failures = 0
+        chain = Chain()
         try:
-            attempt = 0
             while True:
-                attempt += 1
+                chain.attempt += 1
                 job_id = next_job_id(ledger)
-                line, failure = _attempt(ctx, executor, deployment, workflow, dict(inputs or {}), job_id, attempt,
+                line, failure = _attempt(ctx, executor, deployment, workflow, dict(inputs or {}), job_id, chain,
                                          per_job_usd=per_job_usd, poll_s=poll_s, deadline_s=limit)
                 lines.append(line)
+                chain.add(line)
                 if line["status"] != "failed" or failure is None:
                     break
                 failures += 1
                 ctx.say(f"{job_id}: failed: {failure.message()}")
                 if failures >= 2:
                     break
-                if not failure.retryable or attempt >= attempts_allowed:
+                if per_job_usd is not None and chain.spent_usd >= per_job_usd:
+                    ctx.say(f"{job_id}: not retried: the job has spent ${chain.spent_usd:.4f} of its per_job_usd "
+                            f"${per_job_usd:.2f} (a retry shares the job's budget)")
+                    break
+                if not failure.retryable or chain.attempt >= attempts_allowed:
                     if not failure.retryable:
                         ctx.say(f"{job_id}: not retried: {failure.cause} is not a cause a retry can fix")
                     break

@@ -17,9 +17,11 @@ from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.provision import ProvisionRequest, provision, stop_condition
 from gpuharness.operations.retrieve import retrieve
+from gpuharness.operations.unresolved import refuse_while_unresolved
 from gpuharness.plans.plan import (
     APPLIES,
     MUTATIONS,
+    PAID,
     RULES,
     PlanContext,
     cassette_of,
@@ -91,6 +93,10 @@ def apply_plan(plan: dict[str, Any], ctx: Context, *, artifacts: Path, ask: Call
     the fingerprint changed (a stale plan) or a rule fails against the live inventory (with plan_path, the
     rehearsed calls must also replay from the plan's cassette). Returns what was done."""
     registry = ctx.registry
+    if any(step["action"] in PAID for step in plan["steps"]):
+        registry.spending_policy()  # a launch or start spends: no policy.json, no apply
+    if any(step["action"] == "launch" for step in plan["steps"]):
+        refuse_while_unresolved(registry, "apply a launch")
     entries = listed_providers(registry.providers())
     providers: dict[str, Provider] = {str(e["name"]): ctx.providers(e) for e in entries}
     done: list[str] = []

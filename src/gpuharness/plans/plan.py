@@ -21,7 +21,7 @@ from gpuharness.providers.inventory import Inventory
 
 MUTATIONS = frozenset({"launch", "stop", "start", "terminate"})
 PAID = frozenset({"launch", "start"})
-RULES = ("target", "no-duplicate", "budget", "stop-condition", "sync-before-terminate", "bounded-retries",
+RULES = ("target", "no-duplicate", "stop-condition", "budget", "sync-before-terminate", "bounded-retries",
          "replay")
 #: The actions each rule judges (a rule is not generated as a test for a step it cannot judge).
 APPLIES: dict[str, frozenset[str]] = {
@@ -294,6 +294,8 @@ def rule_budget(step: dict[str, Any], ctx: PlanContext) -> str | None:
         spent_today_usd=ctx.spent_today_usd, spent_month_usd=ctx.spent_month_usd))
     if not decision.allowed and decision.ceiling != "require_shutdown_rule":
         return decision.reason
+    if not stop and cost > 0:
+        return _unbounded(cost, spend, ctx)
     spend += cost * _hours(stop, ctx.now)
     for name, spent in (("daily_usd", ctx.spent_today_usd), ("monthly_usd", ctx.spent_month_usd)):
         cap = ctx.policy.get(name)
@@ -301,6 +303,19 @@ def rule_budget(step: dict[str, Any], ctx: PlanContext) -> str | None:
             return (f"projected spend ${spent + spend:.2f} (spent ${spent:.2f} + planned ${spend:.2f} through "
                     f"this step's stop condition) > {name} ${float(cap):.2f}")
     return None
+
+
+def _unbounded(cost: float, planned: float, ctx: PlanContext) -> str | None:
+    """A paid step with no stop condition runs until someone stops it: at its rate it passes every finite spend
+    ceiling, so the first one it reaches fails the budget (with when)."""
+    reached = sorted((max(float(cap) - spent - planned, 0.0) / cost, name, float(cap), spent)
+                     for name, spent in (("daily_usd", ctx.spent_today_usd), ("monthly_usd", ctx.spent_month_usd))
+                     if (cap := ctx.policy.get(name)) is not None)
+    if not reached:
+        return None
+    hours, name, cap, spent = reached[0]
+    return (f"no stop condition: at ${cost:.2f}/hr it passes {name} ${cap:.2f} after {hours:.2f} h "
+            f"(spent ${spent:.2f}) and no rule stops it")
 
 
 def rule_stop_condition(step: dict[str, Any], ctx: PlanContext) -> str | None:

@@ -120,17 +120,18 @@ def recorded_inventory(path: Path, entries: Iterable[Mapping[str, Any]], factory
         return _list_all(chosen, factory, source=f"cassette:{path}", clock=lambda: stamp)
 
 
-def current(registry: Registry, mode: cassette.Mode, path: Path) -> Inventory:
+def current(registry: Registry, mode: cassette.Mode, path: Path, *, deadline_s: float = 300.0) -> Inventory:
     """The provider inventory for the registry's providers: listed live, listed live and recorded to path, or
-    replayed from path (offline: no network, no credentials)."""
+    replayed from path (offline: no network, no credentials). Every provider's client gets the same phase
+    deadline, started together: the whole listing ends by deadline_s."""
     entries = registry.providers()
     if mode is cassette.Mode.OFFLINE:
         return recorded_inventory(path, entries, adapter_factory(offline=True))
     if mode is cassette.Mode.RECORD:
         names = [e.get("credential_env") for e in entries]
-        return record_inventory(path, entries, adapter_factory(), secrets=cassette.secret_values(names),
-                                registry_root=registry.root)
-    return _list_all(listed_providers(entries), adapter_factory(), source="live")
+        return record_inventory(path, entries, adapter_factory(deadline_s=deadline_s),
+                                secrets=cassette.secret_values(names), registry_root=registry.root)
+    return _list_all(listed_providers(entries), adapter_factory(deadline_s=deadline_s), source="live")
 
 
 def _list_all(entries: list[dict[str, Any]], factory: ProviderFactory, *, source: str,
@@ -154,13 +155,15 @@ def _loopback(base: str) -> bool:
 OFFLINE_KEY = "offline-replay-not-a-credential"
 
 
-def adapter_factory(*, offline: bool = False) -> ProviderFactory:
-    """The real provider adapters. Offline, they get a placeholder key and a sleep that does not wait
-    (the cassette answers; recorded retries must not cost wall time)."""
+def adapter_factory(*, offline: bool = False, deadline_s: float | None = None) -> ProviderFactory:
+    """The real provider adapters (with deadline_s: the phase deadline of each client). Offline, they get a
+    placeholder key and a sleep that does not wait (the cassette answers; recorded retries must not cost wall
+    time)."""
     from gpuharness.providers.factory import PhaseOptions, build_provider
 
     if not offline:
-        return lambda entry: build_provider(entry)
+        options = PhaseOptions() if deadline_s is None else PhaseOptions(deadline_s=deadline_s)
+        return lambda entry: build_provider(entry, options=options)
 
     def replaying(entry: dict[str, Any]) -> Provider:
         env = {str(entry.get("credential_env") or "GPUHARNESS_OFFLINE_KEY"): OFFLINE_KEY}

@@ -16,6 +16,7 @@ import httpx
 
 from gpuharness.core.clock import WallClock, utcnow
 from gpuharness.providers.base import ProviderError, UnknownOutcome
+from gpuharness.providers.deadline import DeadlineTransport
 from gpuharness.providers.failures import classify, redact
 
 log = logging.getLogger("gpuharness.http")
@@ -105,7 +106,9 @@ class ProviderHttp:
         if api_key:
             all_headers["Authorization"] = f"Bearer {api_key}"
         all_headers.update(headers or {})
-        self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=all_headers, transport=transport,
+        # the sockets themselves never wait past the phase deadline (httpx's timeouts are per read)
+        self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=all_headers,
+                                    transport=transport or DeadlineTransport(self.remaining),
                                     timeout=timeout_s, follow_redirects=False)
 
     # public API
@@ -159,6 +162,10 @@ class ProviderHttp:
             raise UnknownOutcome(f"{method} {path}: {_strip(error)}; it may or may not have happened: reconcile "
                                  "before retrying", provider=self.provider)
         raise error
+
+    def remaining(self) -> float:
+        """Seconds left until this phase's deadline."""
+        return self.deadline - self.monotonic()
 
     def close(self) -> None:
         self._client.close()

@@ -68,9 +68,10 @@ class Remote(Protocol):
         ...
 
     def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
-                 progress: ByteSink | None = None) -> int:
+                 progress: ByteSink | None = None, deadline_s: float | None = None) -> int:
         """Copy a remote file (resumable); return bytes transferred. progress, when given, is called with the
-        bytes transferred so far by this call as they arrive."""
+        bytes transferred so far by this call as they arrive. With deadline_s, never wait past it (RemoteError
+        timeout), however the peer behaves."""
         ...
 
     def close(self) -> None: ...

@@ -55,7 +55,7 @@ class LocalRemote:
                           None if timed_out else proc.returncode, timed_out, time.monotonic() - started)
 
     def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
-                 progress: ByteSink | None = None) -> int:
+                 progress: ByteSink | None = None, deadline_s: float | None = None) -> int:
         source, dest = Path(remote_path), Path(local_path)
         if not source.is_file():
             raise RemoteError("closed", f"no such file {remote_path}", target=self.target)

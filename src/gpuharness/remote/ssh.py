@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import select
 import stat
+import threading
 import time
 from typing import final
 
@@ -138,32 +139,63 @@ class SSHRemote:
                           time.monotonic() - started)
 
     def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
-                 progress: ByteSink | None = None) -> int:
-        """SFTP download; with resume, continue from the size already on disk; progress gets the bytes moved."""
+                 progress: ByteSink | None = None, deadline_s: float | None = None) -> int:
+        """SFTP download; with resume, continue from the size already on disk; progress gets the bytes moved.
+        With deadline_s, every wait is bounded by it (each read's timeout is the time left) and a watchdog closes
+        the SFTP channel when it passes, so a read that never answers (or answers a byte at a time) ends by it."""
+        end = None if deadline_s is None else time.monotonic() + max(deadline_s, 0.0)
         try:
             sftp = self.client.open_sftp()
         except (paramiko.SSHException, OSError) as exc:
             raise RemoteError("closed", f"sftp unavailable: {exc}", target=self.target) from None
+        watchdog = None if end is None else threading.Timer(max(end - time.monotonic(), 0.0), sftp.close)
+        if watchdog is not None:
+            watchdog.daemon = True
+            watchdog.start()
         try:
-            size = sftp.stat(remote_path).st_size or 0
-            offset = os.path.getsize(local_path) if resume and os.path.exists(local_path) else 0
-            if offset > size:
-                offset = 0
-            moved = 0
-            with sftp.open(remote_path, "rb") as src, open(local_path, "ab" if offset else "wb") as out:
-                src.seek(offset)
-                while chunk := src.read(_CHUNK):
-                    out.write(chunk)
-                    moved += len(chunk)
-                    if progress is not None:
-                        progress(moved)
-            return moved
+            return self._copy(sftp, remote_path, local_path, resume, end, progress)
         except FileNotFoundError:
             raise RemoteError("closed", f"no such remote file {remote_path}", target=self.target) from None
-        except OSError as exc:
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            if end is not None and time.monotonic() >= end - 0.05:
+                raise RemoteError("timeout", f"sftp get {remote_path} did not finish by its deadline "
+                                  f"({deadline_s:g} s)", target=self.target) from None
             raise RemoteError("closed", f"sftp get {remote_path}: {exc}", target=self.target) from None
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             sftp.close()
+
+    @staticmethod
+    def _copy(sftp: paramiko.SFTPClient, remote_path: str, local_path: str, resume: bool, end: float | None,
+              progress: ByteSink | None) -> int:
+        channel = sftp.get_channel()
+
+        def bound() -> None:
+            if end is not None and channel is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("the deadline has passed")
+                channel.settimeout(left)
+
+        bound()
+        size = sftp.stat(remote_path).st_size or 0
+        offset = os.path.getsize(local_path) if resume and os.path.exists(local_path) else 0
+        if offset > size:
+            offset = 0
+        moved = 0
+        bound()
+        with sftp.open(remote_path, "rb") as src, open(local_path, "ab" if offset else "wb") as out:
+            src.seek(offset)
+            while True:
+                bound()
+                chunk = src.read(_CHUNK)
+                if not chunk:
+                    return moved
+                out.write(chunk)
+                moved += len(chunk)
+                if progress is not None:
+                    progress(moved)
 
     def listdir(self, remote_dir: str) -> list[tuple[str, int]]:
         """Regular files in a remote directory, with sizes."""

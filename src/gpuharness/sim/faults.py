@@ -7,7 +7,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal, final, get_args
 
-FaultName = Literal["rate_limit", "capacity", "drop_after_commit", "server_error", "latency", "balance"]
+FaultName = Literal["rate_limit", "capacity", "drop_after_commit", "hold_after_commit", "server_error", "latency",
+                    "balance", "drip"]
 RequestKind = Literal["read", "launch", "mutation", "control"]
 
 FAULTS: tuple[str, ...] = get_args(FaultName)
@@ -20,8 +21,12 @@ APPLIES_TO: dict[str, tuple[RequestKind, ...]] = {
     "rate_limit": ("read", "launch", "mutation"),
     "server_error": ("read", "launch", "mutation"),
     "latency": ("read", "launch", "mutation"),
+    # the answer leaves one byte every latency_ms: never a read timeout, never an end (the phase deadline's case)
+    "drip": ("read", "launch", "mutation"),
     "capacity": ("launch",),
     "drop_after_commit": ("launch", "mutation"),
+    # the mutation is committed, then its answer waits latency_ms: a client killed meanwhile never records it
+    "hold_after_commit": ("launch", "mutation"),
     "balance": ("launch",),
 }
 

@@ -83,6 +83,7 @@ class HostSpec:
     runtime_faults: RuntimeFaults = field(default_factory=RuntimeFaults)
     model: str = "Qwen/Qwen2.5-0.5B-Instruct"
     performance: GpuBehaviour = field(default_factory=GpuBehaviour)  # how the card departs from a healthy one
+    sftp_stall_s: float = 0.0  # every SFTP read waits this long before it answers (a peer that never answers)
 
 
 #: A startup that could not import an optional built-in node module (ComfyUI's own lines, as a ROCm image without
@@ -328,12 +329,29 @@ class _Server(paramiko.ServerInterface):
         return True
 
 
+class _StallingHandle(paramiko.SFTPHandle):
+    """A read-only file handle whose reads first wait the host's sftp_stall_s (until the host stops)."""
+
+    def __init__(self, flags: int, stall_s: Callable[[], float], stopping: threading.Event) -> None:
+        super().__init__(flags)
+        self._stall_s = stall_s
+        self._stopping = stopping
+
+    def read(self, offset: int, length: int) -> bytes | int:
+        self._stopping.wait(self._stall_s())
+        return super().read(offset, length)
+
+
 class _SandboxSFTP(paramiko.SFTPServerInterface):
     """Read-only SFTP confined to the sandbox directory."""
 
-    def __init__(self, server: paramiko.ServerInterface, *args: Any, root: str = "/", **kwargs: Any) -> None:
+    def __init__(self, server: paramiko.ServerInterface, *args: Any, root: str = "/",
+                 stall_s: Callable[[], float] = lambda: 0.0, stopping: threading.Event | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(server, *args, **kwargs)
         self.root = os.path.realpath(root)
+        self.stall_s = stall_s
+        self.stopping = stopping or threading.Event()
 
     def _real(self, path: str) -> str | None:
         real = os.path.realpath(path if os.path.isabs(path) else os.path.join(self.root, path))
@@ -371,7 +389,7 @@ class _SandboxSFTP(paramiko.SFTPServerInterface):
             handle_file = open(real, "rb")  # closed by the SFTP handle
         except OSError as exc:
             return paramiko.SFTPServer.convert_errno(exc.errno or errno.EIO)
-        handle = paramiko.SFTPHandle(flags)
+        handle = _StallingHandle(flags, self.stall_s, self.stopping)
         handle.filename = real  # type: ignore[attr-defined]
         handle.readfile = handle_file  # type: ignore[attr-defined]
         return handle
@@ -614,7 +632,8 @@ class SimHost:
         transport.set_log_channel("gpuharness.simhost")
         self._transports.append(transport)
         transport.add_server_key(self.host_key)
-        transport.set_subsystem_handler("sftp", paramiko.SFTPServer, _SandboxSFTP, root=str(self.root))
+        transport.set_subsystem_handler("sftp", paramiko.SFTPServer, _SandboxSFTP, root=str(self.root),
+                                        stall_s=lambda: self.spec.sftp_stall_s, stopping=self._stopping)
         server = _Server(self)
         try:
             transport.start_server(server=server)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
@@ -108,6 +111,9 @@ class _Handler(BaseHTTPRequestHandler):
             return sim.refuse(path, f"request body is not JSON: {str(exc).splitlines()[0][:120]}")
 
     def _send(self, response: SimResponse) -> None:
+        if response.drip_s > 0:
+            self._drip(response)
+            return
         data = response.encode()
         self.send_response(response.status)
         if response.status != 204:
@@ -118,6 +124,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if data and response.status != 204:
             self.wfile.write(data)
+
+    def _drip(self, response: SimResponse) -> None:
+        """The whole answer, one byte every drip_s seconds, until it ends or the client hangs up."""
+        wire, self.wfile = self.wfile, io.BytesIO()
+        try:
+            self._send(replace(response, drip_s=0.0))
+            raw = self.wfile.getvalue()
+        finally:
+            self.wfile = wire
+        self.close_connection = True
+        for index in range(len(raw)):
+            try:
+                wire.write(raw[index:index + 1])
+                wire.flush()
+            except OSError:
+                return
+            time.sleep(response.drip_s)
 
     def log_message(self, format: str, *args: Any) -> None:
         log = self.server.sim.log

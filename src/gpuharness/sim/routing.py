@@ -37,6 +37,7 @@ class SimResponse:
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False
+    drip_s: float = 0.0  # > 0: the answer leaves one byte every drip_s seconds (status line and headers too)
 
     def encode(self) -> bytes:
         if self.body is None:

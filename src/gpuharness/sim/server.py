@@ -189,6 +189,7 @@ class Simulator:
     def _answer(self, wire: ProviderWire, route: Route, req: SimRequest) -> SimResponse:
         response: SimResponse | None = None
         drop = False
+        hold_s = drip_s = 0.0
         for fault in self.faults.take(wire.provider, route.kind_of(req), route.template):
             if fault.fault == "latency":
                 time.sleep(fault.latency_ms / 1000)
@@ -203,11 +204,18 @@ class Simulator:
                 response = wire.server_error()
             elif fault.fault == "drop_after_commit":
                 drop = True
+            elif fault.fault == "hold_after_commit":
+                hold_s = fault.latency_ms / 1000
+            elif fault.fault == "drip":
+                drip_s = fault.latency_ms / 1000
         if response is not None:
+            response.drip_s = drip_s
             return response
         with self.state.lock:
             response = route.handler(req, self.state)
+        time.sleep(hold_s)  # committed above, answered only now (outside the state lock: others go on)
         response.drop = drop
+        response.drip_s = drip_s
         return response
 
     def refuse(self, path: str, reason: str) -> SimResponse:
