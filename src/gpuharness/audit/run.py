@@ -27,6 +27,7 @@ from gpuharness.audit.ledger_pass import (
     hash_range,
     scan,
 )
+from gpuharness.audit.ledger_split import TailChild, cut_point, scan_split
 from gpuharness.audit.readiness import readiness_problems
 from gpuharness.core import schema
 from gpuharness.core.clock import format_ts, parse_ts
@@ -284,8 +285,13 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
         else:
             run.state = cp.LedgerState()
             end = complete_length(path, size)
+            cut = cut_point(str(path), size)
+            child = TailChild.start(ctx, cut, size, pending) if cut else None  # forked before the hash thread starts
             full_digest = hasher.submit(_prefix_digest, path, size, end, cp.PREFIX_HASH)
-            results = [scan(ctx, 0, size, None, pending / "jobs-full.jsonl")] if size else []
+            if cut:
+                results = [scan_split(ctx, size, cut, child, pending)]
+            else:
+                results = [scan(ctx, 0, size, None, pending / "jobs-full.jsonl")] if size else []
             digest = full_digest.result()
     _merge(run, results)
     run.state.byte_length = end
