@@ -1,9 +1,11 @@
 """One streaming pass over jobs.jsonl: schema, job consistency and secrets per line, then each job's state.
 
-Each line is decoded straight into a `JobLine` (msgspec); a line the Struct refuses is settled by orjson and the job
-schema (`core.job_line.settle`). The job rules read the line's fields by name and the job's previous state, and the
-pass ends with spend deltas, open jobs, unsynced artifacts, per-deployment facts and findings, which
-`checkpoint.LedgerState.absorb` folds into the ledger's running state.
+Each line is decoded straight into a `JobLine` (msgspec), the lines of a slice of the ledger in one call when they
+allow it (`core.job_line.decode_block`); a line the Struct refuses is settled by orjson and the job schema
+(`core.job_line.settle`). One loop checks each line's timestamps and applies the job rules, reading the line's
+fields by name and the job's previous state; the pass ends with spend deltas, open jobs, unsynced artifacts,
+per-deployment facts and findings, which `checkpoint.LedgerState.absorb` folds into the ledger's running state.
+A full pass of a big ledger runs on two processes (`audit.ledger_split`).
 """
 
 from __future__ import annotations
@@ -174,15 +176,29 @@ def seconds_between(started: str, completed: str) -> float:
 
 
 @final
-class Opening(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """The first line of a job in a range that does not start the ledger: the sequence rule for it waits for the
-    job's state at the end of the range before it (`LedgerPass.resolve_openings`)."""
+class Openings(msgspec.Struct, gc=False):
+    """The first line of each job in a range that does not start the ledger: the sequence rule for it waits for the
+    job's state at the end of the range before it (`audit.ledger_split.hand_over`). Kept as columns (a few hundred
+    thousand of them travel between processes): line numbers, job ids, deployments (indexes into `deployments`) and
+    flags (bit 0: a correction, bit 1: with a reason)."""
 
-    lineno: int
-    job_id: str
-    deployment_id: str
-    correction: bool
-    reason: bool
+    lines: list[int] = msgspec.field(default_factory=list)
+    job_ids: list[str] = msgspec.field(default_factory=list)
+    deployment_of: list[int] = msgspec.field(default_factory=list)
+    deployments: list[str] = msgspec.field(default_factory=list)
+    flags: bytearray = msgspec.field(default_factory=bytearray)
+
+    def add(self, lineno: int, job_id: str, deployment: str, correction: bool, reason: bool) -> None:
+        deployments = self.deployments
+        try:
+            index = deployments.index(deployment)
+        except ValueError:  # a deployment first seen here: a handful per ledger
+            index = len(deployments)
+            deployments.append(deployment)
+        self.lines.append(lineno)
+        self.job_ids.append(job_id)
+        self.deployment_of.append(index)
+        self.flags.append(correction | reason << 1)
 
 
 class DeploymentFacts:
@@ -227,7 +243,7 @@ class LedgerPass:
     """The job rules over a range of the ledger, and each touched job's state.
 
     A range that does not start the ledger (`tail`) leaves the sequence rule of each job's first line in it to the
-    range before it: it records an `Opening` instead.
+    range before it: it records an opening (`Openings`) instead.
     """
 
     __slots__ = ("ctx", "days", "facts", "jobs", "openings", "prior", "prior_jobs", "result", "strings",
@@ -243,7 +259,7 @@ class LedgerPass:
         #: UTC day per timestamp head; one str per distinct deployment, provider and GPU (msgspec shares statuses)
         self.days: dict[str, str] = {}
         self.strings: dict[str, str] = {}
-        self.openings: list[Opening] | None = [] if tail else None
+        self.openings: Openings | None = Openings() if tail else None
         self.facts: dict[str, DeploymentFacts] = {}
 
     def note(self, rule: Rule, lineno: int, message: str) -> None:
@@ -377,7 +393,7 @@ class LedgerPass:
     def first_line(self, lineno: int, line: JobLine, deployment: str) -> None:
         """The first line of a job in this range: an opening in a tail range, else a correction is refused."""
         if self.openings is not None:
-            self.openings.append(Opening(lineno, line.id, deployment, line.correction, bool(line.reason)))
+            self.openings.add(lineno, line.id, deployment, line.correction, bool(line.reason))
         elif line.correction:
             self.note(rules.JOB_SEQUENCE, lineno, sequence_finding(None, line.id, deployment, True, False) or "")
 

@@ -2,7 +2,7 @@
 the first, and the two parts are joined into the result one pass would have made.
 
 A job's lines may fall on both sides of the cut. The child leaves the sequence rule of each job's first line in its
-part to the join (an `Opening`: the rule needs the job's state at the end of the first part), and the parent hands
+part to the join (its `Openings`: the rule needs the job's state at the end of the first part), and the parent hands
 each such job to the child's part (whose state for it is the later one) before it finishes its own: spend, open
 jobs, unsynced artifacts and the per-job ceiling then count every job once, from its last line. Findings keep the
 order and the example cap of one pass (tests/test_ledger_split.py holds the join to a single pass).
@@ -26,7 +26,7 @@ from gpuharness.audit.ledger_pass import (
     LatestSync,
     LedgerPass,
     LineFinding,
-    Opening,
+    Openings,
     PassContext,
     PassResult,
     TornTail,
@@ -70,10 +70,10 @@ class TailReport(msgspec.Struct, gc=False):
     dep_examples: dict[str, list[str]]
     last_ts: dict[str, str]
     torn: TornTail | None
-    openings: list[Opening]
+    openings: Openings
 
     @classmethod
-    def of(cls, result: PassResult, openings: list[Opening]) -> TailReport:
+    def of(cls, result: PassResult, openings: Openings) -> TailReport:
         return cls(result.lines, result.new_jobs, result.touched, result.jobs_files,
                    [WireFinding(f.rule.id, f.lineno, f.message) for f in result.findings],
                    {rule.id: count for rule, count in result.counts.items()}, result.spend, result.opened,
@@ -107,7 +107,7 @@ def check_tail(ctx: PassContext, cut: int, size: int, jobs_dir: Path) -> TailRep
     with collection_paused():
         tail = LedgerPass(ctx, None, tail=True)
         tail.read_range(cut, size)
-        openings = tail.openings or []
+        openings = tail.openings or Openings()
         return TailReport.of(tail.finish(jobs_dir / TAIL_JOBS), openings)
 
 
@@ -181,20 +181,21 @@ def scan_split(ctx: PassContext, size: int, cut: int, child: TailChild | None, j
             child.stop()
 
 
-def hand_over(head: LedgerPass, openings: list[Opening]) -> list[LineFinding]:
+def hand_over(head: LedgerPass, openings: Openings) -> list[LineFinding]:
     """Judge the first line in the second part of each job against its state at the end of the first part (line
     numbers made absolute), and leave the jobs seen in both parts to the second."""
     offset = head.result.lines
     jobs = head.jobs  # `finish` reads the jobs left here only
     found: list[LineFinding] = []
-    for opening in openings:
-        previous = jobs.pop(opening.job_id, None)
-        if previous is None and not opening.correction:
+    names = openings.deployments
+    for lineno, job_id, deployment, flags in zip(openings.lines, openings.job_ids, openings.deployment_of,
+                                                 openings.flags, strict=True):
+        previous = jobs.pop(job_id, None)
+        if previous is None and not flags & 1:
             continue
-        problem = sequence_finding(previous, opening.job_id, opening.deployment_id, opening.correction,
-                                   opening.reason)
+        problem = sequence_finding(previous, job_id, names[deployment], bool(flags & 1), bool(flags & 2))
         if problem:
-            found.append(LineFinding(rules.JOB_SEQUENCE, offset + opening.lineno, problem))
+            found.append(LineFinding(rules.JOB_SEQUENCE, offset + lineno, problem))
     return found
 
 
