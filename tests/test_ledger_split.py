@@ -4,12 +4,15 @@ per-deployment facts and job states, wherever the cut falls, with a real forked 
 
 from __future__ import annotations
 
-import os
 import shutil
+import subprocess
+import sys
+import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -39,12 +42,13 @@ def verdict(result: PassResult, jobs_files: list[str]) -> dict[str, Any]:
         for line in Path(name).read_bytes().splitlines():
             entry = orjson.loads(line)
             states[entry[0]] = entry[1:]
-    return {"lines": result.lines, "new_jobs": result.new_jobs, "touched": result.touched,
-            "findings": dict(findings), "counts": {rule.id: n for rule, n in result.counts.items()},
-            "spend": {g: {k: round(v, 9) for k, v in sorted(b.items())} for g, b in sorted(result.spend.items())},
-            "opened": result.opened, "closed": result.closed, "unsynced": result.unsynced,
-            "resynced": result.resynced, "synced_max": result.synced_max, "dep_lines": result.dep_lines,
-            "dep_examples": result.dep_examples, "last_ts": result.last_ts, "torn": result.torn, "states": states}
+    decided = {"lines": result.lines, "new_jobs": result.new_jobs, "touched": result.touched,
+               "findings": dict(findings), "counts": {rule.id: n for rule, n in result.counts.items()},
+               "spend": {g: {k: round(v, 9) for k, v in sorted(b.items())} for g, b in sorted(result.spend.items())},
+               "opened": result.opened, "closed": sorted(result.closed), "unsynced": result.unsynced,
+               "resynced": sorted(result.resynced), "synced_max": result.synced_max, "dep_lines": result.dep_lines,
+               "dep_examples": result.dep_examples, "last_ts": result.last_ts, "torn": result.torn, "states": states}
+    return msgspec.json.decode(msgspec.json.encode(decided))  # as JSON: comparable with another process' print
 
 
 def line_starts(data: bytes) -> list[int]:
@@ -113,45 +117,79 @@ def big_ledger(tmp_path: Path) -> Path:
     return path
 
 
+#: Run in a fresh interpreter, which runs one thread (a test process may hold others, and then no child is forked):
+#: split the ledger at argv[2] with a forked child (made to fail when argv[3] is "fail"), print the verdict.
+SPLIT_IN_A_FRESH_PROCESS = r"""
+import os, sys
+from pathlib import Path
+import orjson
+sys.path.insert(0, sys.argv[4])
+from test_ledger_split import RATES, verdict
+from gpuharness.audit import ledger_split
+from gpuharness.audit.ledger_pass import PassContext
+
+path, cut, jobs_dir = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[1]).parent / "two"
+jobs_dir.mkdir()
+ctx = PassContext(str(path), RATES, 0.01, 0.02, 0.3)
+parent, check_tail = os.getpid(), ledger_split.check_tail
+
+def dies_in_the_child(*args):
+    if os.getpid() != parent:
+        raise MemoryError("the child ran out of memory")
+    return check_tail(*args)
+
+if sys.argv[3] == "fail":
+    ledger_split.check_tail = dies_in_the_child
+child = ledger_split.TailChild.start(ctx, cut, path.stat().st_size, jobs_dir)
+assert child is not None and child.pid != parent, "no child was forked"
+split = ledger_split.scan_split(ctx, path.stat().st_size, cut, child, jobs_dir)
+print(orjson.dumps({"verdict": verdict(split, split.jobs_files),
+                    "files": [Path(name).name for name in split.jobs_files]}).decode())
+"""
+
+
+def split_in_a_fresh_process(path: Path, how: str) -> dict[str, Any]:
+    size = path.stat().st_size
+    cut = size // 2 + 1 + path.read_bytes()[size // 2:].index(b"\n")
+    done = subprocess.run([sys.executable, "-c", SPLIT_IN_A_FRESH_PROCESS, str(path), str(cut), how,
+                           str(Path(__file__).parent)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    printed: dict[str, Any] = orjson.loads(done.stdout)
+    return printed
+
+
+def single_pass(path: Path) -> dict[str, Any]:
+    ctx = PassContext(str(path), RATES, 0.01, 0.02, 0.3)
+    (path.parent / "one").mkdir()
+    single = scan(ctx, 0, path.stat().st_size, None, path.parent / "one" / "jobs.jsonl")
+    return verdict(single, single.jobs_files)
+
+
 def test_a_forked_child_checks_the_second_half_and_its_part_is_joined(tmp_path: Path) -> None:
     path = big_ledger(tmp_path)
-    size = path.stat().st_size
-    ctx = PassContext(str(path), RATES, 0.01, 0.02, 0.3)
-    (tmp_path / "one").mkdir()
-    (tmp_path / "two").mkdir()
-    single = scan(ctx, 0, size, None, tmp_path / "one" / "jobs.jsonl")
-    cut = size // 2 + 1 + path.read_bytes()[size // 2:].index(b"\n")
-    child = ledger_split.TailChild.start(ctx, cut, size, tmp_path / "two")
-    assert child is not None and child.pid != os.getpid()
-    split = ledger_split.scan_split(ctx, size, cut, child, tmp_path / "two")
-    assert verdict(split, split.jobs_files) == verdict(single, single.jobs_files)
-    assert [Path(name).name for name in split.jobs_files] == [ledger_split.HEAD_JOBS, ledger_split.TAIL_JOBS]
-    assert split.counts and {r.id for r in split.counts} >= {"ledger:torn", "secrets:ledger",
-                                                             "job:only-corrections-after-terminal"}
+    printed = split_in_a_fresh_process(path, "ok")
+    expected = single_pass(path)
+    assert printed["verdict"] == expected
+    assert printed["files"] == [ledger_split.HEAD_JOBS, ledger_split.TAIL_JOBS]
+    assert set(expected["counts"]) >= {"ledger:torn", "secrets:ledger", "job:only-corrections-after-terminal"}
 
 
-def test_when_the_child_fails_the_parent_checks_the_second_part_itself(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_when_the_child_fails_the_parent_checks_the_second_part_itself(tmp_path: Path) -> None:
     path = big_ledger(tmp_path)
-    size = path.stat().st_size
+    assert split_in_a_fresh_process(path, "fail")["verdict"] == single_pass(path)
+
+
+def test_no_child_is_forked_beside_other_threads(tmp_path: Path) -> None:
+    path = big_ledger(tmp_path)
     ctx = PassContext(str(path), RATES, 0.01, 0.02, 0.3)
-    (tmp_path / "one").mkdir()
-    (tmp_path / "two").mkdir()
-    single = scan(ctx, 0, size, None, tmp_path / "one" / "jobs.jsonl")
-    parent = os.getpid()
-    check_tail = ledger_split.check_tail
-
-    def dies_in_the_child(*args: Any) -> Any:
-        if os.getpid() != parent:
-            raise MemoryError("the child ran out of memory")
-        return check_tail(*args)
-
-    monkeypatch.setattr(ledger_split, "check_tail", dies_in_the_child)
-    cut = size // 2 + 1 + path.read_bytes()[size // 2:].index(b"\n")
-    child = ledger_split.TailChild.start(ctx, cut, size, tmp_path / "two")
-    assert child is not None
-    split = ledger_split.scan_split(ctx, size, cut, child, tmp_path / "two")
-    assert verdict(split, split.jobs_files) == verdict(single, single.jobs_files)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert ledger_split.TailChild.start(ctx, 1, path.stat().st_size, tmp_path) is None
+    finally:
+        stop.set()
+        other.join()
 
 
 def test_a_split_full_audit_reaches_the_state_of_a_single_pass_and_audits_on_incrementally(

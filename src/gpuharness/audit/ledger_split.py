@@ -125,7 +125,7 @@ class TailChild:
     def start(cls, ctx: PassContext, cut: int, size: int, jobs_dir: Path) -> TailChild | None:
         """Fork the child, unless other threads run in this process (a forked child would inherit their locks held)
         or the platform cannot fork."""
-        if not hasattr(os, "fork") or threading.active_count() != 1:
+        if not hasattr(os, "fork") or not single_threaded():
             return None
         reader, writer = os.pipe()
         pid = os.fork()
@@ -161,6 +161,19 @@ class TailChild:
             os.close(self.reader)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)
+
+
+def single_threaded() -> bool:
+    """Whether this process runs one thread: the kernel's count where there is one (native threads too, such as a
+    hash's worker pool), else the threading module's."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Threads:"):
+                    return int(line.split()[1]) == 1
+    except (OSError, ValueError, IndexError):
+        pass
+    return threading.active_count() == 1
 
 
 def scan_split(ctx: PassContext, size: int, cut: int, child: TailChild | None, jobs_dir: Path) -> PassResult:
