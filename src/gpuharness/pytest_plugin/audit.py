@@ -29,6 +29,7 @@ MARK = "gh_audit"
 RULE_MARK = "audit_rule"
 RUN_KEY = pytest.StashKey["AuditRun"]()
 SUMMARY_KEY = pytest.StashKey[dict[str, Any]]()
+DEPLOYMENTS_KEY = pytest.StashKey[list[str]]()
 SESSION_PLUGIN = "gpuharness-audit-session"
 CHART_TITLE = "Daily spend by provider (UTC days) against daily_usd"
 
@@ -93,13 +94,17 @@ def over_rules(group: Iterable[Rule]) -> pytest.MarkDecorator:
 
 
 def _deployment_ids(config: pytest.Config) -> list[str]:
-    try:
-        doc = read_json(registry_root(config) / "deployments.json")
-        ids = [str(d["id"]) for d in doc["deployments"] if isinstance(d, dict) and "id" in d]
-    except Exception:  # the schema check reports a broken file; here we only need test ids
-        return []
+    """The deployments the per-deployment checks are parametrized over (read once per session)."""
+    known = config.stash.get(DEPLOYMENTS_KEY, None)
+    if known is None:
+        try:
+            doc = read_json(registry_root(config) / "deployments.json")
+            known = [str(d["id"]) for d in doc["deployments"] if isinstance(d, dict) and "id" in d]
+        except Exception:  # the schema check reports a broken file; here we only need test ids
+            known = []
+        config.stash[DEPLOYMENTS_KEY] = known
     wanted = config.getoption("--deployment") or []
-    return [i for i in ids if not wanted or i in wanted]
+    return [i for i in known if not wanted or i in wanted]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
