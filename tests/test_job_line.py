@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from gpuharness.core import job_line, schema, secrets
 from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.errors import UserError
-from gpuharness.core.job_line import INPUT_DEPTH, JobLine, Refusal, decode_job_line, read_job_line
+from gpuharness.core.job_line import INPUT_DEPTH, JobLine, Refusal, decode_block, decode_job_line, read_job_line
 from gpuharness.core.ledger import Ledger
 
 DEMO_LEDGER = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu" / "jobs.jsonl"
@@ -258,6 +258,50 @@ def test_inputs_are_read_to_their_depth() -> None:
         decode_job_line(orjson.dumps(dict(DEMO_RECORDS[0], inputs={"x": [nested]})))
 
 
+def per_line(block: bytes) -> list[Any]:
+    """What decoding each line of a block on its own gives: the line, or None where the Struct refuses it."""
+    decoded: list[Any] = []
+    for raw in block.split(b"\n")[:-1]:
+        try:
+            decoded.append(decode_job_line(raw))
+        except job_line.DECODE_ERRORS:
+            decoded.append(None)
+    return decoded
+
+
+@st.composite
+def blocks(draw: st.DrawFn) -> bytes:
+    """Demo lines, some mutated, some cut in two or joined, some blank or padded: a block of complete lines."""
+    rows = [draw(st.sampled_from(DEMO_LINES)) for _ in range(draw(st.integers(1, 8)))]
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(rows) - 1))
+        row = rows[at]
+        cut = draw(st.integers(0, len(row)))
+        rows[at:at + 1] = draw(st.sampled_from([
+            [draw(mutated_lines())], [row[:cut], row[cut:]], [row + row], [row + b"," + row], [b""], [b" " + row],
+            [row + b" "], [row + b"\r"], [row[:cut] + b"\n" + row[cut:]], [row.replace(b",", b",\n", 1)]]))
+    return b"\n".join(rows) + b"\n"
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(blocks())
+def test_a_block_decoded_in_one_call_is_each_line_decoded_on_its_own(block: bytes) -> None:
+    count = block.count(b"\n")
+    lines = decode_block(b"xx" + block + b"yy", 2, 2 + len(block), count)
+    if lines is not None:  # never a different reading: else the block is read line by line
+        assert lines == per_line(block)
+
+
+def test_a_block_of_good_lines_is_decoded_in_one_call() -> None:
+    block = b"\n".join(DEMO_LINES[:50]) + b"\n"
+    lines = decode_block(block, 0, len(block), 50)
+    assert lines is not None and lines == per_line(block)
+    # one object over two lines and two objects on one: as many values as lines, yet not one per line
+    spread = DEMO_LINES[0].replace(b",", b",\n", 1) + b"\n" + DEMO_LINES[1] + DEMO_LINES[2] + b"\n"
+    for joined in (b"\n".join(DEMO_LINES[:2]) + DEMO_LINES[2] + b"\n", block.replace(b"\n", b"\n\n", 1), spread):
+        assert decode_block(joined, 0, len(joined), joined.count(b"\n")) is None
+
+
 @st.composite
 def timestamps(draw: st.DrawFn) -> str:
     """Canonical-looking timestamps, invalid ones included (month 13, April 31, 29 February, hour 24, second 60)."""
@@ -275,8 +319,9 @@ def timestamps(draw: st.DrawFn) -> str:
 @example("0000-00-00T00:00:15.000+23:59", "0001-01-01T00:00:00.000Z")  # a year-0001 head with a positive offset
 @example("2026-11-01T09:05:28.695Z", "2026-11-01T23:59:60.000Z")
 def test_a_timestamp_is_a_date_time_exactly_when_the_schema_format_says_and_it_is_a_utc_instant(a: str, b: str) -> None:
-    # a head and a tail each seen valid may be joined: the caches must still answer as the format does
-    for text in (a, b, a[:16] + b[16:], b[:16] + a[16:]):
+    # pieces each seen valid may be joined: the caches must still answer as the format does
+    for text in (a, b, a[:16] + b[16:], b[:16] + a[16:], a[:13] + b[13:], b[:13] + a[13:], a[:19] + b[19:],
+                 b[:19] + a[19:], a[:13] + b[13:19] + a[19:], b[:13] + a[13:19] + b[19:]):
         assert job_line.is_date_time(text) == (bool(DATE_TIME.is_valid(text)) and utc_instant(text)), text
 
 

@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 from html import unescape
 from pathlib import Path
 
-# pytester restores sys.modules after each in-process run; numpy (under matplotlib) cannot be imported twice in
-# one process, and hypothesis' plugin imports itself at the end of every run: import them once, here.
+# pytester restores sys.modules after each in-process run; a C extension (Pillow's, for the chart) is best imported
+# once per process, and hypothesis' plugin imports itself at the end of every run: import them once, here.
 import hypothesis  # noqa: F401
-import matplotlib.figure  # noqa: F401
+import PIL.Image  # noqa: F401
 import pytest
 
 from gpuharness.pytest_plugin.reports import report_paths, suite_name

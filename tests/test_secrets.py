@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuharness.core import secrets
 from gpuharness.health.transcripts import scrub
@@ -76,3 +78,15 @@ def test_free_text_loses_private_keys_bearer_tokens_and_key_value_credentials() 
     assert "abc.def.ghi" not in scrubbed and "0123456789abcdef" not in scrubbed and "MIIEow" not in scrubbed
     assert "Authorization: Bearer REDACTED" in scrubbed and "api_key=REDACTED" in scrubbed
     assert scrubbed.endswith("plain line")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"api_key=" + b"k" * 20, b"Bearer " + b"t" * 18, b"plain text", b"pass", b"",
+                                 b"rpa_" + b"Q" * 22, b'"seed": 7']), max_size=6).map(b"\n".join),
+       st.data())
+def test_secrets_before_a_limit_are_those_of_the_text_cut_there(data: bytes, draw: st.DataObject) -> None:
+    # at a line start with one unfinished line after it, mid-line, or with whole lines after it
+    limit = draw.draw(st.integers(0, len(data)))
+    assert secrets.candidate_lines(data, limit) == secrets.candidate_lines(data[:limit])
+    assert [(h.kind, h.offset) for h in secrets.find_secrets(data, limit)] == [
+        (h.kind, h.offset) for h in secrets.find_secrets(data[:limit])]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import struct
 
-from gpuharness.audit.spend_chart import ChartRenderer, daily_spend_png
+from gpuharness.audit.spend_chart import daily_spend_png
 
 SPEND = {"2026-11-01|runpod": 1.5, "2026-11-01|vast": 0.5, "2026-11-02|vast": 3.0, "2026-11-03|massed": 0.2}
 
@@ -32,21 +32,3 @@ def test_chart_draws_the_ceiling_and_each_provider():
 
 def test_chart_of_an_empty_ledger_still_renders():
     assert png_size(daily_spend_png({}, 10.0, title="no jobs yet")) == (1000, 420)
-
-
-def test_renderer_helper_returns_the_same_chart_and_goes_away():
-    renderer = ChartRenderer()
-    renderer.submit(SPEND, 2.5, title="t")
-    assert renderer.result() == daily_spend_png(SPEND, 2.5, title="t")
-    process = renderer._process
-    renderer.close()
-    assert process is not None and not process.is_alive()
-
-
-def test_renderer_falls_back_to_rendering_in_process_when_the_helper_died():
-    renderer = ChartRenderer()
-    renderer._process.kill()
-    renderer._process.join()
-    renderer.submit(SPEND, None, title="t")
-    assert renderer.result(timeout=5) == daily_spend_png(SPEND, None, title="t")
-    renderer.close()

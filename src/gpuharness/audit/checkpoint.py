@@ -86,8 +86,7 @@ class LedgerState:
             if ts > self.last_ts.get(deployment, ""):
                 self.last_ts[deployment] = ts
         self.job_count += part.new_jobs
-        if part.jobs_file:
-            self.job_files.append(part.jobs_file)
+        self.job_files.extend(part.jobs_files)
 
     @property
     def ledger_deployments(self) -> set[str]:

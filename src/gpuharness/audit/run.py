@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, final
 
+import msgspec
 import orjson
 
 from gpuharness.audit import checkpoint as cp
@@ -27,10 +28,12 @@ from gpuharness.audit.ledger_pass import (
     hash_range,
     scan,
 )
+from gpuharness.audit.ledger_split import TailChild, cut_point, scan_split
 from gpuharness.audit.readiness import readiness_problems
 from gpuharness.core import schema
 from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.errors import UserError
+from gpuharness.core.job_line import DECODE_ERRORS
 from gpuharness.core.lifecycle import BILLING
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import DOCUMENTS, JOURNAL, LEDGER
@@ -285,8 +288,13 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
         else:
             run.state = cp.LedgerState()
             end = complete_length(path, size)
+            cut = cut_point(str(path), size)
+            child = TailChild.start(ctx, cut, size, pending) if cut else None  # forked before the hash thread starts
             full_digest = hasher.submit(_prefix_digest, path, size, end, cp.PREFIX_HASH)
-            results = [scan(ctx, 0, size, None, pending / "jobs-full.jsonl")] if size else []
+            if cut:
+                results = [scan_split(ctx, size, cut, child, pending)]
+            else:
+                results = [scan(ctx, 0, size, None, pending / "jobs-full.jsonl")] if size else []
             digest = full_digest.result()
     _merge(run, results)
     run.state.byte_length = end
@@ -299,12 +307,26 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
                     "is never deleted: restore it (status destroyed, with destroyed_at)")
 
 
+class _JobId(msgspec.Struct, gc=False):
+    id: str
+
+
+_decode_job_id = msgspec.json.Decoder(_JobId).decode
+
+
 def _job_ids(path: Path, start: int, end: int) -> set[str]:
-    """The job ids of the lines in [start, end) (unparsable lines are left to the pass)."""
+    """The job ids of the lines in [start, end), read as orjson reads them (msgspec reads a superset of what orjson
+    does, skipping what the id does not need; orjson decides the lines it refuses; unparsable lines are left to the
+    pass)."""
     ids: set[str] = set()
     with open(path, "rb") as handle:
         handle.seek(start)
         for raw in handle.read(end - start).split(b"\n"):
+            try:
+                ids.add(_decode_job_id(raw).id)
+                continue
+            except DECODE_ERRORS:
+                pass
             try:
                 record = orjson.loads(raw)
             except orjson.JSONDecodeError:

@@ -1,12 +1,27 @@
-"""The spend chart of the audit report: daily spend stacked by provider, with the daily ceiling as a line."""
+"""The spend chart of the audit report: daily spend stacked by provider, with the daily ceiling as a line.
+
+Drawn with Pillow's primitives (bars, lines, text in its built-in font): a plotting library's import would cost the
+audit suite more than all its checks (see the README's benchmarks).
+"""
 
 from __future__ import annotations
 
 import base64
 import io
-import multiprocessing
+import math
 from collections import defaultdict
-from typing import Any
+from typing import Any, Final
+
+WIDTH: Final = 1000
+HEIGHT: Final = 420
+#: The plot area: left, top, right, bottom.
+PLOT: Final = (78, 46, 984, 362)
+#: matplotlib's default cycle (tab10), so that providers keep the colors earlier reports gave them.
+COLORS: Final = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                 "#bcbd22", "#17becf")
+CEILING_COLOR: Final = "#dc143c"
+GRID_COLOR: Final = "#e4e4e4"
+TEXT_COLOR: Final = "#222222"
 
 
 def daily_spend_png(day_provider: dict[str, float], daily_ceiling: float | None, *, title: str) -> str:
@@ -14,127 +29,135 @@ def daily_spend_png(day_provider: dict[str, float], daily_ceiling: float | None,
 
     day_provider maps "YYYY-MM-DD|provider" to that day's billed spend.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
+    from PIL import Image, ImageDraw
 
     by_provider: dict[str, dict[str, float]] = defaultdict(dict)
     for key, spent in day_provider.items():
         day, _, provider = key.partition("|")
         by_provider[provider][day] = spent
     days = sorted({key.partition("|")[0] for key in day_provider})
-    figure = Figure(figsize=(10, 4.2), dpi=100)
-    axes = figure.add_subplot()
-    bottoms = [0.0] * len(days)
-    positions = list(range(len(days)))
-    for provider in sorted(by_provider):
-        heights = [by_provider[provider].get(day, 0.0) for day in days]
-        axes.bar(positions, heights, bottom=bottoms, label=provider, width=0.8)
-        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    totals = [sum(by_provider[p].get(day, 0.0) for p in by_provider) for day in days]
+    step, top = _scale(max([*totals, daily_ceiling or 0.0, 0.0]))
+    image = Image.new("RGB", (WIDTH, HEIGHT), "white")
+    draw = ImageDraw.Draw(image)
+    _frame(image, draw, days, step, top, title)
+    legend = _bars(draw, days, by_provider, top)
     if daily_ceiling is not None:
-        axes.axhline(daily_ceiling, color="crimson", linestyle="--", linewidth=1.5,
-                     label=f"daily_usd ceiling ${daily_ceiling:,.2f}")
-        over = [p for p, total in zip(positions, bottoms, strict=True) if total > daily_ceiling + 1e-9]
-        if over:
-            axes.scatter(over, [bottoms[p] for p in over], marker="v", color="crimson", zorder=3,
-                         label="over the ceiling")
-    step = max(1, len(days) // 15)
-    axes.set_xticks(positions[::step], [d[5:] for d in days[::step]], rotation=45, ha="right")
-    axes.set_ylabel("USD (UTC day)")
-    axes.set_title(title)
-    axes.grid(axis="y", alpha=0.3)
+        legend += _ceiling(draw, days, totals, daily_ceiling, top)
     if days:
-        axes.legend(loc="upper left", fontsize="small")
+        _legend(draw, legend)
     else:
-        axes.text(0.5, 0.5, "no billed jobs", ha="center", va="center", transform=axes.transAxes)
-    figure.tight_layout()
+        left, upper, right, lower = PLOT
+        draw.text(((left + right) / 2, (upper + lower) / 2), "no billed jobs", fill=TEXT_COLOR, font=_font(16),
+                  anchor="mm")
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
+    image.save(buffer, format="PNG")
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-ChartArgs = tuple[dict[str, float], float | None, str]
+#: A legend entry: its label, and how its key is drawn ("box", "dash" or "marker") in which color.
+LegendEntry = tuple[str, str, str]
 
 
-def _serve(connection: Any) -> None:
-    """The helper process: import matplotlib now, render the one chart asked for, send it back."""
-    try:
-        import matplotlib
+def _font(size: int) -> Any:
+    from PIL import ImageFont
 
-        matplotlib.use("Agg")
-        from matplotlib.backends import backend_agg  # noqa: F401
-        from matplotlib.figure import Figure  # noqa: F401
-
-        day_provider, ceiling, title = connection.recv()
-        connection.send(daily_spend_png(day_provider, ceiling, title=title))
-    except (EOFError, OSError, KeyboardInterrupt):
-        pass
-    finally:
-        connection.close()
+    return ImageFont.load_default(size=size)
 
 
-class ChartRenderer:
-    """Renders the chart in a helper forked early, so that matplotlib's import overlaps
-    pytest's start-up on another core. Falls back to rendering in-process when the helper is not there."""
+def _scale(highest: float) -> tuple[float, float]:
+    """A round tick step (1, 2, 2.5 or 5 times a power of ten, about five ticks) and the axis top (a multiple)."""
+    if highest <= 0:
+        return 0.2, 1.0
+    raw = highest / 5
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    return step, step * math.ceil(highest / step * (1 + 1e-9))
 
-    __slots__ = ("_args", "_connection", "_process")
 
-    def __init__(self, *, helper: bool = True) -> None:
-        self._args: ChartArgs | None = None
-        self._connection: Any = None
-        self._process: Any = None
-        if not helper:
-            return
-        try:
-            context = multiprocessing.get_context("fork")
-        except ValueError:
-            return
-        parent, child = context.Pipe()
-        process = context.Process(target=_serve, args=(child,), daemon=True, name="gpuharness-chart")
-        process.start()
-        child.close()
-        self._connection, self._process = parent, process
+def _y(value: float, top: float) -> float:
+    _, upper, _, lower = PLOT
+    return lower - (lower - upper) * value / top
 
-    @classmethod
-    def inline(cls) -> ChartRenderer:
-        """A renderer without a helper process."""
-        return cls(helper=False)
 
-    def submit(self, day_provider: dict[str, float], ceiling: float | None, *, title: str) -> None:
-        """Start rendering (once)."""
-        if self._args is not None:
-            return
-        self._args = (day_provider, ceiling, title)
-        if self._connection is not None:
-            try:
-                self._connection.send(self._args)
-            except OSError:
-                self._connection = None
+def _x(index: float, count: int) -> float:
+    left, _, right, _ = PLOT
+    return left + (right - left) * index / max(count, 1)
 
-    def result(self, timeout: float = 60.0) -> str:
-        """The base64 PNG of the submitted chart."""
-        if self._args is None:
-            raise RuntimeError("no chart was submitted")
-        if self._connection is not None:
-            try:
-                if self._connection.poll(timeout):
-                    value = self._connection.recv()
-                    if isinstance(value, str):
-                        return value
-            except (EOFError, OSError):
-                pass
-        day_provider, ceiling, title = self._args
-        return daily_spend_png(day_provider, ceiling, title=title)
 
-    def close(self) -> None:
-        """Stop the helper if it is still there. Its chart is either delivered or no longer wanted (a session
-        that rendered no report, e.g. --collect-only), so it is not waited for: it holds nothing to save."""
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-        if self._process is not None:
-            if self._process.is_alive():
-                self._process.terminate()
-            self._process.join(timeout=2)
-            self._process = None
+def _frame(image: Any, draw: Any, days: list[str], step: float, top: float, title: str) -> None:
+    """Title, horizontal grid with USD labels, the axes' frame, day labels (about 15) and the y axis' name."""
+    from PIL import Image, ImageDraw
+
+    left, upper, right, lower = PLOT
+    small = _font(12)
+    draw.text((WIDTH / 2, 20), title, fill=TEXT_COLOR, font=_font(16), anchor="mm")
+    ticks = round(top / step)
+    for index in range(ticks + 1):
+        value = step * index
+        y = _y(value, top)
+        if 0 < index:
+            draw.line([(left, y), (right, y)], fill=GRID_COLOR, width=1)
+        draw.text((left - 8, y), f"{value:,.10g}", fill=TEXT_COLOR, font=small, anchor="rm")
+    draw.rectangle([left, upper, right, lower], outline="#444444", width=1)
+    every = max(1, len(days) // 15)
+    for index in range(0, len(days), every):
+        x = _x(index + 0.5, len(days))
+        draw.line([(x, lower), (x, lower + 4)], fill="#444444", width=1)
+        draw.text((x, lower + 8), days[index][5:], fill=TEXT_COLOR, font=small, anchor="mt")
+    name = "USD (UTC day)"
+    box = draw.textbbox((0, 0), name, font=small)
+    label = Image.new("RGB", (box[2] + 2, box[3] + 2), "white")
+    ImageDraw.Draw(label).text((1, 1), name, fill=TEXT_COLOR, font=small)
+    turned = label.rotate(90, expand=True)
+    image.paste(turned, (14, int((upper + lower) / 2 - turned.height / 2)))
+
+
+def _bars(draw: Any, days: list[str], by_provider: dict[str, dict[str, float]], top: float) -> list[LegendEntry]:
+    """Each day's bar, stacked by provider (in name order); the providers' legend entries."""
+    bottoms = [0.0] * len(days)
+    legend: list[LegendEntry] = []
+    for number, provider in enumerate(sorted(by_provider)):
+        color = COLORS[number % len(COLORS)]
+        legend.append((provider, "box", color))
+        for index, day in enumerate(days):
+            spent = by_provider[provider].get(day, 0.0)
+            if spent > 0:
+                draw.rectangle([_x(index + 0.1, len(days)), _y(bottoms[index] + spent, top),
+                                _x(index + 0.9, len(days)), _y(bottoms[index], top)], fill=color)
+            bottoms[index] += spent
+    return legend
+
+
+def _ceiling(draw: Any, days: list[str], totals: list[float], ceiling: float, top: float) -> list[LegendEntry]:
+    """The ceiling as a dashed line, a marker over each day above it; their legend entries."""
+    left, _, right, _ = PLOT
+    y = _y(ceiling, top)
+    for start in range(left, right, 13):
+        draw.line([(start, y), (min(start + 8, right), y)], fill=CEILING_COLOR, width=2)
+    legend = [(f"daily_usd ceiling ${ceiling:,.2f}", "dash", CEILING_COLOR)]
+    over = [index for index, total in enumerate(totals) if total > ceiling + 1e-9]
+    for index in over:
+        x, tip = _x(index + 0.5, len(days)), _y(totals[index], top) - 3
+        draw.polygon([(x - 6, tip - 10), (x + 6, tip - 10), (x, tip)], fill=CEILING_COLOR)
+    if over:
+        legend.append(("over the ceiling", "marker", CEILING_COLOR))
+    return legend
+
+
+def _legend(draw: Any, entries: list[LegendEntry]) -> None:
+    """The legend in the plot's upper left corner."""
+    left, upper, _, _ = PLOT
+    font = _font(12)
+    width = max(draw.textlength(label, font=font) for label, _, _ in entries) + 40
+    draw.rectangle([left + 8, upper + 8, left + 8 + width, upper + 14 + 18 * len(entries)], fill="white",
+                   outline="#cccccc")
+    for row, (label, kind, color) in enumerate(entries):
+        x, y = left + 16, upper + 20 + 18 * row
+        if kind == "box":
+            draw.rectangle([x, y - 5, x + 16, y + 5], fill=color)
+        elif kind == "dash":
+            draw.line([(x, y), (x + 16, y)], fill=color, width=2)
+        else:
+            draw.polygon([(x + 2, y - 5), (x + 14, y - 5), (x + 8, y + 5)], fill=color)
+        draw.text((x + 24, y), label, fill=TEXT_COLOR, font=font, anchor="lm")

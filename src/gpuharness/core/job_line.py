@@ -93,24 +93,21 @@ class JobLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
 
     def times_valid(self) -> bool:
         """Whether every timestamp of the line is an RFC 3339 date-time as the schema's format reads it."""
-        heads, tails = _HEADS, _TAILS  # the common case, inline: a head and a tail seen valid before
+        hours, minutes, tails = HOURS, MINUTES, TAILS  # the common case, inline: pieces seen valid before
         ts = self.ts
-        if not (ts[:16] in heads and ts[16:] in tails) and not is_date_time(ts):
+        if not (ts[:13] in hours and ts[13:19] in minutes and ts[19:] in tails) and not is_date_time(ts):
             return False
         started = self.started_at
-        if started is not None and started != ts and not (started[:16] in heads and started[16:] in tails) \
+        if started is not None and started != ts and not (
+                started[:13] in hours and started[13:19] in minutes and started[19:] in tails) \
                 and not is_date_time(started):
             return False
         completed = self.completed_at
-        if completed is not None and not (completed[:16] in heads and completed[16:] in tails) \
+        if completed is not None and not (
+                completed[:13] in hours and completed[13:19] in minutes and completed[19:] in tails) \
                 and not is_date_time(completed):
             return False
-        for artifact in self.artifacts:
-            synced = artifact.synced_at
-            if synced is not None and not (synced[:16] in heads and synced[16:] in tails) \
-                    and not is_date_time(synced):
-                return False
-        return True
+        return not self.artifacts or artifact_times_valid(self.artifacts)
 
     def keys_at_least(self) -> int:
         """How many keys the line named, at least: its fields that differ from their defaults, the keys of its inputs
@@ -152,7 +149,8 @@ _JOB_DEFAULTS: Final = _defaults(JobLine)
 _ARTIFACT_DEFAULTS: Final = _defaults(Artifact)
 _JOB_FIELDS = frozenset(JobLine.__struct_fields__)
 _ARTIFACT_FIELDS = frozenset(Artifact.__struct_fields__)
-decode_job_line = msgspec.json.Decoder(JobLine).decode
+_DECODER = msgspec.json.Decoder(JobLine)
+decode_job_line = _DECODER.decode
 #: What msgspec raises for a line it refuses (RecursionError: nesting deeper than its stack allows).
 DECODE_ERRORS = (msgspec.DecodeError, RecursionError)
 
@@ -176,6 +174,28 @@ def read_job_line(raw: bytes) -> JobLine | Refusal:
     return line if line.times_valid() else settle(raw)
 
 
+def decode_block(data: bytes, start: int, end: int, count: int) -> list[JobLine] | None:
+    """The `count` lines of data[start:end] (each ending in a newline), decoded in one call: exactly what
+    `decode_job_line` makes of each line on its own, or None when that cannot be shown (a line the Structs refuse,
+    or one that is not a lone object between two newlines), and the lines must be read one by one.
+
+    msgspec reads the block as a sequence of JSON values separated by whitespace. Each line holds exactly one of
+    them when every newline stands between `}` and `{` (the block starts with `{` and ends with `}` and its newline)
+    and the values are as many as the lines: a raw newline cannot be inside a string (JSON refuses control
+    characters there), and one inside an object or array would follow a `}` that closes a nested value, where the
+    `{` after it is a syntax error. So every newline ends a value, every line holds at least one, and as many
+    values as lines means one each.
+    """
+    if count == 0 or data[start] != 0x7B or data[end - 2] != 0x7D or data[end - 1] != 0x0A \
+            or data.count(b"}\n{", start, end) != count - 1:
+        return None
+    try:
+        lines = _DECODER.decode_lines(memoryview(data)[start:end])
+    except DECODE_ERRORS:
+        return None
+    return lines if len(lines) == count else None
+
+
 def settle(raw: bytes) -> JobLine | Refusal:
     """Decide a line the Structs refused: orjson parses it and the job schema (unknown fields allowed) judges it."""
     try:
@@ -192,19 +212,34 @@ def settle(raw: bytes) -> JobLine | Refusal:
     return line
 
 
-#: Known-valid date-time heads (`YYYY-MM-DDTHH:MM`) and tails (`:SS[.frac](Z|±HH:MM)`, seconds below 60). Validity
-#: of a date-time with seconds below 60 is that of its head and of its tail, each checked once by the schema's
-#: format (a leap second depends on both, so it is never cached, nor are years 0000, 0001 and 9999, where an offset
-#: can leave the calendar). Bounded: past CACHE_LIMIT a new head or tail is checked each time.
-_HEADS: set[str] = set()
-_TAILS: set[str] = set()
+def artifact_times_valid(artifacts: tuple[Artifact, ...]) -> bool:
+    """Whether every synced_at of the artifacts is a date-time as the schema's format reads it."""
+    hours, minutes, tails = HOURS, MINUTES, TAILS
+    for artifact in artifacts:
+        synced = artifact.synced_at
+        if synced is not None and not (synced[:13] in hours and synced[13:19] in minutes and synced[19:] in tails) \
+                and not is_date_time(synced):
+            return False
+    return True
+
+
+#: Known-valid pieces of date-times: hours (`YYYY-MM-DDTHH`), minutes and seconds (`:MM:SS`, seconds below 60) and
+#: tails (`[.frac](Z|±HH:MM)`). Validity of a date-time with seconds below 60 is that of its three pieces, each
+#: checked once by the schema's format (a leap second depends on all of them, so it is never cached, nor are years
+#: 0000, 0001 and 9999, where an offset can leave the calendar). Three small caches fill within a few thousand lines
+#: (a month of ledger has about 700 hours, 3,600 minute-seconds and 1,000 millisecond tails), where one cache of
+#: whole minutes and one of second tails would keep missing for a million lines. Bounded: past CACHE_LIMIT a new
+#: piece is checked each time.
+HOURS: set[str] = set()
+MINUTES: set[str] = set()
+TAILS: set[str] = set()
 CACHE_LIMIT: Final = 200_000
 
 
 def is_date_time(text: str) -> bool:
     """Whether `text` is a date-time by the job schema's `format: date-time` (jsonschema-rs) that names an instant
     of the UTC calendar (the schema's format admits year 0000, and offsets that leave years 0001 to 9999)."""
-    if text[:16] in _HEADS and text[16:] in _TAILS:
+    if text[:13] in HOURS and text[13:19] in MINUTES and text[19:] in TAILS:
         return True
     if not _date_time_format().is_valid(text):
         return False
@@ -214,11 +249,10 @@ def is_date_time(text: str) -> bool:
             format_ts(parse_ts(text))
         except (ValueError, OverflowError):
             return False
-    if text[16:17] == ":" and text[17:19] != "60" and inner_year:
-        if len(_HEADS) < CACHE_LIMIT:
-            _HEADS.add(text[:16])
-        if len(_TAILS) < CACHE_LIMIT:
-            _TAILS.add(text[16:])
+    if text[13:14] == ":" and text[16:17] == ":" and text[17:19] != "60" and inner_year:
+        for cache, piece in ((HOURS, text[:13]), (MINUTES, text[13:19]), (TAILS, text[19:])):
+            if len(cache) < CACHE_LIMIT:
+                cache.add(piece)
     return True
 
 

@@ -73,16 +73,23 @@ def candidate_lines(data: bytes, limit: int | None = None) -> list[tuple[int, in
     holds one is returned; a few more may be (letters brought together by the deletion), and PATTERNS decide.
     """
     stop = len(data) if limit is None else limit
-    short = (data if stop == len(data) else data[:stop]).translate(_LOWER, _DELETE)
+    if stop == len(data) or (data[stop - 1:stop] == b"\n" and data.find(b"\n", stop) < 0):
+        # what follows the limit is at most one unfinished line: translated too (data[:stop] is not copied), and
+        # the needles are looked for before it only
+        short = data.translate(_LOWER, _DELETE)
+        short_stop = len(short) if stop == len(data) else short.rfind(b"\n") + 1
+    else:
+        short = data[:stop].translate(_LOWER, _DELETE)
+        short_stop = len(short)
     hits: list[int] = []
     for needle in _NEEDLES:
-        position = short.find(needle)
+        position = short.find(needle, 0, short_stop)
         while position >= 0:
             hits.append(position)
-            end = short.find(b"\n", position)
+            end = short.find(b"\n", position, short_stop)
             if end < 0:
                 break
-            position = short.find(needle, end)
+            position = short.find(needle, end, short_stop)
     if not hits:
         return []
     hits.sort()

@@ -21,7 +21,6 @@ from gpuharness.pytest_plugin import cassette_dir, registry_root
 
 if TYPE_CHECKING:  # the engine, the summary and the chart load when an audit runs: this plugin loads for every suite
     from gpuharness.audit.run import AuditRun
-    from gpuharness.audit.spend_chart import ChartRenderer
 
 #: An RFC 3339 time the audit takes as "now" (idle minutes); tests and replays pin it, default: the clock.
 NOW_ENV = "GPUHARNESS_AUDIT_NOW"
@@ -30,6 +29,7 @@ MARK = "gh_audit"
 RULE_MARK = "audit_rule"
 RUN_KEY = pytest.StashKey["AuditRun"]()
 SUMMARY_KEY = pytest.StashKey[dict[str, Any]]()
+DEPLOYMENTS_KEY = pytest.StashKey[list[str]]()
 SESSION_PLUGIN = "gpuharness-audit-session"
 CHART_TITLE = "Daily spend by provider (UTC days) against daily_usd"
 
@@ -61,10 +61,7 @@ def audit_run(config: pytest.Config) -> AuditRun:
         run = run_audit(root, audit_now(), secret_roots={rules.SECRETS_CASSETTES: cassette_dir(config),
                                                          rules.SECRETS_REPORTS: reports})
         config.stash[RUN_KEY] = run
-        config.stash[SUMMARY_KEY] = summary = summarize(run)
-        session = config.pluginmanager.get_plugin(SESSION_PLUGIN)
-        if isinstance(session, AuditSession) and session.renderer is not None:
-            session.renderer.submit(summary["day_provider"], _ceiling(summary), title=CHART_TITLE)
+        config.stash[SUMMARY_KEY] = summarize(run)
     return run
 
 
@@ -97,13 +94,17 @@ def over_rules(group: Iterable[Rule]) -> pytest.MarkDecorator:
 
 
 def _deployment_ids(config: pytest.Config) -> list[str]:
-    try:
-        doc = read_json(registry_root(config) / "deployments.json")
-        ids = [str(d["id"]) for d in doc["deployments"] if isinstance(d, dict) and "id" in d]
-    except Exception:  # the schema check reports a broken file; here we only need test ids
-        return []
+    """The deployments the per-deployment checks are parametrized over (read once per session)."""
+    known = config.stash.get(DEPLOYMENTS_KEY, None)
+    if known is None:
+        try:
+            doc = read_json(registry_root(config) / "deployments.json")
+            known = [str(d["id"]) for d in doc["deployments"] if isinstance(d, dict) and "id" in d]
+        except Exception:  # the schema check reports a broken file; here we only need test ids
+            known = []
+        config.stash[DEPLOYMENTS_KEY] = known
     wanted = config.getoption("--deployment") or []
-    return [i for i in ids if not wanted or i in wanted]
+    return [i for i in known if not wanted or i in wanted]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -122,13 +123,6 @@ class AuditSession:
         #: audit tests reported (on the controller under xdist, where no collection happens)
         self.reported: set[str] = set()
         self.checkpoint_note: str | None = None
-        #: renders the report's chart in a helper forked now (see spendchart.ChartRenderer)
-        self.renderer: ChartRenderer | None = None
-        if (not hasattr(config, "workerinput") and config.pluginmanager.has_plugin("html")
-                and any(is_audit_path(Path(str(a).split("::")[0]).resolve()) for a in config.args)):
-            from gpuharness.audit.spend_chart import ChartRenderer
-
-            self.renderer = ChartRenderer()
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -211,17 +205,10 @@ class AuditSession:
         data = self.config.stash.get(SUMMARY_KEY, None)
         if data is None or not self.reported:
             return
-        from gpuharness.audit.spend_chart import ChartRenderer
+        from gpuharness.audit.spend_chart import daily_spend_png
         from gpuharness.audit.summary import to_html
 
-        if self.renderer is None:
-            self.renderer = ChartRenderer.inline()
-        self.renderer.submit(data["day_provider"], _ceiling(data), title=CHART_TITLE)
-        prefix.append(to_html(data, self.renderer.result()))
-
-    def pytest_unconfigure(self) -> None:
-        if self.renderer is not None:
-            self.renderer.close()
+        prefix.append(to_html(data, daily_spend_png(data["day_provider"], _ceiling(data), title=CHART_TITLE)))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_report_title(self, report: Any) -> None:
