@@ -22,7 +22,7 @@ from gpuharness.demo.simulated_estate import SimulatedEstate
 from gpuharness.operations.retrieve import unsynced
 
 DEP = "dep_fetch_01"
-OUTPUT = "gh-workspace/outputs/J-000001/out.png"
+OUTPUT = "outputs/J-000001/out.png"  # under the deployment's workspace
 
 
 def wait_for(predicate, what: str, limit_s: float = 60.0) -> None:
@@ -41,16 +41,15 @@ def lab(tmp_path):
         provision_comfyui(lab, DEP)
         transition(lab.registry, DEP, "health-checking")
         mark_ready(lab.registry, DEP)
-        host = lab.host_of(DEP)
         data = os.urandom(256 * 1024)
-        target = host.root / OUTPUT
+        target = Path(lab.registry.deployment(DEP).workspace) / OUTPUT
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         Ledger(lab.registry.ledger_path).append({
             "id": "J-000001", "deployment_id": DEP, "provider": "vast", "status": "completed",
             "started_at": "2026-11-30T20:00:00Z", "completed_at": "2026-11-30T20:01:00Z", "duration_s": 60.0,
             "cost_usd": 0.0067, "ts": "2026-11-30T20:01:00Z",
-            "artifacts": [{"name": "out.png", "remote_path": OUTPUT, "sha256": hashlib.sha256(data).hexdigest(),
+            "artifacts": [{"name": "out.png", "remote_path": str(target), "sha256": hashlib.sha256(data).hexdigest(),
                            "size": len(data)}]})
         yield lab
 
@@ -82,7 +81,8 @@ def test_the_next_retrieve_resumes_a_killed_one_and_returns_the_deployment_to_re
     assert again.returncode == 0, again.stdout + again.stderr
     assert "resuming" in again.stderr
     assert lab.registry.deployment(DEP).status == "ready"
-    assert (to / "J-000001" / "out.png").read_bytes() == (lab.host_of(DEP).root / OUTPUT).read_bytes()
+    on_host = Path(lab.registry.deployment(DEP).workspace) / OUTPUT
+    assert (to / "J-000001" / "out.png").read_bytes() == on_host.read_bytes()
     assert unsynced(Ledger(lab.registry.ledger_path), DEP) == {}
 
 

@@ -159,15 +159,15 @@ def _serve_model(lab: SimulatedEstate, url: str, payload: bytes, name: str) -> N
 def _add_artifact(lab: SimulatedEstate, job: str, size: int) -> None:
     """A completed job whose artifact (size bytes) waits on the host."""
     data = os.urandom(size)
-    relative = f"gh-workspace/output/{job}.bin"
-    path = lab.host_of(DEP).root / relative
+    # recorded as the executor records it: under the deployment's workspace (absolute on a simulated host)
+    path = Path(lab.registry.deployment(DEP).workspace) / "output" / f"{job}.bin"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     ledger = Ledger(lab.registry.ledger_path)
     base = {"id": job, "deployment_id": DEP, "provider": "vast", "started_at": now_ts()}
     ledger.append({**base, "status": "running"})
     ledger.append({**base, "status": "completed", "completed_at": now_ts(), "duration_s": 1.0, "cost_usd": 0.0001,
-                   "artifacts": [{"name": f"{job}.bin", "remote_path": relative, "size": size,
+                   "artifacts": [{"name": f"{job}.bin", "remote_path": str(path), "size": size,
                                   "sha256": hashlib.sha256(data).hexdigest()}]})
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, Literal, final
 
+from gpuharness.core import json_text
 from gpuharness.core.errors import UserError
 
 Work = Literal["launch", "retrieve", "run"]
@@ -27,7 +28,9 @@ _PROBE_S = 0.01
 def claim_path(root: Path, work: Work, deployment_id: str) -> Path:
     """The lock file of one kind of work on one deployment (an id outside the schema's pattern is refused)."""
     if not _ID.fullmatch(deployment_id):
-        raise UserError(f"deployment id {deployment_id!r} is not [A-Za-z0-9_.-]+", place="deployment id",
+        found = json_text.unwritable(deployment_id)
+        why = found[1] if found else "is not [A-Za-z0-9_.-]+"
+        raise UserError(f"deployment id {deployment_id!r}: {why}", place="deployment id",
                         hint="pick an id of letters, digits, '_', '.' and '-'")
     return root / LOCKS_DIR / f"{work}-{deployment_id}.lock"
 
