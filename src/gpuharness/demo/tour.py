@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
+from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
@@ -110,7 +111,7 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
         result = provision(ctx, ProvisionRequest(
             provider=provider, gpu=gpu, image="ghcr.io/example/comfyui-h3:1.0", cost_hr=cost, runtime="comfyui",
             model=MODEL, workflow=WORKFLOW, idle_minutes=15, owner="demo", deployment_id=dep_id,
-            checkpoint_path="/workspace/output"), up_deadline_s=30, poll_s=0.1)
+            checkpoint_path=f"{DEFAULT_WORKSPACE}/output"), up_deadline_s=30, poll_s=0.1)
         dep = result.deployment
         summary.steps.append(f"provisioned {dep_id} on {provider} ({gpu}, ${dep.cost_hr:.2f}/hr), "
                              f"instance {dep.instance_id}")
