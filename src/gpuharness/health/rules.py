@@ -195,7 +195,18 @@ def service_up(probe: ProbeResult, pattern: str, port: int | None) -> Verdict:
     if port is not None and port not in probe.listening_ports:
         return failed("port_closed", f"the service runs (pid {probe.processes[0][0]}) but nothing listens on port "
                       f"{port}; listening: {sorted(probe.listening_ports)}; check its --port/--listen flags")
-    return passed(f"pid {probe.processes[0][0]} {probe.processes[0][1][:60]} listening on {port}")
+    return passed(f"pid {probe.processes[0][0]} {probe.processes[0][1][:60]} listening on {port}"
+                  f"{_found_by(probe, pattern)}")
+
+
+def _found_by(probe: ProbeResult, pattern: str) -> str:
+    """How the probe picked the service's process (its evidence)."""
+    by = probe.process_found_by
+    if by is None:
+        return ""
+    if by.startswith("port "):
+        return f" (found as the process listening on port {by.split()[1]}, by {by.split()[-1]})"
+    return f" (found by the command-line pattern {pattern!r}: nothing this user can see listens on the port)"
 
 
 #: Causes a log line can show on a server that still serves the workflow: an optional node module that failed to
