@@ -201,6 +201,6 @@ def test_without_a_listener_the_service_is_found_by_its_pattern(tmp_path):
 
 
 def test_a_simulated_host_names_its_service_by_the_port_it_listens_on(tmp_path):
-    host, _, facts = run_probe(tmp_path, HostSpec())
-    assert facts.processes[0][0] == host.service_pid
+    with probed(tmp_path, HostSpec()) as (host, _, facts):
+        assert facts.processes[0][0] == host.service_pid
     assert facts.process_found_by == f"port {host.service_port} ss"
