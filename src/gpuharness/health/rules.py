@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, final
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.health import performance
 from gpuharness.health.diagnose import CAUSES, REMEDIES, Diagnosis, Evidence, classify_lines
 from gpuharness.health.gpu_classes import GPU_MEMORY_MIB, ORDER_NAMES
@@ -72,13 +73,13 @@ def gpu_error(probe: ProbeResult) -> Verdict | None:
     return failed(probe.gpu_error, f"nvidia-smi failed: {probe.gpu_error}{line}; {remedy}")
 
 
-def gpu_matches_order(probe: ProbeResult, deployment: dict[str, Any]) -> Verdict:
+def gpu_matches_order(probe: ProbeResult, deployment: Deployment) -> Verdict:
     """GPU count, name and memory match what was ordered."""
     error = gpu_error(probe)
     if error:
         return error
-    ordered = deployment.get("gpu")
-    count = int(deployment.get("gpu_count") or 1)
+    ordered = deployment.gpu
+    count = deployment.gpu_count
     names = [gpu.name or "?" for gpu in probe.gpus]
     if len(probe.gpus) != count:
         return failed("gpu_count", f"ordered {count} x {ordered}, the host shows {len(probe.gpus)}: {names}; "
