@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any, Final, final
 
+from gpuharness.core import runtimes
 from gpuharness.core.clock import parse_ts
 
 STATES: Final = ("provisioning", "installing", "configuring", "health-checking", "ready", "running",
@@ -23,7 +24,7 @@ BILLING: Final = LIVE - {"stopped"}
 #: /workspace does not exist on a VM or an owned server, and a non-root user cannot create it).
 DEFAULT_WORKSPACE: Final = "gh-workspace"
 #: The runtime of a deployment that is a serverless endpoint: no host of ours, nothing to install or probe.
-SERVERLESS_RUNTIME: Final = "serverless"
+SERVERLESS_RUNTIME: Final = runtimes.SERVERLESS
 
 
 @final

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Final, final
 
 from gpuharness.core.deployment import Deployment
+from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.health import performance
 from gpuharness.health.diagnose import CAUSES, REMEDIES, Diagnosis, Evidence, classify_lines
 from gpuharness.health.gpu_classes import GPU_MEMORY_MIB, ORDER_NAMES
@@ -16,9 +17,10 @@ from gpuharness.health.performance import PerformanceFloor, PerformanceReport
 from gpuharness.health.probe import ProbeResult
 from gpuharness.health.workflow_fit import WorkflowFit
 
+#: each runtime's default service process pattern and port (core.runtimes, where both are declared)
 RUNTIME_DEFAULTS: Final[dict[str, tuple[str, int]]] = {
-    "comfyui": ("main.py", 8188), "openai": ("vllm", 8000),
-}
+    name: (runtime.process, runtime.port) for name, runtime in RUNTIMES.items()
+    if runtime.process is not None and runtime.port is not None}
 GIB: Final = 1024**3
 
 
@@ -273,7 +275,7 @@ def _harmless(label: str, evidence: Evidence, log_path: str | None, fit: Workflo
 
 
 #: Runtimes whose service imports torch: their own interpreter must have it (a skip would pass a broken service).
-TORCH_RUNTIMES: Final = frozenset({"comfyui"})
+TORCH_RUNTIMES: Final = frozenset(name for name, runtime in RUNTIMES.items() if runtime.imports_torch)
 #: How the probe found the interpreter that ran the smoke test (probe v1 transcripts ran python3, unsaid).
 FOUND_BY: Final[dict[str | None, str]] = {
     "deployment": "runtime_python in deployments.json", "service_argv0": "the service's own interpreter",

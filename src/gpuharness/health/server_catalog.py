@@ -19,9 +19,10 @@ from typing import Any, Final, final
 
 from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
 from gpuharness.core.deployment import Deployment
+from gpuharness.core.runtimes import RUNTIMES
 
 #: The runtimes whose servers have a node catalog to validate a workflow against.
-CATALOG_RUNTIMES: Final = frozenset({"comfyui"})
+CATALOG_RUNTIMES: Final = frozenset(name for name, runtime in RUNTIMES.items() if runtime.node_catalog)
 CATALOG_DIR: Final = "catalogs"
 
 

@@ -29,6 +29,7 @@ from paramiko.common import AUTH_FAILED, AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRA
 from paramiko.sftp import SFTP_PERMISSION_DENIED
 
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
+from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.health import gpu_classes
 from gpuharness.health.nvidia_smi import CLOCK_EVENT_BITS
 from gpuharness.sim import gpu_figures
@@ -45,8 +46,8 @@ RUNTIME_PROCESS: dict[str, tuple[str, ...]] = {
     "comfyui": ("main.py", "--listen", "0.0.0.0", "--port", "8188"),
     "openai": ("-m", "vllm.entrypoints.openai.api_server", "--port", "8000"),
 }
-RUNTIME_DIR: dict[str, str] = {"comfyui": "ComfyUI", "openai": "vllm"}
-RUNTIME_PORT: dict[str, int] = {"comfyui": 8188, "openai": 8000}
+RUNTIME_DIR: dict[str, str] = {name: str(RUNTIMES[name].directory) for name in RUNTIME_PROCESS}
+RUNTIME_PORT: dict[str, int] = {name: int(RUNTIMES[name].port or 0) for name in RUNTIME_PROCESS}
 #: The simulated service only waits; it ends when the process that started it is gone (no orphan outlives a test).
 SERVICE_MAIN = """import os, time
 parent = os.getppid()
