@@ -79,7 +79,8 @@ def test_runtime_python_in_the_deployment_names_the_interpreter(pytester, world)
 
 
 def test_without_a_service_process_python3_is_asked_and_a_comfyui_host_fails_with_what_to_set(pytester, world):
-    world.add("dep_lost", process="no-such-service")
+    # no process matches the pattern, nothing listens on the port (the probe picks a listener before a pattern)
+    world.add("dep_lost", process="no-such-service", service_port=9)
     line = smoke_check(pytester, world, "dep_lost")
     assert line.startswith("FAILED") and "python3 on PATH: the probe found no interpreter of the service" in line
     assert "set runtime_python in deployments.json" in line

@@ -101,3 +101,12 @@ def test_a_typed_ssh_block_is_written_with_only_what_is_set(registry):
     assert saved.ssh == SshAccess(host="h", port=2200)
     written = json.loads(registry.path("deployments.json").read_text())["deployments"][1]
     assert written["ssh"] == {"host": "h", "port": 2200}
+
+
+def test_the_audit_reads_a_malformed_field_as_missing_and_judges_the_rest():
+    found = Deployment.as_found({"id": "dep_x", "provider": "vast", "status": "running", "cost_hr": "0.4",
+                                 "created_at": "2026-11-30T20:00:00Z", "ssh": {"port": "22"}, "owner": "ops"})
+    assert (found.cost_hr, found.ssh, found.owner, found.bills) == (0.0, None, "ops", True)
+    assert "cost_hr" not in found.written and "owner" in found.written
+    missing = Deployment.as_found({"status": 7})
+    assert (missing.id, missing.status, missing.written) == ("None", "7", frozenset())

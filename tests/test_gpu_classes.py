@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import pytest
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.health import gpu_classes, probe, rules
 from gpuharness.health.gpu_classes import GPU_CLASSES, nvidia_smi_name, ordered
 from gpuharness.remote.connect import HostRoute, open_remote
 from gpuharness.sim import catalog
 from gpuharness.sim.host import HostSpec, SimHost
+
+
+def ordering(gpu: str, count: int = 1) -> Deployment:
+    """A deployment that ordered `count` of `gpu` (what gpu_matches_order reads)."""
+    return Deployment(id="dep", provider="vast", status="health-checking", cost_hr=0.0, created_at="", gpu=gpu,
+                      gpu_count=count)
 
 
 @pytest.mark.parametrize("name", ["RTX 4090", "rtx 4090", " RTX 4090 ", "NVIDIA GeForce RTX 4090"])
@@ -54,5 +61,5 @@ def test_a_simulated_host_of_each_class_passes_the_gpu_rule_ordered_by_its_short
     finally:
         remote.close()
     assert [g.memory_total_mib for g in facts.gpus] == [gpu.memory_mib]
-    verdict = rules.gpu_matches_order(facts, {"gpu": gpu.short, "gpu_count": 1})
+    verdict = rules.gpu_matches_order(facts, ordering(gpu.short, 1))
     assert verdict.ok, verdict.message

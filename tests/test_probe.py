@@ -132,3 +132,75 @@ def test_a_service_command_line_longer_than_80_columns_is_found_whole():
         sleeper.kill()
         sleeper.wait()
     assert (sleeper.pid, f"{sys.executable} -c import time; time.sleep(60) {marker}") in facts.processes
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+#: A service stand-in: listens on the port given (if any), then waits for its parent to end.
+_SERVICE = """import os, socket, sys, time
+if len(sys.argv) > 1:
+    server = socket.socket(); server.bind(("127.0.0.1", int(sys.argv[1]))); server.listen()
+print("ready", flush=True)
+parent = os.getppid()
+while os.getppid() == parent:
+    time.sleep(0.2)
+"""
+
+
+@contextlib.contextmanager
+def _two_services(tmp_path, port: int):
+    """Two `python main.py` processes from two directories; only the second listens on port."""
+    started = []
+    try:
+        for name, args in (("other", []), ("comfy", [str(port)])):
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "main.py").write_text(_SERVICE)
+            proc = subprocess.Popen([sys.executable, "main.py", *args], cwd=tmp_path / name, stdout=subprocess.PIPE,
+                                    text=True)
+            started.append(proc)
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        yield started[0], started[1]
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("listing", ["ss", "proc"])
+def test_the_service_process_is_the_one_listening_on_its_port(tmp_path, listing):
+    port = _free_port()
+    broken_ss = ""
+    if listing == "proc":  # an ss that fails (busybox's, none at all): found through /proc/net/tcp and /proc/*/fd
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin" / "ss").write_text("#!/bin/sh\necho 'ss: applet not found' >&2\nexit 127\n")
+        (tmp_path / "bin" / "ss").chmod(0o755)
+        broken_ss = f"PATH={tmp_path / 'bin'}:$PATH\n"
+    with _two_services(tmp_path, port) as (other, listener):
+        script = broken_ss + probe.build_script(probe.ProbeTargets(workspace="/", process_pattern="main.py",
+                                                                 service_port=port))
+        facts = probe.parse(LocalRemote().exec(script, deadline_s=60).stdout)
+    pids = [pid for pid, _ in facts.processes]
+    assert pids and pids[0] == listener.pid, facts.sections.get("process")
+    assert other.pid not in pids
+    assert facts.process_found_by == f"port {port} {listing}"
+
+
+def test_without_a_listener_the_service_is_found_by_its_pattern(tmp_path):
+    port = _free_port()
+    with _two_services(tmp_path, _free_port()) as (other, listener):
+        facts = probe.parse(LocalRemote().exec(probe.build_script(probe.ProbeTargets(
+            workspace="/", process_pattern="main.py", service_port=port)), deadline_s=60).stdout)
+    pids = [pid for pid, _ in facts.processes]
+    assert other.pid in pids and listener.pid in pids
+    assert facts.process_found_by == "pattern"
+
+
+def test_a_simulated_host_names_its_service_by_the_port_it_listens_on(tmp_path):
+    with probed(tmp_path, HostSpec()) as (host, _, facts):
+        assert facts.processes[0][0] == host.service_pid
+    assert facts.process_found_by == f"port {host.service_port} ss"

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.health import probe, rules
+
+
+def ordered(gpu: str, count: int = 1) -> Deployment:
+    """A deployment that ordered `count` of `gpu` (what gpu_matches_order reads)."""
+    return Deployment(id="dep", provider="vast", status="health-checking", cost_hr=0.0, created_at="", gpu=gpu,
+                      gpu_count=count)
 
 CASSETTES = Path(__file__).resolve().parents[1] / "cassettes" / "ssh"
 TRANSCRIPTS = sorted(CASSETTES.glob("*.json"))
@@ -29,7 +36,7 @@ def test_every_transcript_has_provenance_and_a_complete_probe(path):
 
 def test_healthy_rtx4090_transcript_passes_the_gpu_rules():
     facts = load("sim-rtx4090-comfyui")
-    assert rules.gpu_matches_order(facts, {"gpu": "RTX 4090"}).ok
+    assert rules.gpu_matches_order(facts, ordered("RTX 4090")).ok
     assert rules.driver_and_cuda(facts, "550.0", "12.4").ok
     assert rules.no_harmful_throttling(facts).ok and rules.no_uncorrected_ecc(facts).ok
     assert rules.service_up(facts, "main.py", 8188).ok
@@ -37,8 +44,8 @@ def test_healthy_rtx4090_transcript_passes_the_gpu_rules():
 
 def test_two_h100_transcript_counts_both_gpus():
     facts = load("sim-h100x2-vllm")
-    assert rules.gpu_matches_order(facts, {"gpu": "H100 SXM", "gpu_count": 2}).ok
-    assert not rules.gpu_matches_order(facts, {"gpu": "H100 SXM", "gpu_count": 4}).ok
+    assert rules.gpu_matches_order(facts, ordered("H100 SXM", 2)).ok
+    assert not rules.gpu_matches_order(facts, ordered("H100 SXM", 4)).ok
     assert facts.cuda_version == "12.4"
 
 

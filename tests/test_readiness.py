@@ -1,14 +1,15 @@
 """Discipline rule 1 as the audit reads it: ready only after a passed test generation, with evidence."""
 
 from gpuharness.audit.readiness import readiness_problems
+from gpuharness.core.deployment import Deployment
 
 GATE_EVIDENCE = {"status": "passed", "passed_at": "2026-11-30T10:00:00.000Z",
                  "checks": {"test_generation_succeeds": "passed"}}
 
 
 def ready(**fields):
-    return {"id": "dep_a", "status": "ready", "ready_at": "2026-11-30T10:00:01.000Z", "health": GATE_EVIDENCE,
-            **fields}
+    return Deployment.as_found({"id": "dep_a", "status": "ready", "ready_at": "2026-11-30T10:00:01.000Z",
+                                "health": GATE_EVIDENCE, **fields})
 
 
 def test_gate_evidence_and_a_first_ready_from_health_checking_pass():
@@ -21,7 +22,7 @@ def test_hand_kept_evidence_is_accepted():
 
 
 def test_never_ready_deployment_needs_no_evidence():
-    assert readiness_problems({"id": "dep_b", "status": "health-checking"}, []) == []
+    assert readiness_problems(Deployment.as_found({"id": "dep_b", "status": "health-checking"}), []) == []
 
 
 def test_failed_test_generation_is_not_evidence():

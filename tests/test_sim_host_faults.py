@@ -9,10 +9,17 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.health import probe, rules
 from gpuharness.remote.connect import HostRoute, open_remote
 from gpuharness.sim.host import SimHost, host_factory
 from gpuharness.sim.server import Simulator
+
+
+def ordered(gpu: str, count: int = 1) -> Deployment:
+    """A deployment that ordered `count` of `gpu` (what gpu_matches_order reads)."""
+    return Deployment(id="dep", provider="vast", status="health-checking", cost_hr=0.0, created_at="", gpu=gpu,
+                      gpu_count=count)
 
 
 @pytest.fixture
@@ -48,7 +55,7 @@ def arm(sim: Simulator, body: dict[str, object]) -> httpx.Response:
 
 
 @pytest.mark.parametrize(("fault", "judged"), [
-    ("driver_mismatch", lambda f, host: rules.gpu_matches_order(f, {"gpu": "RTX 4090"}).cause
+    ("driver_mismatch", lambda f, host: rules.gpu_matches_order(f, ordered("RTX 4090")).cause
      == "driver_library_mismatch"),
     ("hung_nvidia_smi", lambda f, host: f.gpu_error == "nvidia_smi_timeout"),
     ("full_disk", lambda f, host: rules.disk_has_room(f, str(host.workspace), 0, 10).cause == "disk_full"),

@@ -79,7 +79,7 @@ def test_test_generation_succeeds(health):
 
 def test_cuda_smoke_test(health):
     deployment = health.deployment
-    health.judge(rules.cuda_smoke(health.probe, deployment.get("runtime"), deployment.get("runtime_python")))
+    health.judge(rules.cuda_smoke(health.probe, deployment.runtime, deployment.runtime_python))
 
 
 def test_gpu_performs_like_its_class(health):
@@ -87,7 +87,7 @@ def test_gpu_performs_like_its_class(health):
 
 
 def test_job_progress_advanced(health):
-    if health.deployment.get("status") != "running":
-        health.judge(rules.skipped(f"no job running (status {health.deployment.get('status')})"))
+    if health.deployment.status != "running":
+        health.judge(rules.skipped(f"no job running (status {health.deployment.status})"))
     observed = health.progress
     health.judge(rules.progress_advanced(observed.current, observed.previous, observed.previous_at))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.lifecycle import allowed
 
 
@@ -16,12 +17,12 @@ class JournalEntry(NamedTuple):
     target: str
 
 
-def journal_problems(deployment: Mapping[str, Any], entries: Sequence[JournalEntry]) -> list[tuple[str, str]]:
+def journal_problems(deployment: Deployment, entries: Sequence[JournalEntry]) -> list[tuple[str, str]]:
     """(where, message) for each place where the journal and the deployment disagree.
 
     An entry whose from equals its to is an observation (a progress marker, a billing note), not a transition.
     """
-    dep = str(deployment.get("id"))
+    dep = deployment.id
     problems: list[tuple[str, str]] = []
     previous: str | None = None
     for lineno, source, target in entries:
@@ -33,7 +34,7 @@ def journal_problems(deployment: Mapping[str, Any], entries: Sequence[JournalEnt
             problems.append((where, f"deployment {dep}: {source} → {target} is not an allowed transition "
                              "(see gpuharness.core.lifecycle.ALLOWED); it skipped a step of the lifecycle"))
         previous = target
-    status = deployment.get("status")
+    status = deployment.status
     if previous is not None and previous != status:
         problems.append((f"deployment {dep}", f"status is {status} in deployments.json but its journal ends at "
                          f"{previous}: the change was not journaled; journal it (or restore the status)"))

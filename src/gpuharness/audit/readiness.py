@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuharness.core.clock import parse_ts
+from gpuharness.core.deployment import Deployment
 
 #: statuses only reachable through `ready` (ready ⇄ running, retrieving)
 SERVING = frozenset({"ready", "running", "retrieving"})
@@ -27,26 +28,25 @@ def evidence_time(health: Mapping[str, Any]) -> str | None:
     return str(moment) if moment else None
 
 
-def readiness_problems(deployment: Mapping[str, Any],
+def readiness_problems(deployment: Deployment,
                        entries: Sequence[tuple[int, str | None]]) -> list[tuple[str, str]]:
     """(where, message) for each breach of rule 1 by this deployment; entries are its journal transitions into
     `ready` as (line number, from state)."""
-    dep = str(deployment.get("id"))
-    status = deployment.get("status")
-    became_ready = bool(deployment.get("ready_at")) or status in SERVING or bool(entries)
+    dep, status, ready_at = deployment.id, deployment.status, deployment.ready_at
+    became_ready = bool(ready_at) or status in SERVING or bool(entries)
     if not became_ready:
         return []
     problems: list[tuple[str, str]] = []
     fix = ("run `pytest checks/health --gpu-mode live --deployment " + dep + "`: only its ready gate may set ready")
-    health = deployment.get("health")
-    if not deployment.get("ready_at"):
+    health = deployment.health
+    if not ready_at:
         problems.append((f"deployment {dep}",
                          f"status {status} but no ready_at: it never passed the ready gate; {fix}"))
     if not isinstance(health, Mapping) or not test_generation_passed(health):
         problems.append((f"deployment {dep}", "was ready without health evidence of a passed test generation "
                          f"(health.checks.test_generation_succeeds or health.test_generation = \"passed\"); {fix}"))
     else:
-        taken, ready_at = evidence_time(health), deployment.get("ready_at")
+        taken = evidence_time(health)
         if taken and ready_at and parse_ts(taken) > parse_ts(str(ready_at)):
             problems.append((f"deployment {dep}", f"health evidence taken at {taken}, after ready_at {ready_at}: "
                              f"ready came before its proof; {fix}"))

@@ -32,9 +32,9 @@ from gpuharness.audit.ledger_split import TailChild, cut_point, scan_split
 from gpuharness.audit.readiness import readiness_problems
 from gpuharness.core import schema
 from gpuharness.core.clock import format_ts, parse_ts
+from gpuharness.core.deployment import Deployment, ShutdownRule, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.job_line import DECODE_ERRORS
-from gpuharness.core.lifecycle import BILLING
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import DOCUMENTS, JOURNAL, LEDGER
 from gpuharness.core.rules import Rule
@@ -43,10 +43,9 @@ from gpuharness.core.statefile import read_json
 from gpuharness.core.stewardship import missing_steward
 
 
-def rate(deployment: dict[str, Any]) -> float:
+def rate(deployment: Deployment) -> float:
     """A deployment's cost_hr as a number (0 when missing or malformed; the schema rule reports that)."""
-    value = deployment.get("cost_hr")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+    return deployment.cost_hr
 
 
 def _rule(rule: Rule | str) -> Rule:
@@ -88,6 +87,8 @@ class AuditRun:
     credentials: tuple[Credential, ...] = ()
     #: each deployment's journal entries: (line number, from, to)
     journal_entries: dict[str, list[JournalEntry]] = field(default_factory=lambda: defaultdict(list))
+    #: deployments.json's deployments, as found (read once, by deployments())
+    found: list[Deployment] | None = None
 
     def __repr__(self) -> str:
         return f"AuditRun({str(self.root)!r}, {sum(self.counts.values())} problem(s))"
@@ -153,8 +154,11 @@ class AuditRun:
         items = doc.get(key or "", []) if key else []
         return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
-    def deployments(self) -> list[dict[str, Any]]:
-        return self.items("deployments.json")
+    def deployments(self) -> list[Deployment]:
+        """The deployments as found (Deployment.as_found: a malformed field reads as missing), read once."""
+        if self.found is None:
+            self.found = [Deployment.as_found(item) for item in self.items("deployments.json")]
+        return self.found
 
     @property
     def passed(self) -> bool:
@@ -192,7 +196,7 @@ def _journal(run: AuditRun) -> dict[str, float]:
         handle = open(path, "rb")
     except FileNotFoundError:
         return last
-    known = {d.get("id") for d in run.deployments()}
+    known = {d.id for d in run.deployments() if "id" in d.written}
     with handle:
         for lineno, raw in enumerate(handle, 1):
             if not raw.endswith(b"\n"):
@@ -235,9 +239,10 @@ def _references(run: AuditRun) -> None:
                 seen[key] = index
     providers = {p.get("name") for p in run.items("providers.json")}
     for deployment in run.deployments():
-        if deployment.get("provider") not in providers:
-            run.add(rules.DEPLOYMENT_PROVIDER, f"deployment {deployment.get('id')}",
-                    f"provider {deployment.get('provider')!r} is not in providers.json "
+        provider = deployment.provider if "provider" in deployment.written else None
+        if provider not in providers:
+            run.add(rules.DEPLOYMENT_PROVIDER, f"deployment {deployment.id}",
+                    f"provider {provider!r} is not in providers.json "
                     f"(known: {sorted(p for p in providers if p)}); add it there or fix the deployment")
 
 
@@ -245,9 +250,9 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
     root = run.root
     path = root / LEDGER
     size = path.stat().st_size if path.exists() else 0
-    ids = [d.get("id") for d in run.deployments()]
-    rates = {str(d["id"]): float(d["cost_hr"]) for d in run.deployments()
-             if isinstance(d.get("cost_hr"), int | float) and d.get("id")}
+    ids = [d.id if "id" in d.written else None for d in run.deployments()]
+    # built once from the Deployments: the pass looks a rate up per line
+    rates = {d.id: d.cost_hr for d in run.deployments() if "cost_hr" in d.written and "id" in d.written and d.id}
     tol_abs, tol_rel = run.policy.cost_tolerance
     per_job = run.policy.get("per_job_usd")
     ctx = PassContext(str(path), rates, tol_abs, tol_rel, None if per_job is None else float(per_job),
@@ -397,10 +402,10 @@ def _spend(run: AuditRun) -> None:
                         f"spent ${spent:.2f} > {ceiling} ${float(limit):.2f} "
                         f"(over by ${spent - float(limit):.2f}); see `gpuharness spend --by {grouping}` and stop the "
                         "leak, or raise the ceiling on purpose")
-    billing = [d for d in run.deployments() if d.get("status") in BILLING]
-    burn = sum(rate(d) for d in billing)
+    billing = [d for d in run.deployments() if d.bills]
+    burn, _ = live_burn(billing)
     cap_hr = policy.get("max_cost_hr")
-    names = ", ".join(f"{d.get('id')} ${rate(d):.2f}/hr ({d.get('status')})" for d in billing)
+    names = ", ".join(f"{d.id} ${d.cost_hr:.2f}/hr ({d.status})" for d in billing)
     if cap_hr is not None and burn > float(cap_hr) + 1e-9:
         run.add(rules.SPEND_LIVE_BURN, "deployments.json",
                 f"live burn ${burn:.2f}/hr > max_cost_hr ${float(cap_hr):.2f}/hr: {names}; destroy or stop one "
@@ -419,24 +424,24 @@ def _history(run: AuditRun) -> dict[str, list[str]]:
     kept = rules.HISTORY_DESTROYED_AT
     synced = rules.HISTORY_ARTIFACTS_SYNCED
     for d in run.deployments():
-        dep = str(d.get("id"))
-        when = _ts(d.get("destroyed_at"))
-        if d.get("status") == "destroyed":
+        dep = d.id
+        when = _ts(d.destroyed_at)
+        if d.status == "destroyed":
             if when is None:
                 run.add(kept, f"deployment {dep}", "status is destroyed but destroyed_at is missing; record when it "
                         "was destroyed (see transitions.jsonl)", subject=dep)
             else:
-                destroyed_at[dep] = canonical_ts(str(d.get("destroyed_at")))
-                created = _ts(d.get("created_at"))
+                destroyed_at[dep] = canonical_ts(str(d.destroyed_at))
+                created = _ts(d.created_at)
                 if created is not None and when < created:
                     run.add(kept, f"deployment {dep}",
-                            f"destroyed_at {d.get('destroyed_at')} is before created_at {d.get('created_at')}; fix the "
+                            f"destroyed_at {d.destroyed_at} is before created_at {d.created_at}; fix the "
                             "times from transitions.jsonl", subject=dep)
         else:
-            run.not_applicable[(synced, dep)] = f"status {d.get('status')}: not destroyed"
-        if d.get("status") != "destroyed" and when is not None:
+            run.not_applicable[(synced, dep)] = f"status {d.status}: not destroyed"
+        if d.status != "destroyed" and when is not None:
             run.add(kept, f"deployment {dep}",
-                    f"has destroyed_at {d.get('destroyed_at')} but status {d.get('status')}; a destroyed deployment "
+                    f"has destroyed_at {d.destroyed_at} but status {d.status}; a destroyed deployment "
                     "keeps status destroyed (check the provider: is it still running?)", subject=dep)
     state = run.state
     open_jobs: dict[str, list[str]] = defaultdict(list)
@@ -466,22 +471,21 @@ def _shutdown(run: AuditRun, journal_last: dict[str, float], open_jobs: dict[str
     max_idle = policy.get("max_idle_minutes")
     need_rule = bool(policy.get("require_shutdown_rule"))
     for d in run.deployments():
-        dep = str(d.get("id"))
-        paid = d.get("status") in BILLING and rate(d) > 0
-        if not paid:
-            reason = f"status {d.get('status')}, ${rate(d):g}/hr: not a live paid deployment"
+        dep = d.id
+        if d.burn_hr <= 0:
+            reason = f"status {d.status}, ${rate(d):g}/hr: not a live paid deployment"
             for rule in (rules.SHUTDOWN_RULE, rules.SHUTDOWN_IDLE, rules.SHUTDOWN_EXPIRED, rules.SHUTDOWN_STEWARD):
                 run.not_applicable[(rule, dep)] = reason
             continue
         _stop_condition(run, d)
-        if missing := missing_steward(d):
+        if missing := missing_steward({"owner": d.owner, "reason": d.reason}):
             run.add(rules.SHUTDOWN_STEWARD, f"deployment {dep}",
                     f"live at ${rate(d):g}/hr with no {' and no '.join(missing)}: a paid resource needs a cleanup "
                     "owner and a reason; set them in deployments.json (provision --owner/--reason), or destroy it",
                     subject=dep)
         if not need_rule:
             run.not_applicable[(rules.SHUTDOWN_RULE, dep)] = "policy.json does not set require_shutdown_rule"
-        elif not d.get("shutdown_rule"):
+        elif not (d.shutdown_rule and d.shutdown_rule.to_json()):
             run.add(rules.SHUTDOWN_RULE, f"deployment {dep}",
                     f"live at ${rate(d):g}/hr with no shutdown_rule; add idle_minutes, max_hours "
                     "or a deadline to it in deployments.json, or destroy it", subject=dep)
@@ -491,7 +495,7 @@ def _shutdown(run: AuditRun, journal_last: dict[str, float], open_jobs: dict[str
         if open_jobs.get(dep):
             run.not_applicable[(rules.SHUTDOWN_IDLE, dep)] = f"busy: {len(open_jobs[dep])} open job(s)"
             continue
-        stamps = [_ts(d.get("created_at")), _ts(d.get("ready_at")), _ts(run.state.last_ts.get(dep)),
+        stamps = [_ts(d.created_at), _ts(d.ready_at), _ts(run.state.last_ts.get(dep)),
                   journal_last.get(dep)]
         last = max((s for s in stamps if s is not None), default=None)
         if last is None:
@@ -506,7 +510,7 @@ def _shutdown(run: AuditRun, journal_last: dict[str, float], open_jobs: dict[str
 
 def _readiness_and_journal(run: AuditRun) -> None:
     for d in run.deployments():
-        dep = str(d.get("id"))
+        dep = d.id
         entries = run.journal_entries.get(dep, [])
         into_ready = [(lineno, source) for lineno, source, target in entries if target == "ready" and source != "ready"]
         for where, message in readiness_problems(d, into_ready):
@@ -518,20 +522,20 @@ def _readiness_and_journal(run: AuditRun) -> None:
             run.add(rules.JOURNAL_CONSISTENT, where, message, subject=dep)
 
 
-def _stop_condition(run: AuditRun, d: dict[str, Any]) -> None:
+def _stop_condition(run: AuditRun, d: Deployment) -> None:
     """A live paid deployment past its own deadline or max_hours is money spent past its declared stop."""
-    dep = str(d.get("id"))
-    stop = d.get("shutdown_rule") or {}
+    dep = d.id
+    stop = d.shutdown_rule or ShutdownRule()
     now = run.now.timestamp()
-    deadline = _ts(stop.get("deadline"))
+    deadline = _ts(stop.deadline)
     if deadline is not None and now > deadline:
         over = (now - deadline) / 3600
         run.add(rules.SHUTDOWN_EXPIRED, f"deployment {dep}",
-                f"still live {over:.1f} h past its deadline {stop.get('deadline')} at ${rate(d):g}/hr "
+                f"still live {over:.1f} h past its deadline {stop.deadline} at ${rate(d):g}/hr "
                 f"(≈ ${over * rate(d):.2f} spent past it); destroy it (`gpuharness reap --apply`) or move the deadline",
                 subject=dep)
-    created = _ts(d.get("created_at"))
-    max_hours = stop.get("max_hours")
+    created = _ts(d.created_at)
+    max_hours = stop.max_hours
     if created is not None and max_hours is not None and (now - created) / 3600 > float(max_hours):
         over = (now - created) / 3600 - float(max_hours)
         run.add(rules.SHUTDOWN_EXPIRED, f"deployment {dep}",
@@ -543,7 +547,7 @@ def _stop_condition(run: AuditRun, d: dict[str, Any]) -> None:
 
 
 def _unknown_deployments(run: AuditRun) -> None:
-    known = {d.get("id") for d in run.deployments()}
+    known = {d.id for d in run.deployments() if "id" in d.written}
     missing = sorted(run.state.ledger_deployments - known)
     if not missing:
         return
@@ -572,7 +576,7 @@ def run_audit(root: Path, now: datetime, *, use_checkpoint: bool = True,
     """Audit the registry at root, as of `now`, using (and verifying) its checkpoint when there is one."""
     run = AuditRun(root=root, now=now)
     _load_documents(run)
-    run.deployment_ids = sorted(str(d.get("id")) for d in run.deployments())
+    run.deployment_ids = sorted(d.id for d in run.deployments())
     run.policy_sha256 = cp.policy_digest(run.documents.get("policy.json") or {})
     run.credentials = configured_credentials(p.get("credential_env") for p in run.items("providers.json"))
     journal_last = _journal(run)

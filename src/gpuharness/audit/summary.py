@@ -5,9 +5,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from gpuharness.audit.run import AuditRun, rate
+from gpuharness.audit.run import AuditRun
 from gpuharness.core.clock import format_ts
-from gpuharness.core.lifecycle import BILLING
+from gpuharness.core.deployment import live_burn
 
 CEILINGS = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr", "max_concurrent_deployments",
             "max_idle_minutes")
@@ -16,9 +16,9 @@ CEILINGS = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr", "max_concu
 def summarize(run: AuditRun) -> dict[str, Any]:
     """What the report shows: spend by day and provider, by provider, GPU and deployment, and the verdict."""
     state = run.state
-    deployments = {str(d.get("id")): {"provider": d.get("provider"), "gpu": d.get("gpu"), "status": d.get("status"),
-                                      "cost_hr": d.get("cost_hr")} for d in run.deployments()}
-    live = [d for d in run.deployments() if d.get("status") in BILLING]
+    deployments = {d.id: {"provider": d.provider, "gpu": d.gpu, "status": d.status, "cost_hr": d.cost_hr}
+                   for d in run.deployments()}
+    burn, live = live_burn(run.deployments())
     return {
         "registry": str(run.root),
         "as_of": format_ts(run.now),
@@ -33,8 +33,8 @@ def summarize(run: AuditRun) -> dict[str, Any]:
         "gpu": state.rounded("gpu"),
         "deployment": state.rounded("deployment"),
         "deployments": deployments,
-        "live_burn_hr": round(sum(rate(d) for d in live), 6),
-        "live_deployments": len(live),
+        "live_burn_hr": round(burn, 6),
+        "live_deployments": live,
         "problems": run.problem_counts(),
     }
 

@@ -7,10 +7,11 @@ which known fields it spelled out, so writing it back changes only what was chan
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any, Final, final
 
+from gpuharness.core import runtimes
 from gpuharness.core.clock import parse_ts
 
 STATES: Final = ("provisioning", "installing", "configuring", "health-checking", "ready", "running",
@@ -23,7 +24,7 @@ BILLING: Final = LIVE - {"stopped"}
 #: /workspace does not exist on a VM or an owned server, and a non-root user cannot create it).
 DEFAULT_WORKSPACE: Final = "gh-workspace"
 #: The runtime of a deployment that is a serverless endpoint: no host of ours, nothing to install or probe.
-SERVERLESS_RUNTIME: Final = "serverless"
+SERVERLESS_RUNTIME: Final = runtimes.SERVERLESS
 
 
 @final
@@ -142,6 +143,8 @@ class Deployment:
     service_port: int | None = None
     log_path: str | None = None
     process: str | None = None
+    #: the interpreter the service runs under, where the record names it (else the probe finds it)
+    runtime_python: str | None = None
     #: fields this version does not know, kept as read so a write gives them back
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
     #: known fields the record spelled out (null included), so a write gives back the same keys
@@ -170,8 +173,21 @@ class Deployment:
             health=dict(record["health"]) if isinstance(record.get("health"), Mapping) else None,
             error=_text(record.get("error")), service_port=int(port) if port is not None else None,
             log_path=_text(record.get("log_path")), process=_text(record.get("process")),
+            runtime_python=_text(record.get("runtime_python")),
             extra={k: v for k, v in record.items() if k not in KNOWN_FIELDS},
             written=frozenset(k for k in record if k in KNOWN_FIELDS))
+
+    @classmethod
+    def as_found(cls, record: Mapping[str, Any]) -> Deployment:
+        """A record as the audit meets it, which the schema may refuse (the schema rule reports it): a known field
+        of the wrong type reads as missing (its default; `written` does not name it), so every other rule still
+        judges the rest. id, provider and status read as their text ("None" where missing)."""
+        clean: dict[str, Any] = {k: v for k, v in record.items() if k not in KNOWN_FIELDS or _fits(k, v)}
+        for name in ("id", "provider", "status"):
+            clean.setdefault(name, str(record.get(name)))
+        found = cls.from_json(clean)
+        return replace(found, written=frozenset(k for k in record if k in clean and k in KNOWN_FIELDS and
+                                                _fits(k, record[k])))
 
     def to_json(self) -> dict[str, Any]:
         """The record in the file's form: the fields it spelled out or that are set, then the unknown ones."""
@@ -250,6 +266,28 @@ KNOWN_FIELDS: Final = tuple(f.name for f in fields(Deployment) if f.name not in 
 REQUIRED_FIELDS: Final = frozenset({"id", "provider", "status", "cost_hr", "created_at"})
 _DEFAULTS: Final[dict[str, Any]] = {f.name: (f.default_factory() if callable(f.default_factory) else f.default)
                                     for f in fields(Deployment) if f.name in KNOWN_FIELDS}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+#: what a known field's value must be for Deployment.as_found to read it (others are strings or null)
+_SHAPES: Final[dict[str, Any]] = {
+    "cost_hr": _number, "gpu_count": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "service_port": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+    "interruptible": lambda v: isinstance(v, bool),
+    "labels": lambda v: isinstance(v, Mapping), "health": lambda v: v is None or isinstance(v, Mapping),
+    "ssh": lambda v: v is None or (isinstance(v, Mapping) and (v.get("port") is None or
+                                                              isinstance(v.get("port"), int))),
+    "shutdown_rule": lambda v: v is None or (isinstance(v, Mapping) and all(
+        v.get(k) is None or _number(v.get(k)) for k in ("idle_minutes", "max_hours"))),
+}
+
+
+def _fits(name: str, value: Any) -> bool:
+    shape = _SHAPES.get(name)
+    return shape(value) if shape is not None else value is None or isinstance(value, str)
 
 
 def json_value(value: Any) -> Any:

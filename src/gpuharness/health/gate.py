@@ -9,9 +9,9 @@ from typing import Any, Final, final
 
 from gpuharness.core import lifecycle
 from gpuharness.core.clock import now_ts
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.health import targets
 from gpuharness.health.checks_table import HEALTH_CHECKS, HealthChecks
 from gpuharness.health.readiness import CheckResult, Verdict, decide
 
@@ -50,9 +50,9 @@ def conclude(registry: Registry, deployment_id: str, results: Mapping[str, Check
              table: HealthChecks = HEALTH_CHECKS) -> str:
     """Decide on a deployment's results and apply the decision through the lifecycle; the line to report."""
     try:
-        deployment = registry.deployment(deployment_id).to_json()
-        decision = decide(results, table, serverless=targets.is_serverless(deployment))
-        status = deployment.get("status")
+        deployment = registry.deployment(deployment_id)
+        decision = decide(results, table, serverless=deployment.is_serverless)
+        status = deployment.status
         if status not in AWAITING:
             verdict = "failed" if decision.failures else "passed"
             return (f"{deployment_id}: health {verdict}; status {status} left as is "
@@ -73,10 +73,10 @@ def conclude(registry: Registry, deployment_id: str, results: Mapping[str, Check
         return f"{deployment_id}: not changed: {exc.line()}"
 
 
-def _record_failure(registry: Registry, deployment: Mapping[str, Any], decisive: tuple[str, CheckResult],
+def _record_failure(registry: Registry, deployment: Deployment, decisive: tuple[str, CheckResult],
                     failed_checks: list[str], evidence: RunEvidence) -> str:
     name, result = decisive
-    count = int((deployment.get("health") or {}).get("failures", 0)) + 1
+    count = int((deployment.health or {}).get("failures", 0)) + 1
     health = {"status": "failed", "failed_at": now_ts(), "check": name, "cause": result.cause or name,
               "message": result.message[:500], "failures": count, "failed_checks": failed_checks,
               "probe_digest": evidence.probe_digest, "report": evidence.report, **_figures(evidence)}
@@ -84,11 +84,11 @@ def _record_failure(registry: Registry, deployment: Mapping[str, Any], decisive:
     extra: dict[str, Any] = {"health": health}
     if target == "error":
         extra["error"] = f"health failed twice: {health['cause']}: {result.message[:200]}"
-    lifecycle.transition(registry, str(deployment["id"]), target, route=evidence.route, marker=evidence.probe_digest,
+    lifecycle.transition(registry, deployment.id, target, route=evidence.route, marker=evidence.probe_digest,
                          note=f"health: {name} failed ({health['cause']})",
                          next_action="investigate, fix, re-run checks/health" if target != "error"
                          else "destroy or rebuild: failed health twice", **extra)
-    return f"{deployment['id']}: NOT ready: {name} failed ({health['cause']}); status {target} (failure {count})"
+    return f"{deployment.id}: NOT ready: {name} failed ({health['cause']}); status {target} (failure {count})"
 
 
 def _mark_ready(registry: Registry, deployment_id: str, results: Mapping[str, CheckResult], evidence: RunEvidence,

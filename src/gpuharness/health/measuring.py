@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.policy import Policy
 from gpuharness.health import gpu_measurement
 from gpuharness.health.gpu_measurement import Measurement
@@ -58,9 +59,9 @@ def deadline_s(policy: Policy) -> int:
     return int((policy.get("health_timeouts") or {}).get("measure_s", gpu_measurement.DEFAULT_DEADLINE_S))
 
 
-def skip(deployment: Mapping[str, Any], facts: ProbeResult) -> MeasurementRecord | None:
+def skip(deployment: Deployment, facts: ProbeResult) -> MeasurementRecord | None:
     """Why not to measure this host now (None: measure it)."""
-    if deployment.get("status") == "running":
+    if deployment.status == "running":
         return MeasurementRecord(skipped="job_running", reason="a job is running: measuring would slow it, and it "
                                                                "would slow the figures")
     if facts.gpu_error is not None:
@@ -77,7 +78,7 @@ def skip(deployment: Mapping[str, Any], facts: ProbeResult) -> MeasurementRecord
     return None
 
 
-def take(remote: Remote, deployment: Mapping[str, Any], policy: Policy, facts: ProbeResult,
+def take(remote: Remote, deployment: Deployment, policy: Policy, facts: ProbeResult,
          precision: str | None, clock: Callable[[], float] = time.monotonic) -> MeasurementRecord | None:
     """Measure on the probe's connection where the policy asks for it (None: it does not)."""
     if not PerformanceFloor.from_policy(policy.doc).measure:

@@ -95,6 +95,9 @@ class ProbeResult:
     stderr: str = ""
     sections: dict[str, list[str]] = field(default_factory=dict)
     smoke: TorchRun = field(default_factory=lambda: TorchRun("absent"))
+    #: how the probe found the service's processes: "port N ss", "port N proc" (the pid listening on its port),
+    #: "pattern" (the command-line pattern; no listener found), None (not looked for, or a probe before v4)
+    process_found_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -200,10 +203,13 @@ def parse(stdout: str, stderr: str = "", exit_status: int | None = 0) -> ProbeRe
         elif len(parts) >= 3 and parts[-1].isdigit():
             disk[" ".join(parts[:-2])] = int(parts[-1]) * 1024
     processes: list[tuple[int, str]] = []
+    found_by: str | None = None
     for line in sections.get("process", []):
         pid, _, args = line.strip().partition(" ")
         if pid.isdigit():
             processes.append((int(pid), args.strip()))
+        elif pid == "found_by":
+            found_by = args.strip()
     progress: dict[str, int] = {}
     for line in sections.get("progress", []):
         key, _, value = line.partition(" ")
@@ -219,7 +225,7 @@ def parse(stdout: str, stderr: str = "", exit_status: int | None = 0) -> ProbeRe
         log_tail=tuple(sections.get("log", [])), progress=progress,
         torch=smoke.result, complete=done,
         exit_status=exit_status, digest=digest_of(stdout, stderr, exit_status), stderr=stderr,
-        sections=sections, smoke=smoke)
+        sections=sections, smoke=smoke, process_found_by=found_by)
 
 
 def run(remote: Remote, targets: ProbeTargets, *, deadline_s: float = 120.0) -> tuple[ExecResult, ProbeResult]:

@@ -11,7 +11,7 @@ from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.health import nvidia_smi
 from gpuharness.remote.script import ShellScript
 
-PROBE_VERSION: Final = 3
+PROBE_VERSION: Final = 4
 MARK: Final = "@@gpuharness"
 #: settings that name a path a command reads (never to be taken for an option)
 PATHS: Final = frozenset({"GH_WS", "GH_LOG", "GH_CKPT", "GH_OUT", "GH_PY"})
@@ -91,20 +91,52 @@ def _disk(targets: ProbeTargets) -> ProbeSection:
                                                                                               targets.workspace),))
 
 
+#: The pids listening on $GH_PORT: ss where it works (it names the pid of the user's own processes without root),
+#: else /proc/net/tcp{,6} (the LISTEN socket's inode) mapped to its pid through /proc/<pid>/fd; then their
+#: descendants (a service's workers use the GPU too). Sets _lp and _by.
+_LISTENER: Final[tuple[str, ...]] = (
+    '_lp=""; _by=""',
+    'if command -v ss >/dev/null 2>&1 && _ss=$(ss -ltnpH "sport = :$GH_PORT" 2>/dev/null); then',
+    "  _lp=$(printf '%s\\n' \"$_ss\" | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -un); _by=\"port $GH_PORT ss\"",
+    "else",
+    "  _ino=$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v h=\":$(printf '%04X' \"$GH_PORT\")\" "
+    "'$4 == \"0A\" && substr($2, length($2) - 4) == h && $10 != 0 {print $10}')",
+    '  if [ -n "$_ino" ]; then _by="port $GH_PORT proc"',
+    "    _lp=$(ls -l /proc/[0-9]*/fd 2>/dev/null | awk -v want=\" $(echo $_ino) \" '/^\\/proc\\/[0-9]+\\/fd\\/?:$/ "
+    "{split($0, d, \"/\"); pid = d[3]; next} $NF ~ /^socket:\\[[0-9]+\\]$/ {i = $NF; gsub(/[^0-9]/, \"\", i); "
+    "if (index(want, \" \" i \" \")) print pid}' | sort -un); fi",
+    "fi",
+    'if [ -n "$_lp" ]; then',
+    "  _lp=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v roots=\"$(echo $_lp)\" '{s = $0; sub(/.*\\) /, \"\", s); "
+    "split(s, f, \" \"); parent[$1] = f[2]} END {n = split(roots, q, \" \"); for (i = 1; i <= n; i++) seen[q[i]] = 1; "
+    "for (i = 1; i <= n; i++) {print q[i]; for (p in parent) if (parent[p] == q[i] && !(p in seen)) "
+    "{seen[p] = 1; q[++n] = p}}}')",
+    "fi",
+)
+
+
 def _process(targets: ProbeTargets) -> ProbeSection:
     return ProbeSection("process", (
+        'GH_SVC_PIDS=""; _procs=""; _lp=""; _by=""',
+        # by its port first: a command-line pattern (main.py) also matches unrelated processes
+        'if [ -n "$GH_PORT" ]; then',
+        *("  " + line for line in _LISTENER),
+        "fi",
+        'if [ -n "$_lp" ]; then echo "found_by $_by"',
+        "  _procs=$(for _p in $_lp; do printf '%s %s\\n' \"$_p\" "
+        "\"$(tr '\\000' ' ' < \"/proc/$_p/cmdline\" 2>/dev/null)\"; done)",
         # the pattern travels in the environment so this awk's own argv never matches it;
         # -ww: without a terminal procps cuts args at 80 columns; busybox ps has no -o: fall back to
         # /proc/<pid>/cmdline
-        'GH_SVC_PIDS=""',
-        'if [ -n "$GH_PAT" ]; then _procs=$({ ps -ww -eo pid=,args= 2>/dev/null || for p in /proc/[0-9]*; do '
+        'elif [ -n "$GH_PAT" ]; then echo "found_by pattern"',
+        '  _procs=$({ ps -ww -eo pid=,args= 2>/dev/null || for p in /proc/[0-9]*; do '
         'printf \'%s %s\\n\' "${p#/proc/}" "$(tr \'\\000\' \' \' < "$p/cmdline" 2>/dev/null)"; done; } '
         '| awk \'index($0, ENVIRON["GH_PAT"])\')',
-        '  if [ -n "$_procs" ]; then printf \'%s\\n\' "$_procs"; fi',
-        # the torch section looks for the service's interpreter among the first few of them
-        "  GH_SVC_PIDS=$(printf '%s\\n' \"$_procs\" | awk '$1 ~ /^[0-9]+$/ {print $1}' | head -n 8)",
         "fi",
-    ), settings=(("GH_PAT", targets.process_pattern),))
+        'if [ -n "$_procs" ]; then printf \'%s\\n\' "$_procs"; fi',
+        # the torch section looks for the service's interpreter among the first few of them
+        "GH_SVC_PIDS=$(printf '%s\\n' \"$_procs\" | awk '$1 ~ /^[0-9]+$/ {print $1}' | head -n 8)",
+    ), settings=(("GH_PAT", targets.process_pattern), ("GH_PORT", targets.service_port)))
 
 
 def _ports(targets: ProbeTargets) -> ProbeSection:

@@ -92,7 +92,7 @@ class ProbeRecord:
         return cls(**fields)
 
 
-def live(registry: Registry, deployment: Mapping[str, Any], *, record_to: Path | None = None,
+def live(registry: Registry, deployment: Deployment, *, record_to: Path | None = None,
          catalog: CatalogObservation | None = None) -> ProbeRecord:
     """Connect once by the recorded route, run the probe in one exec, record the route's last probe in
     connections.json, and (record mode) the scrubbed transcript at `record_to`, naming the run's `catalog`.
@@ -101,7 +101,7 @@ def live(registry: Registry, deployment: Mapping[str, Any], *, record_to: Path |
 
     policy = Policy(registry.policy_document())
     timeouts = policy.get("health_timeouts") or {}
-    route = resolve(Deployment.from_json(deployment), registry.items("connections.json"))
+    route = resolve(deployment, registry.items("connections.json"))
     started = time.monotonic()
     try:
         remote = open_remote(route, connect_timeout_s=float(timeouts.get("connect_s", 15)))
@@ -111,7 +111,7 @@ def live(registry: Registry, deployment: Mapping[str, Any], *, record_to: Path |
     try:
         result = remote.exec(probe.build_script(targets.probe_targets(deployment, policy)),
                              deadline_s=float(timeouts.get("probe_s", 120)))
-        workflow = targets.manifest(registry, "workflows.json", "id", deployment.get("workflow")) or {}
+        workflow = targets.manifest(registry, "workflows.json", "id", deployment.workflow) or {}
         measured = measuring.take(remote, deployment, policy, probe.parse(result.stdout, result.stderr,
                                                                           result.exit_status),
                                   workflow.get("precision"))

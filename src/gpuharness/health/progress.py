@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final
 
 from gpuharness.core import lifecycle
@@ -15,7 +14,7 @@ from gpuharness.health.probing import ProgressObservation
 NOTE: Final = "progress observation"
 
 
-def observe(registry: Registry, deployment: Mapping[str, Any], current: dict[str, int], *, route: str | None,
+def observe(registry: Registry, deployment: Deployment, current: dict[str, int], *, route: str | None,
             journaled: bool) -> ProgressObservation:
     """The previous observation of this deployment's marker; the current one is journaled when `journaled`
     (a live probe: a replay is not an observation of the host as it is now)."""
@@ -23,10 +22,10 @@ def observe(registry: Registry, deployment: Mapping[str, Any], current: dict[str
     previous_at: str | None = None
     try:
         for entry in lifecycle.read_journal(registry.journal_path):
-            if entry.get("deployment") == deployment["id"] and entry.get("note") == NOTE:
+            if entry.get("deployment") == deployment.id and entry.get("note") == NOTE:
                 previous, previous_at = entry.get("marker"), entry.get("observed_at") or entry.get("ts")
         if journaled:
-            lifecycle.journal(registry, JournalEntry.of(Deployment.from_json(deployment), marker=current, note=NOTE,
+            lifecycle.journal(registry, JournalEntry.of(deployment, marker=current, note=NOTE,
                                                         route=route))
     except UserError as exc:
         return ProgressObservation(current, problem=exc.line())

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, final
 
+from gpuharness.core.deployment import Deployment
+from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.health import performance
 from gpuharness.health.diagnose import CAUSES, REMEDIES, Diagnosis, Evidence, classify_lines
 from gpuharness.health.gpu_classes import GPU_MEMORY_MIB, ORDER_NAMES
@@ -15,9 +17,10 @@ from gpuharness.health.performance import PerformanceFloor, PerformanceReport
 from gpuharness.health.probe import ProbeResult
 from gpuharness.health.workflow_fit import WorkflowFit
 
+#: each runtime's default service process pattern and port (core.runtimes, where both are declared)
 RUNTIME_DEFAULTS: Final[dict[str, tuple[str, int]]] = {
-    "comfyui": ("main.py", 8188), "openai": ("vllm", 8000),
-}
+    name: (runtime.process, runtime.port) for name, runtime in RUNTIMES.items()
+    if runtime.process is not None and runtime.port is not None}
 GIB: Final = 1024**3
 
 
@@ -72,13 +75,13 @@ def gpu_error(probe: ProbeResult) -> Verdict | None:
     return failed(probe.gpu_error, f"nvidia-smi failed: {probe.gpu_error}{line}; {remedy}")
 
 
-def gpu_matches_order(probe: ProbeResult, deployment: dict[str, Any]) -> Verdict:
+def gpu_matches_order(probe: ProbeResult, deployment: Deployment) -> Verdict:
     """GPU count, name and memory match what was ordered."""
     error = gpu_error(probe)
     if error:
         return error
-    ordered = deployment.get("gpu")
-    count = int(deployment.get("gpu_count") or 1)
+    ordered = deployment.gpu
+    count = deployment.gpu_count
     names = [gpu.name or "?" for gpu in probe.gpus]
     if len(probe.gpus) != count:
         return failed("gpu_count", f"ordered {count} x {ordered}, the host shows {len(probe.gpus)}: {names}; "
@@ -195,7 +198,18 @@ def service_up(probe: ProbeResult, pattern: str, port: int | None) -> Verdict:
     if port is not None and port not in probe.listening_ports:
         return failed("port_closed", f"the service runs (pid {probe.processes[0][0]}) but nothing listens on port "
                       f"{port}; listening: {sorted(probe.listening_ports)}; check its --port/--listen flags")
-    return passed(f"pid {probe.processes[0][0]} {probe.processes[0][1][:60]} listening on {port}")
+    return passed(f"pid {probe.processes[0][0]} {probe.processes[0][1][:60]} listening on {port}"
+                  f"{_found_by(probe, pattern)}")
+
+
+def _found_by(probe: ProbeResult, pattern: str) -> str:
+    """How the probe picked the service's process (its evidence)."""
+    by = probe.process_found_by
+    if by is None:
+        return ""
+    if by.startswith("port "):
+        return f" (found as the process listening on port {by.split()[1]}, by {by.split()[-1]})"
+    return f" (found by the command-line pattern {pattern!r}: nothing this user can see listens on the port)"
 
 
 #: Causes a log line can show on a server that still serves the workflow: an optional node module that failed to
@@ -261,7 +275,7 @@ def _harmless(label: str, evidence: Evidence, log_path: str | None, fit: Workflo
 
 
 #: Runtimes whose service imports torch: their own interpreter must have it (a skip would pass a broken service).
-TORCH_RUNTIMES: Final = frozenset({"comfyui"})
+TORCH_RUNTIMES: Final = frozenset(name for name, runtime in RUNTIMES.items() if runtime.imports_torch)
 #: How the probe found the interpreter that ran the smoke test (probe v1 transcripts ran python3, unsaid).
 FOUND_BY: Final[dict[str | None, str]] = {
     "deployment": "runtime_python in deployments.json", "service_argv0": "the service's own interpreter",

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any, Final, final
 
 from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
+from gpuharness.core.deployment import Deployment
+from gpuharness.core.runtimes import RUNTIMES
 
 #: The runtimes whose servers have a node catalog to validate a workflow against.
-CATALOG_RUNTIMES: Final = frozenset({"comfyui"})
+CATALOG_RUNTIMES: Final = frozenset(name for name, runtime in RUNTIMES.items() if runtime.node_catalog)
 CATALOG_DIR: Final = "catalogs"
 
 
@@ -29,7 +31,7 @@ class CatalogUnavailable(Exception):
 
 
 #: Fetches the deployment's server catalog (the /object_info document); raises CatalogUnavailable.
-CatalogFetch = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+CatalogFetch = Callable[[Deployment], Mapping[str, Any]]
 #: Scrubs secrets out of one string (the transcripts' scrubber).
 Scrub = Callable[[str], str]
 
@@ -60,12 +62,12 @@ class CatalogObservation:
         return asdict(self)
 
 
-def applies(deployment: Mapping[str, Any]) -> bool:
+def applies(deployment: Deployment) -> bool:
     """Whether the deployment's server has a node catalog (a ComfyUI runtime with an endpoint)."""
-    return deployment.get("runtime") in CATALOG_RUNTIMES and bool(deployment.get("endpoint"))
+    return deployment.runtime in CATALOG_RUNTIMES and bool(deployment.endpoint)
 
 
-def observe(fetch: CatalogFetch, deployment: Mapping[str, Any], directory: Path,
+def observe(fetch: CatalogFetch, deployment: Deployment, directory: Path,
             scrub: Scrub | None) -> CatalogObservation:
     """Fetch the deployment's catalog once and keep it in `directory` (content-addressed), scrubbed where it is
     recorded (`scrub`; None for the run's own copy)."""

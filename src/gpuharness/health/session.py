@@ -4,17 +4,17 @@ and the record shared through a directory every process of the run (xdist worker
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, final
+from typing import final
 
 from filelock import FileLock
 
 from gpuharness.core.clock import now_ts
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.health import probing, progress, server_catalog, targets, transcripts
+from gpuharness.health import probing, progress, server_catalog, transcripts
 from gpuharness.health.probing import ProbeFailure, ProbeRecord
 from gpuharness.health.server_catalog import CatalogFetch, CatalogObservation
 from gpuharness.providers.cassette import Mode
@@ -36,11 +36,11 @@ class ProbeSession:
     shared_dir: Path  # one per run, shared by the controller and every worker
     catalogs: CatalogFetch | None = None
 
-    def probe(self, deployment: Mapping[str, Any]) -> ProbeRecord:
+    def probe(self, deployment: Deployment) -> ProbeRecord:
         """The deployment's probe for this run: taken once under a file lock, then read by every process."""
-        if targets.is_serverless(deployment):
+        if deployment.is_serverless:
             return ProbeRecord(route=None, not_applicable="a serverless endpoint has no host to probe")
-        cached = self.shared_dir / f"probe-{deployment['id']}.json"
+        cached = self.shared_dir / f"probe-{deployment.id}.json"
         with FileLock(str(cached) + ".lock", timeout=LOCK_TIMEOUT_S):
             if cached.exists():
                 return ProbeRecord.from_json(json.loads(cached.read_text()))
@@ -49,10 +49,10 @@ class ProbeSession:
             cached.write_text(json.dumps(record.to_json()))
             return record
 
-    def _take(self, deployment: Mapping[str, Any]) -> ProbeRecord:
-        path = transcripts.transcript_path(self.cassettes, str(deployment["id"]))
+    def _take(self, deployment: Deployment) -> ProbeRecord:
+        path = transcripts.transcript_path(self.cassettes, deployment.id)
         if self.mode is Mode.OFFLINE:
-            return probing.replay(path, str(deployment["id"]), catalog=server_catalog.applies(deployment))
+            return probing.replay(path, deployment.id, catalog=server_catalog.applies(deployment))
         catalog = self._catalog(deployment)
         try:
             return probing.live(self.registry, deployment, record_to=path if self.mode is Mode.RECORD else None,
@@ -60,7 +60,7 @@ class ProbeSession:
         except UserError as exc:  # no usable route recorded: the registry needs fixing, not the host
             return ProbeRecord(route=None, failure=ProbeFailure("no_route", exc.line()), catalog=catalog)
 
-    def _catalog(self, deployment: Mapping[str, Any]) -> CatalogObservation | None:
+    def _catalog(self, deployment: Deployment) -> CatalogObservation | None:
         """The server's catalog, fetched live; kept scrubbed beside the transcripts in record mode."""
         if self.catalogs is None or not server_catalog.applies(deployment):
             return None
@@ -70,9 +70,9 @@ class ProbeSession:
                                           lambda text: transcripts.scrub(text, secrets))
         return server_catalog.observe(self.catalogs, deployment, self.shared_dir / server_catalog.CATALOG_DIR, None)
 
-    def _progress(self, deployment: Mapping[str, Any], record: ProbeRecord) -> probing.ProgressObservation | None:
+    def _progress(self, deployment: Deployment, record: ProbeRecord) -> probing.ProgressObservation | None:
         """A running job's progress marker, observed once per run (journaled only when the probe was live)."""
-        if deployment.get("status") != "running" or record.transcript is None:
+        if deployment.status != "running" or record.transcript is None:
             return None
         current = record.transcript.parse().progress
         return progress.observe(self.registry, deployment, current, route=record.route,

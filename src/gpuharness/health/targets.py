@@ -1,9 +1,7 @@
-"""What the health probe and checks look at on a deployment, derived from its registry record, each in one place
-(the health code reads records as dicts; the facts the Deployment owns come from it)."""
+"""What the health probe and checks look at on a deployment, derived from its Deployment, each in one place."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final
 
 from gpuharness.core.deployment import Deployment
@@ -16,34 +14,24 @@ from gpuharness.health.rules import RUNTIME_DEFAULTS
 MANIFESTS: Final = ("models.json", "workflows.json")
 
 
-def workspace(deployment: Mapping[str, Any]) -> str:
-    """The directory on the host whose free disk the model needs: the Deployment's one workspace."""
-    return Deployment.from_json(deployment).workspace
-
-
-def is_serverless(deployment: Mapping[str, Any]) -> bool:
-    """A serverless endpoint with no host of ours to probe: judged on its endpoint and its test job only."""
-    return Deployment.from_json(deployment).is_serverless
-
-
-def service_process(deployment: Mapping[str, Any]) -> str | None:
+def service_process(deployment: Deployment) -> str | None:
     """The pattern the service's process matches: `process`, else the runtime's default."""
-    return deployment.get("process") or RUNTIME_DEFAULTS.get(str(deployment.get("runtime")), (None, None))[0]
+    return deployment.process or RUNTIME_DEFAULTS.get(str(deployment.runtime), (None, None))[0]
 
 
-def service_port(deployment: Mapping[str, Any]) -> int | None:
+def service_port(deployment: Deployment) -> int | None:
     """The port the service listens on: `service_port`, else the runtime's default."""
-    return deployment.get("service_port") or RUNTIME_DEFAULTS.get(str(deployment.get("runtime")), (None, None))[1]
+    return deployment.service_port or RUNTIME_DEFAULTS.get(str(deployment.runtime), (None, None))[1]
 
 
-def probe_targets(deployment: Mapping[str, Any], policy: Policy) -> ProbeTargets:
+def probe_targets(deployment: Deployment, policy: Policy) -> ProbeTargets:
     """What the probe looks at on the deployment's host."""
     timeouts = policy.get("health_timeouts") or {}
-    return ProbeTargets(workspace=workspace(deployment), process_pattern=service_process(deployment),
-                        service_port=service_port(deployment), log_path=deployment.get("log_path"),
-                        checkpoint_path=deployment.get("checkpoint_path"),
+    return ProbeTargets(workspace=deployment.workspace, process_pattern=service_process(deployment),
+                        service_port=service_port(deployment), log_path=deployment.log_path,
+                        checkpoint_path=deployment.checkpoint_path,
                         nvidia_smi_timeout_s=int(timeouts.get("nvidia_smi_s", 10)),
-                        runtime_python=deployment.get("runtime_python"))
+                        runtime_python=deployment.runtime_python)
 
 
 def manifest(registry: Registry, file_name: str, key: str, value: Any) -> dict[str, Any] | None:

@@ -5,12 +5,12 @@ module (core.secrets)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuharness.core.clock import now_ts
 from gpuharness.core.confinement import local_path
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.core.secrets import configured_values, scrub_text
@@ -40,10 +40,10 @@ def transcript_path(cassettes: Path, deployment_id: str) -> Path:
     return local_path(cassettes / "ssh", f"{deployment_id}.json", what="deployment id")
 
 
-def source_of(deployment: Mapping[str, Any], route: HostRoute) -> str:
+def source_of(deployment: Deployment, route: HostRoute) -> str:
     """Where a recording comes from: the deployment's `labels.source`, else the simulator for a loopback host."""
     loopback = route.transport == "ssh" and route.host in {"127.0.0.1", "localhost"}
-    return str((deployment.get("labels") or {}).get("source") or ("simulator" if loopback else "real hardware"))
+    return str(deployment.labels.get("source") or ("simulator" if loopback else "real hardware"))
 
 
 def recorded_catalog(cassettes: Path, deployment_id: str) -> CatalogObservation | None:
@@ -61,12 +61,12 @@ def catalog_dir(cassettes: Path) -> Path:
     return cassettes / "ssh" / server_catalog.CATALOG_DIR
 
 
-def write(path: Path, deployment: Mapping[str, Any], route: HostRoute, result: ExecResult,
+def write(path: Path, deployment: Deployment, route: HostRoute, result: ExecResult,
           secrets: tuple[str, ...], *, catalog: CatalogObservation | None = None,
           measurement: MeasurementRecord | None = None) -> None:
     """Write the probe's transcript, scrubbed, with its provenance, the server catalog of the same phase and the GPU
     measurement's transcript (where the policy asked for one)."""
-    document = {"deployment": deployment["id"], "recorded_at": now_ts(), "source": source_of(deployment, route),
+    document = {"deployment": deployment.id, "recorded_at": now_ts(), "source": source_of(deployment, route),
                 "probe_version": probe.PROBE_VERSION, "stdout": scrub(result.stdout, secrets),
                 "stderr": scrub(result.stderr, secrets), "exit_status": result.exit_status,
                 **server_catalog.transcript_entry(catalog, path),

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
@@ -76,12 +77,12 @@ def _check_manifests(config: pytest.Config) -> None:
     config.stash[_MANIFESTS_READ] = True
 
 
-def _manifests(registry: Registry, deployment: dict[str, Any]) -> tuple[dict[str, Any] | None,
+def _manifests(registry: Registry, deployment: Deployment) -> tuple[dict[str, Any] | None,
                                                                        dict[str, Any] | None] | str:
     """The deployment's model and workflow manifests, or the one line saying which manifest does not read."""
     try:
-        return (targets.manifest(registry, "models.json", "name", deployment.get("model")),
-                targets.manifest(registry, "workflows.json", "id", deployment.get("workflow")))
+        return (targets.manifest(registry, "models.json", "name", deployment.model),
+                targets.manifest(registry, "workflows.json", "id", deployment.workflow))
     except UserError as exc:
         return exc.line()
 
@@ -107,7 +108,7 @@ def health(request: pytest.FixtureRequest, health_deployment_id: str) -> Iterato
     check = HEALTH_CHECKS[name.removeprefix(TEST_PREFIX)].id  # pytest_generate_tests refused any other name
     request.node.user_properties.append((PROPERTY, {"deployment": health_deployment_id, "check": check}))
     registry = Registry(registry_root(config))
-    deployment = registry.deployment(health_deployment_id).to_json()
+    deployment = registry.deployment(health_deployment_id)
     manifests = _manifests(registry, deployment)
     if isinstance(manifests, str):  # changed since collection: the registry's error, not the deployment's
         request.node.user_properties.append((PROPERTY + "_cause", "bad_manifest"))

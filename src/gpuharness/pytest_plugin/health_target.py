@@ -19,6 +19,7 @@ import pytest
 
 from gpuharness import runtimes
 from gpuharness.core.comfy_catalog import CatalogError
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
@@ -46,7 +47,7 @@ class HealthTarget:
     """What a check reads about one deployment: its record, manifests and policy, the run's probe of it, and the
     runtime's answers. Checks read these and assert; they write nothing."""
 
-    deployment: dict[str, Any]
+    deployment: Deployment
     registry: Registry
     policy: Policy
     mode: cassette.Mode
@@ -59,7 +60,7 @@ class HealthTarget:
 
     @property
     def id(self) -> str:
-        return str(self.deployment["id"])
+        return self.deployment.id
 
     @property
     def probe_targets(self) -> ProbeTargets:
@@ -164,7 +165,7 @@ def judge_workflow(target: HealthTarget) -> WorkflowFit | None:
 def catalog_fetch(registry: Registry) -> CatalogFetch:
     """The probe phase's fetch of a server's node catalog: one GET /object_info over the runtime HTTP seam."""
 
-    def fetch(deployment: Mapping[str, Any]) -> Mapping[str, Any]:
+    def fetch(deployment: Deployment) -> Mapping[str, Any]:
         client = runtime_client(deployment, registry)
         if client is None:
             raise CatalogUnavailable("no endpoint recorded for the service")
@@ -179,16 +180,16 @@ def catalog_fetch(registry: Registry) -> CatalogFetch:
     return fetch
 
 
-def runtime_client(deployment: Mapping[str, Any], registry: Registry) -> httpx.Client | None:
+def runtime_client(deployment: Deployment, registry: Registry) -> httpx.Client | None:
     """A client for the deployment's endpoint (None: no endpoint recorded); a serverless runtime's carries the
     provider's key from the variable its `credential_env` names."""
-    endpoint = deployment.get("endpoint")
+    endpoint = deployment.endpoint
     if not endpoint:
         return None
     headers = {}
-    if deployment.get("runtime") == "serverless":
+    if deployment.is_serverless:
         try:
-            env = registry.provider(str(deployment["provider"])).get("credential_env")
+            env = registry.provider(deployment.provider).get("credential_env")
         except UserError:
             env = None
         if env and os.environ.get(env):
@@ -218,7 +219,7 @@ def health_endpoint(target: HealthTarget) -> runtimes.Outcome:
     """The runtime's answer on its health endpoint."""
     try:
         with _recording(target, "health"), _client(target) as client:
-            return runtimes.health(str(target.deployment.get("runtime")), client)
+            return runtimes.health(str(target.deployment.runtime), client)
     except UserError as exc:  # offline: no recorded interaction
         return runtimes.failed("no_recording", exc.line())
 
@@ -228,9 +229,9 @@ def generation(target: HealthTarget) -> runtimes.Outcome:
     workflow = target.workflow
     if workflow is None:
         target.fail(rules.failed(
-            "no_workflow", f"deployment has no workflow manifest (workflow={target.deployment.get('workflow')!r}); "
+            "no_workflow", f"deployment has no workflow manifest (workflow={target.deployment.workflow!r}); "
             "add it to workflows.json with a test_generation, so readiness is proven by a real generation"))
-    runtime = str(target.deployment.get("runtime") or workflow.get("runtime"))
+    runtime = str(target.deployment.runtime or workflow.get("runtime"))
     fit = target.workflow_fit
     if fit is not None and fit.rejected:  # what the server would refuse is never submitted
         return runtimes.failed(fit.cause or "prompt_rejected", "the server would refuse the test graph (judged "
@@ -241,7 +242,7 @@ def generation(target: HealthTarget) -> runtimes.Outcome:
     sleep: runtimes.Sleep = (lambda _s: None) if target.mode is cassette.Mode.OFFLINE else time.sleep
     try:
         with _recording(target, "generation"), _client(target) as client:
-            return runtimes.run_test_generation(runtime, client, workflow, model=target.deployment.get("model"),
+            return runtimes.run_test_generation(runtime, client, workflow, model=target.deployment.model,
                                                 sleep=sleep, client_id=f"gpuharness-{target.id}")
     except UserError as exc:  # offline: no recorded interaction
         return runtimes.failed("no_recording", exc.line())

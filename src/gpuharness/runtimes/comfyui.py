@@ -16,6 +16,7 @@ import httpx
 from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
 from gpuharness.core.comfy_problems import Problem, cause, problems
 from gpuharness.core.comfy_validation import Verdict, validate
+from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.runtimes import (
     Artifact,
     Clock,
@@ -182,7 +183,7 @@ class ComfyUI:
 
 def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
     started = time.monotonic()
-    response = get_health(RuntimeHttp.over(client), "/system_stats")
+    response = get_health(RuntimeHttp.over(client), str(RUNTIMES["comfyui"].health_path))
     if isinstance(response, Outcome):
         return response
     devices = [d.get("name") for d in response.json().get("devices", [])]

@@ -7,13 +7,14 @@ from typing import Any
 
 import httpx
 
+from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.runtimes import Artifact, Clock, Outcome, classified, failed, get_health, transport_failure
 from gpuharness.runtimes.http import RuntimeHttp
 
 
 def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
     started = time.monotonic()
-    answer = get_health(RuntimeHttp.over(client), "/health",
+    answer = get_health(RuntimeHttp.over(client), str(RUNTIMES["openai"].health_path),
                         hint="engine starting, dead or out of memory: read the server log")
     if isinstance(answer, Outcome):
         return answer

@@ -29,6 +29,7 @@ from paramiko.common import AUTH_FAILED, AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRA
 from paramiko.sftp import SFTP_PERMISSION_DENIED
 
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
+from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.health import gpu_classes
 from gpuharness.health.nvidia_smi import CLOCK_EVENT_BITS
 from gpuharness.sim import gpu_figures
@@ -45,8 +46,8 @@ RUNTIME_PROCESS: dict[str, tuple[str, ...]] = {
     "comfyui": ("main.py", "--listen", "0.0.0.0", "--port", "8188"),
     "openai": ("-m", "vllm.entrypoints.openai.api_server", "--port", "8000"),
 }
-RUNTIME_DIR: dict[str, str] = {"comfyui": "ComfyUI", "openai": "vllm"}
-RUNTIME_PORT: dict[str, int] = {"comfyui": 8188, "openai": 8000}
+RUNTIME_DIR: dict[str, str] = {name: str(RUNTIMES[name].directory) for name in RUNTIME_PROCESS}
+RUNTIME_PORT: dict[str, int] = {name: int(RUNTIMES[name].port or 0) for name in RUNTIME_PROCESS}
 #: The simulated service only waits; it ends when the process that started it is gone (no orphan outlives a test).
 SERVICE_MAIN = """import os, time
 parent = os.getppid()
@@ -251,15 +252,21 @@ def _fake_tools(spec: HostSpec, service_port: int | None, service: tuple[int, st
     if service is not None:
         process_lines.append(f" {service[0]} {service[1]}")
     process_lines += [f" {5000 + i} {name}" for i, name in enumerate(spec.foreign_processes)]
-    ports = [22] + ([service_port] if service is not None and service_port else [])
-    ss_lines = [f"LISTEN 0      4096         0.0.0.0:{port}      0.0.0.0:*" for port in ports]
+    listeners = [(22, None)] + ([(service_port, service[0])] if service is not None and service_port else [])
+    # as ss answers: a "sport = :N" filter keeps that port's line; -p adds the pid of a process the user owns
+    ss_lines = ['want=""; pids=""',
+                'for a in "$@"; do case "$a" in "sport = :"*) want=${a#"sport = :"} ;; -*p*) pids=1 ;; esac; done']
+    for port, pid in listeners:
+        users = f' users:(("python",pid={pid},fd=3))' if pid is not None else ""
+        ss_lines.append(f'if [ -z "$want" ] || [ "$want" = {port} ]; then printf "LISTEN 0      4096         '
+                        f'0.0.0.0:{port}      0.0.0.0:*"; if [ -n "$pids" ]; then printf \'{users}\'; fi; echo; fi')
     tools = {
         "nvidia-smi": _nvidia_smi_script(spec, service[0] if service is not None else None, busy),
         "df": ("#!/bin/sh\necho 'Filesystem     1024-blocks      Used Available Capacity Mounted on'\n"
                "for a in \"$@\"; do case \"$a\" in -*) ;; *) "
                f"echo \"overlay {total_kb} {total_kb - free_kb} {free_kb} 50% $a\" ;; esac; done\n"),
         "ps": "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(process_lines) + "\nEOF\n",
-        "ss": "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(ss_lines) + "\nEOF\n",
+        "ss": "#!/bin/sh\n" + "\n".join(ss_lines) + "\n",
     }
     if spec.nvidia_smi == "missing":
         del tools["nvidia-smi"]
