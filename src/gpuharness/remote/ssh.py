@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import stat
@@ -56,6 +57,14 @@ def _connect(route: HostRoute, timeout_s: float, sock: paramiko.Channel | parami
         raise RemoteError("unreachable", f"cannot connect to {route.label}: {type(exc).__name__}: {exc}",
                           target=route.target) from None
     return client, policy
+
+
+def _close_quietly(sftp: paramiko.SFTPClient) -> None:
+    """The deadline's watchdog: close the SFTP channel under a read that never answers. The reader reports the
+    deadline; a close that races the read's own failure is not a second error (it would print a thread's
+    traceback)."""
+    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        sftp.close()
 
 
 @final
@@ -148,7 +157,8 @@ class SSHRemote:
             sftp = self.client.open_sftp()
         except (paramiko.SSHException, OSError) as exc:
             raise RemoteError("closed", f"sftp unavailable: {exc}", target=self.target) from None
-        watchdog = None if end is None else threading.Timer(max(end - time.monotonic(), 0.0), sftp.close)
+        watchdog = None if end is None else threading.Timer(max(end - time.monotonic(), 0.0), _close_quietly,
+                                                                   (sftp,))
         if watchdog is not None:
             watchdog.daemon = True
             watchdog.start()
