@@ -2,8 +2,9 @@
 service's port, health route, process, log, whether it has a host of ours) is read from this table.
 
 The published schema (deployments.schema.json's `runtime` enum) stays the contract; tests/test_runtime_table.py
-proves the two agree. A runtime's HTTP client lives in `gpuharness.runtimes` (RUNTIME_CLIENTS), its stand-in in
-`gpuharness.sim`."""
+proves the two agree. A runtime's HTTP client is the module of `gpuharness.runtimes` its entry names (`client`), the
+run phase's executor the module of `gpuharness.operations` (`executor`); its stand-in lives in `gpuharness.sim`.
+The table holds module names, never modules: the core imports no layer above it."""
 
 from __future__ import annotations
 
@@ -35,14 +36,20 @@ class Runtime:
     generates: bool = True
     #: the directory its service runs in, under the workspace (the simulator lays it out there)
     directory: str | None = None
+    #: its client's module in gpuharness.runtimes: `health(client, **kwargs)` and `generate(client, workflow,
+    #: request)` (None: no client; its health and test generation are unsupported)
+    client: str | None = None
+    #: its run phase's executor module in gpuharness.operations: `build(deployment, seams)` (None: no jobs)
+    executor: str | None = None
 
 
 RUNTIMES: Final[dict[str, Runtime]] = {runtime.name: runtime for runtime in (
     Runtime("comfyui", port=8188, health_path="/system_stats", process="main.py", imports_torch=True,
-            node_catalog=True, directory="ComfyUI"),
-    Runtime("openai", port=8000, health_path="/health", process="vllm", directory="vllm"),
+            node_catalog=True, directory="ComfyUI", client="comfyui", executor="comfy_job"),
+    Runtime("openai", port=8000, health_path="/health", process="vllm", directory="vllm", client="openai",
+            executor="openai_job"),
     Runtime("native", generates=False),
-    Runtime("serverless", health_path="/health", has_host=False),
+    Runtime("serverless", health_path="/health", has_host=False, client="serverless", executor="serverless_job"),
 )}
 #: every runtime's name, in the table's order (the CLI's choices)
 NAMES: Final = tuple(RUNTIMES)

@@ -9,7 +9,7 @@ from typing import Any, final
 from gpuharness.core.confinement import plain_name, relative_parts, remote_path
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
-from gpuharness.operations.run import JobProgress
+from gpuharness.operations.run import ExecutorSeams, JobProgress
 from gpuharness.runtimes.comfyui import ComfyUI, job_graph
 from gpuharness.runtimes.http import RuntimeHttp
 
@@ -59,3 +59,8 @@ class ComfyJobExecutor:
 
     def close(self) -> None:
         self.comfy.http.close()
+
+
+def build(deployment: Deployment, seams: ExecutorSeams) -> ComfyJobExecutor:
+    """The run phase's executor for a deployment of this runtime (the runtime table names this module)."""
+    return ComfyJobExecutor(deployment)

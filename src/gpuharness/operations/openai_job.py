@@ -21,7 +21,7 @@ import httpx
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
-from gpuharness.operations.run import JobProgress
+from gpuharness.operations.run import ExecutorSeams, JobProgress
 from gpuharness.remote import Remote, RemoteError
 from gpuharness.remote.script import ShellScript
 from gpuharness.runtimes.http import RuntimeHttp
@@ -164,3 +164,8 @@ class OpenAIJobExecutor:
         if self.remote is not None:
             self.remote.close()
             self.remote = None
+
+
+def build(deployment: Deployment, seams: ExecutorSeams) -> OpenAIJobExecutor:
+    """The run phase's executor for a deployment of this runtime (the runtime table names this module)."""
+    return OpenAIJobExecutor(deployment, seams.connect)

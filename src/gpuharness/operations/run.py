@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, final
 
@@ -16,11 +16,13 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import transition
 from gpuharness.core.policy import Action, Policy
+from gpuharness.core.registry import Registry
 from gpuharness.core.spend import today_and_month
 from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify
 from gpuharness.operations.install import workflow_manifest
+from gpuharness.remote import Remote
 
 JobState = Literal["running", "completed", "failed"]
 PROGRESS_EVERY_S = 30.0
@@ -49,6 +51,18 @@ class JobExecutor(Protocol):
     def cancel(self, handle: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ExecutorSeams:
+    """What a runtime's executor module (the runtime table's `executor`) builds its executor from, in its
+    `build(deployment, seams)`: the registry (the provider's entry), how to reach a deployment's host, and the
+    environment an endpoint's key comes from."""
+
+    registry: Registry
+    connect: Callable[[Deployment], Remote]
+    env: Mapping[str, str] | None = None
 
 
 @final

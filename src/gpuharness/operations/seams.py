@@ -1,21 +1,21 @@
 """The real seams for the command line: provider adapters from providers.json, SSH from the deployment's
-route (connections.json first), and the job runtime from the deployment's runtime."""
+route (connections.json first), and the job runtime from the deployment's runtime (the executor module its entry in
+the runtime table names)."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, cast
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.operations.comfy_job import ComfyJobExecutor
+from gpuharness.core.runtimes import RUNTIMES, runtime
 from gpuharness.operations.context import Context
-from gpuharness.operations.openai_job import OpenAIJobExecutor
-from gpuharness.operations.run import JobExecutor
-from gpuharness.operations.serverless_job import ServerlessJobExecutor
+from gpuharness.operations.run import ExecutorSeams, JobExecutor
 from gpuharness.providers.base import Provider
-from gpuharness.providers.factory import build_provider, build_serverless
+from gpuharness.providers.factory import build_provider
 from gpuharness.remote import Remote
 from gpuharness.remote.connect import open_remote
 from gpuharness.remote.route import resolve
@@ -38,20 +38,33 @@ def remote_factory(registry: Registry) -> Any:
     return connect
 
 
+class ExecutorModule(Protocol):
+    """A runtime's executor module, as the run phase's seam calls it."""
+
+    def build(self, deployment: Deployment, seams: ExecutorSeams) -> JobExecutor: ...
+
+
+def executor_of(name: str | None) -> ExecutorModule | None:
+    """The executor module the runtime table names for a runtime (None: unknown, or no jobs to run on it)."""
+    entry = runtime(name)
+    if entry is None or entry.executor is None:
+        return None
+    return cast("ExecutorModule", importlib.import_module(f"{__package__}.{entry.executor}"))
+
+
 def executor_factory(registry: Registry, env: Mapping[str, str] | None = None) -> Any:
-    """The job runtime of a deployment: ComfyUI or an OpenAI-compatible server over HTTP (outputs kept on the
-    host, over the deployment's SSH route), or the RunPod Serverless endpoint."""
+    """The job runtime of a deployment, built by its runtime's executor module: ComfyUI or an OpenAI-compatible
+    server over HTTP (outputs kept on the host, over the deployment's SSH route), or the RunPod Serverless
+    endpoint."""
+    seams = ExecutorSeams(registry, remote_factory(registry), env)
+
     def executor_for(deployment: Deployment) -> JobExecutor:
-        runtime = deployment.runtime
-        if runtime == "comfyui":
-            return ComfyJobExecutor(deployment)
-        if runtime == "openai":
-            return OpenAIJobExecutor(deployment, remote_factory(registry))
-        if runtime == "serverless":
-            entry = registry.provider(deployment.provider)
-            return ServerlessJobExecutor(build_serverless(entry, deployment.instance_id or None, env=env))
-        raise UserError(f"running jobs on a {runtime!r} runtime is not supported yet", place=deployment.id,
-                        hint="supported: comfyui, openai, serverless")
+        module = executor_of(deployment.runtime)
+        if module is None:
+            supported = ", ".join(name for name, entry in RUNTIMES.items() if entry.executor is not None)
+            raise UserError(f"running jobs on a {deployment.runtime!r} runtime is not supported yet",
+                            place=deployment.id, hint=f"supported: {supported}")
+        return module.build(deployment, seams)
 
     return executor_for
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any, final
 
 from gpuharness.core.clock import now_ts
-from gpuharness.operations.run import JobProgress
+from gpuharness.core.deployment import Deployment
+from gpuharness.operations.run import ExecutorSeams, JobProgress
+from gpuharness.providers.factory import build_serverless
 from gpuharness.providers.serverless import ServerlessEndpoint
 from gpuharness.runtimes.serverless import error_text
 
@@ -59,3 +61,9 @@ class ServerlessJobExecutor:
 
     def close(self) -> None:
         self.endpoint.close()
+
+
+def build(deployment: Deployment, seams: ExecutorSeams) -> ServerlessJobExecutor:
+    """The run phase's executor for a deployment of this runtime (the runtime table names this module)."""
+    entry = seams.registry.provider(deployment.provider)
+    return ServerlessJobExecutor(build_serverless(entry, deployment.instance_id or None, env=seams.env))

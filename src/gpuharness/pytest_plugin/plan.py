@@ -11,6 +11,7 @@ import pytest
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
+from gpuharness.core.runtimes import runtime
 from gpuharness.pytest_plugin import cassette_dir, registry_root
 
 if TYPE_CHECKING:  # the plan machinery (inventory, cassettes) is imported only when a plan is checked
@@ -183,7 +184,8 @@ def workflow_problem(step: dict[str, Any], where: PlannedWorkflows) -> str | Non
         return exc.line()
     if workflow is None:
         return f"workflow {workflow_id!r} is not in {where.registry.path('workflows.json')}"
-    if workflow.get("runtime") != "comfyui":
+    entry = runtime(workflow.get("runtime"))
+    if entry is None or not entry.node_catalog:  # only a server with a node catalog can refuse a graph
         pytest.skip(f"workflow {workflow_id} runs on {workflow.get('runtime')}: no node catalog to judge it by")
     observation = transcripts.recorded_catalog(where.cassettes, str(dep_id)) if dep_id else None
     if observation is None or observation.missing:

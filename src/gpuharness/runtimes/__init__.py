@@ -1,16 +1,19 @@
-"""Runtime clients, one per runtime (comfyui, openai, serverless), over one HTTP seam (runtimes.http): the service
-health endpoint and the workflow's test generation per runtime kind; the run phase's executors use the same
-clients."""
+"""Runtime clients, one module per runtime (the runtime table's `client`), over one HTTP seam (runtimes.http): the
+service's health endpoint and the workflow's test generation, dispatched by the table; the run phase's executors
+use the same clients. Every client module has the same two functions, `health(client, **kwargs)` and
+`generate(client, workflow, request)` (RuntimeClient)."""
 
 from __future__ import annotations
 
+import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Protocol, cast, final
 
 import httpx
 
+from gpuharness.core.runtimes import runtime as runtime_entry
 from gpuharness.health.diagnose import classify_text
 
 if TYPE_CHECKING:
@@ -104,15 +107,44 @@ def check_expected(outputs: list[Artifact], expected: list[dict[str, Any]], *, s
     return Outcome(True, f"produced {names}", outputs=tuple(outputs), duration_s=clock() - started)
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """What a client's test generation is given besides the workflow: its deadline, the time seams, the
+    deployment's model (for a server that serves several) and a fixed client id (a stable request body, so
+    recorded runtime HTTP replays offline)."""
+
+    deadline_s: float
+    sleep: Sleep = time.sleep
+    clock: Clock = time.monotonic
+    model: str | None = None
+    client_id: str | None = None
+
+
+class RuntimeClient(Protocol):
+    """A runtime's client module, as the dispatch calls it."""
+
+    def health(self, client: httpx.Client | RuntimeHttp, **kwargs: Any) -> Outcome: ...
+
+    def generate(self, client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any],
+                 request: GenerationRequest) -> Outcome: ...
+
+
+def client_of(name: str | None) -> RuntimeClient | None:
+    """The client module the runtime table names for a runtime (None: an unknown runtime, or one without a
+    client). Imported by name: the table lives in the core, which imports nothing above it."""
+    entry = runtime_entry(name)
+    if entry is None or entry.client is None:
+        return None
+    return cast("RuntimeClient", importlib.import_module(f"{__name__}.{entry.client}"))
+
+
 def health(runtime: str, client: httpx.Client | RuntimeHttp, **kwargs: Any) -> Outcome:
     """The runtime's health endpoint."""
-    from gpuharness.runtimes import comfyui, openai, serverless
-
-    module = {"comfyui": comfyui, "openai": openai, "serverless": serverless}.get(runtime)
+    module = client_of(runtime)
     if module is None:
         return failed("unsupported_runtime", f"no health client for runtime {runtime!r}")
-    outcome: Outcome = module.health(client, **kwargs)
-    return outcome
+    return module.health(client, **kwargs)
 
 
 def run_test_generation(runtime: str, client: httpx.Client | RuntimeHttp, workflow: dict[str, Any], *,
@@ -122,15 +154,10 @@ def run_test_generation(runtime: str, client: httpx.Client | RuntimeHttp, workfl
     """Run the workflow's test generation within its timeout and validate its output.
 
     A fixed client_id keeps the request body stable, so recorded runtime HTTP replays offline."""
-    from gpuharness.runtimes import comfyui, openai, serverless
-
+    module = client_of(runtime)
+    if module is None:
+        return failed("unsupported_runtime", f"no test generation client for runtime {runtime!r}")
     spec = workflow.get("test_generation") or {}
-    deadline_s = float(spec.get("timeout_s", 300))
-    if runtime == "comfyui":
-        return comfyui.generate(client, workflow, deadline_s=deadline_s, sleep=sleep, clock=clock,
+    request = GenerationRequest(float(spec.get("timeout_s", 300)), sleep=sleep, clock=clock, model=model,
                                 client_id=client_id)
-    if runtime == "openai":
-        return openai.generate(client, workflow, model=model, deadline_s=deadline_s, clock=clock)
-    if runtime == "serverless":
-        return serverless.generate(client, workflow, deadline_s=deadline_s, sleep=sleep, clock=clock)
-    return failed("unsupported_runtime", f"no test generation client for runtime {runtime!r}")
+    return module.generate(client, workflow, request)

@@ -19,9 +19,8 @@ from gpuharness.core.comfy_validation import Verdict, validate
 from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.runtimes import (
     Artifact,
-    Clock,
+    GenerationRequest,
     Outcome,
-    Sleep,
     check_expected,
     classified,
     failed,
@@ -190,9 +189,9 @@ def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
     return Outcome(True, f"ComfyUI answers; devices {devices}", duration_s=time.monotonic() - started)
 
 
-def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], *, deadline_s: float, sleep: Sleep,
-             clock: Clock, poll_s: float = POLL_S, client_id: str | None = None) -> Outcome:
+def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], request: GenerationRequest) -> Outcome:
     """The test generation: submit the test graph, wait for it within the deadline, fetch and check outputs."""
+    deadline_s, sleep, clock, poll_s = request.deadline_s, request.sleep, request.clock, POLL_S
     started = clock()
     end = started + deadline_s
     comfy = ComfyUI(RuntimeHttp.over(client))
@@ -204,7 +203,7 @@ def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], *,
         return failed("no_test_graph", f"workflow {workflow.get('id')} has no test graph (test_generation.graph)",
                       started=started, clock=clock)
     try:
-        prompt_id = comfy.submit(graph, client_id=client_id or str(uuid.uuid4()))
+        prompt_id = comfy.submit(graph, client_id=request.client_id or str(uuid.uuid4()))
         while (done := comfy.execution(prompt_id)) is None:
             if clock() + poll_s > end:
                 return failed("timeout", f"the test generation did not finish within its timeout of "

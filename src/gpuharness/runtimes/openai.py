@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
 from gpuharness.core.runtimes import RUNTIMES
-from gpuharness.runtimes import Artifact, Clock, Outcome, classified, failed, get_health, transport_failure
+from gpuharness.runtimes import (
+    Artifact,
+    GenerationRequest,
+    Outcome,
+    classified,
+    failed,
+    get_health,
+    transport_failure,
+)
 from gpuharness.runtimes.http import RuntimeHttp
 
 
@@ -48,13 +57,14 @@ def choice_text(body: Any) -> str:
     return text if isinstance(text, str) else ""
 
 
-def generate(client: httpx.Client | RuntimeHttp, workflow: dict[str, Any], *, model: str | None, deadline_s: float,
-             clock: Clock) -> Outcome:
+def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], request: GenerationRequest) -> Outcome:
+    """The test generation: the model is served (/v1/models), and a short completion has text."""
+    deadline_s, clock = request.deadline_s, request.clock
     started = clock()
     http = RuntimeHttp.over(client)
     spec = workflow.get("test_generation") or {}
     inputs = spec.get("inputs") or {}
-    model = inputs.get("model") or model or workflow.get("model")
+    model = inputs.get("model") or request.model or workflow.get("model")
     try:
         listing = http.get("/v1/models", timeout=deadline_s)
     except httpx.HTTPError as exc:

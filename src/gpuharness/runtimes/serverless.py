@@ -14,7 +14,16 @@ import httpx
 from gpuharness.providers.base import ProviderError
 from gpuharness.providers.failures import classify
 from gpuharness.providers.serverless import ServerlessEndpoint, ServerlessJob
-from gpuharness.runtimes import Artifact, Clock, Outcome, Sleep, classified, failed, transport_failure
+from gpuharness.runtimes import (
+    Artifact,
+    Clock,
+    GenerationRequest,
+    Outcome,
+    Sleep,
+    classified,
+    failed,
+    transport_failure,
+)
 from gpuharness.runtimes.http import RuntimeHttp
 
 POLL_S = 2.0
@@ -71,8 +80,9 @@ def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
     return Outcome(True, f"workers {workers}", duration_s=time.monotonic() - started)
 
 
-def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], *, deadline_s: float, sleep: Sleep,
-             clock: Clock, poll_s: float = POLL_S) -> Outcome:
+def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], request: GenerationRequest) -> Outcome:
+    """The test generation: /runsync with the test input, then /status until done or the deadline."""
+    deadline_s, sleep, clock, poll_s = request.deadline_s, request.sleep, request.clock, POLL_S
     started = clock()
     end = started + deadline_s
     client_of = endpoint(client, sleep=sleep, timeout_s=deadline_s + 5)
