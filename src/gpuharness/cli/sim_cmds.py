@@ -11,7 +11,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import httpx
@@ -139,15 +139,23 @@ def _configure(registry: Registry, sim: Any, access: Any) -> None:
         show(line, err=True)
 
 
+#: a stop that arrived while the access files were being made waits here until they are recorded for the cleanup
+_STOP: Final[dict[str, int | bool]] = {"held": 0, "pending": False}
+
+
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """SIGTERM and SIGINT wait (blocked) until the block is over."""
-    stops = {signal.SIGTERM, signal.SIGINT}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    """A stop signal (SIGTERM, SIGINT) that arrives in the block takes effect when the block is over. Python runs
+    signal handlers in the main thread whichever thread the kernel picked, so blocking the signal in this thread
+    alone (pthread_sigmask) is not enough: the server's threads can take it."""
+    _STOP["held"] = int(_STOP["held"]) + 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        _STOP["held"] = int(_STOP["held"]) - 1
+        if not _STOP["held"] and _STOP["pending"]:
+            _STOP["pending"] = False
+            raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
@@ -161,6 +169,9 @@ def _signals_stop() -> Iterator[None]:
     def stop(_signum: int, _frame: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if _STOP["held"]:
+            _STOP["pending"] = True  # raised when the held block ends (_signals_held)
+            return
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop), signal.getsignal(signal.SIGINT)
