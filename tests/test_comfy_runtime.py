@@ -53,7 +53,7 @@ def test_recorded_success_graph_writes_a_real_64x64_png_over_the_100_byte_floor(
     server, http = comfy
     outcome = generate(http, workflow(EXAMPLES["success_empty_image"]["graph"]))
     assert outcome.ok, outcome.message
-    [item] = next(iter(server.comfyui.jobs.values())).entry["outputs"]["2"]["images"]
+    [item] = next(iter(server.behaviour.comfy.jobs.values())).entry["outputs"]["2"]["images"]
     assert item["filename"] == "rec_00001_.png" and item["type"] == "output"
     data = (server.output_root / item["filename"]).read_bytes()
     image = Image.open(io.BytesIO(data))

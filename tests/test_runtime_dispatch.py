@@ -1,6 +1,6 @@
-"""Adding a runtime is its entry in the runtime table and one client module (plus an executor module for jobs):
-the health and test-generation dispatch and the run phase's executors are looked up by the names the table holds,
-never written out per runtime."""
+"""Adding a runtime is its entry in the runtime table, one client module (plus an executor module for jobs) and its
+simulator half: the health and test-generation dispatch, the run phase's executors, and the simulated runtime server
+and host are looked up by the names the table holds, never written out per runtime."""
 
 from __future__ import annotations
 
@@ -21,9 +21,23 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.core.runtimes import RUNTIMES, Runtime
+from gpuharness.health import probe
 from gpuharness.operations import run
 from gpuharness.operations.seams import executor_factory, executor_of
+from gpuharness.remote.connect import HostRoute, open_remote
 from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.sim.host import HostSpec, SimHost, host_factory
+from gpuharness.sim.runtimes import RuntimeServer
+from gpuharness.sim.simulated_runtime import (
+    JSON,
+    SERVICE_MAIN,
+    UNHEALTHY,
+    RuntimeSetting,
+    ServiceProcess,
+    SimulatedRuntime,
+    runtime_for_image,
+    simulated,
+)
 
 TOY = "toy"
 
@@ -186,3 +200,103 @@ def test_the_run_phase_builds_a_table_runtimes_executor_and_lists_the_supported_
         executors(_deployment("native"))
     assert "running jobs on a 'native' runtime is not supported yet" in str(refused.value)
     assert refused.value.hint is not None and refused.value.hint.endswith(", toy")
+
+
+# --- the simulator half: a made-up runtime's routes and service, picked up by the generic simulator
+
+TOY_PORT = 7860
+
+
+class _ToyRoutes:
+    """The toy runtime's simulator half: its routes, as a new runtime's sim module would write them."""
+
+    def __init__(self, setting: RuntimeSetting) -> None:
+        self.setting = setting
+
+    def respond(self, method: str, path: str, query: Any, body: Any) -> tuple[int, Any, str]:
+        if self.setting.faults().health_down:
+            return UNHEALTHY
+        if (method, path) == ("GET", "/ready"):
+            return 200, {"status": "warm"}, JSON
+        if (method, path) == ("POST", "/make") and body.get("model") == self.setting.model:
+            return 200, {"text": f"made for {body['model']}"}, JSON
+        return 404, {"error": f"no route {path}"}, JSON
+
+
+@pytest.fixture
+def toy_runtime(toy_client_module, monkeypatch) -> Runtime:
+    """The toy runtime with its table entry, its client module and its simulator half (a module of gpuharness.sim
+    in sys.modules), and nothing else."""
+    half = types.ModuleType(f"gpuharness.sim.{TOY}")
+    half.SIMULATED = SimulatedRuntime(
+        _ToyRoutes, service=ServiceProcess(("toy_server.py", "--port", str(TOY_PORT)),
+                                           files={"toy_server.py": SERVICE_MAIN}),
+        image_words=("toy-runtime",))
+    monkeypatch.setitem(sys.modules, half.__name__, half)
+    entry = Runtime(TOY, port=TOY_PORT, health_path="/ready", process="toy_server", directory="toy", client=TOY,
+                    simulator=TOY)
+    monkeypatch.setitem(RUNTIMES, TOY, entry)
+    return entry
+
+
+def _toy_workflow() -> dict[str, Any]:
+    return {"id": "toy-run", "runtime": TOY, "test_generation": {
+        "inputs": {"prompt": "a cat"}, "expected_outputs": [{"type": "text/plain", "min_bytes": 5}], "timeout_s": 7}}
+
+
+def test_a_runtimes_simulator_half_is_served_by_the_simulated_runtime_server(toy_runtime):
+    server = RuntimeServer(TOY, model="toy-1").start()
+    try:
+        with httpx.Client(base_url=server.url) as client:
+            healthy = runtimes.health(TOY, client)
+            made = runtimes.run_test_generation(TOY, client, _toy_workflow(), model="toy-1", client_id="gh-toy")
+            wrong = client.post("/make", json={"model": "other"})
+    finally:
+        server.stop()
+    assert healthy.ok and healthy.message == "toy is warm"
+    assert made.ok and made.outputs[0].name == "made.txt", made.message
+    assert wrong.status_code == 404
+    assert server.requests == ["GET /ready", "POST /make", "POST /make"]
+
+
+def test_a_runtimes_simulator_half_runs_its_service_on_a_simulated_host(toy_runtime):
+    with SimHost(HostSpec(runtime=TOY, log_lines=())) as host:
+        service = (host.service_pid, f"{host.service_python} toy_server.py --port {TOY_PORT}")
+        assert host.service_port == TOY_PORT and host.runtime is not None
+        assert host.http_ports == {TOY_PORT: host.runtime.port}
+        assert host.service_python == host.workspace / "toy" / "venv" / "bin" / "python"
+        with httpx.Client(base_url=str(host.endpoint)) as client:
+            assert runtimes.health(TOY, client).message == "toy is warm"
+        block = host.ssh_block()
+        remote = open_remote(HostRoute(target="toy", host=block["host"], port=block["port"], user="root",
+                                       key_file=block["key_file"], known_hosts=block["known_hosts"]))
+        try:
+            _, facts = probe.run(remote, probe.ProbeTargets(workspace=block["workspace"],
+                                                            process_pattern=toy_runtime.process,
+                                                            service_port=host.service_port), deadline_s=60)
+        finally:
+            remote.close()
+    assert service[0] is not None and facts.processes[0] == service  # the real process the half declared
+    assert facts.process_found_by == f"port {TOY_PORT} ss"
+
+
+def test_a_provider_image_naming_a_runtime_gets_a_host_serving_it(toy_runtime):
+    instance = types.SimpleNamespace(id="i-1", gpu="RTX 4090", gpu_count=1, image="example/toy-runtime:1")
+    assert runtime_for_image(instance.image) == TOY
+    assert runtime_for_image("runpod/pytorch:2.4") == next(iter(RUNTIMES))  # the table's first hosted runtime
+    host = host_factory()(instance)
+    try:
+        assert (host.spec.runtime, host.service_port) == (TOY, TOY_PORT)
+    finally:
+        host.stop()
+
+
+def test_a_runtime_without_a_simulator_half_is_refused_by_name():
+    bare = next(name for name, entry in RUNTIMES.items() if entry.simulator is None)
+    hostless = next(name for name, entry in RUNTIMES.items() if not entry.has_host and entry.simulator)
+    with pytest.raises(ValueError, match=f"the simulator has no runtime '{bare}'"):
+        RuntimeServer(bare)
+    with pytest.raises(ValueError, match=f"the simulator has no runtime '{TOY}'"):
+        simulated(TOY)
+    with pytest.raises(ValueError, match=f"no simulated host serves runtime '{hostless}'"):
+        HostSpec(runtime=hostless)

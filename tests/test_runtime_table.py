@@ -1,5 +1,6 @@
 """One runtime table (core/runtimes.py): the schemas, the CLI and every layer read runtimes from it, so adding a
-runtime is the table's entry, one client module (gpuharness.runtimes) and its simulator half (gpuharness.sim)."""
+runtime is the table's entry, one client module (gpuharness.runtimes) and its simulator half (one module of
+gpuharness.sim, which the table names)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from gpuharness.cli import build_parser
 from gpuharness.core.runtimes import GENERATING, NAMES, RUNTIMES
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gpuharness"
-#: where a runtime's name may be written: the table, its clients, its simulator half
-OWNERS = ("core/runtimes.py", "runtimes/", "sim/")
+#: where a runtime's name may be written: the table, its clients, its simulator half (the sim module the table names)
+OWNERS = ("core/runtimes.py", "runtimes/")
+SIMULATOR_HALVES = frozenset(f"sim/{entry.simulator}.py" for entry in RUNTIMES.values() if entry.simulator)
 #: the files outside those that still name a runtime, each for a reason of its own (a runtime added touches none
 #: of them): `workflow add|check|show`'s ComfyUI graph and its default --runtime (cli/workflow_cmds), a log's
 #: source (diagnose), the demo's estate. The run phase's executors and the plan's node-catalog rule read the table.
@@ -61,11 +63,19 @@ def test_a_runtime_is_named_only_by_its_table_its_client_and_its_simulator_half(
     naming = set()
     for path in SRC.rglob("*.py"):
         relative = path.relative_to(SRC).as_posix()
-        if relative.startswith(OWNERS):
+        if relative.startswith(OWNERS) or relative in SIMULATOR_HALVES:
             continue
         if LITERAL.search(path.read_text()):
             naming.add(relative)
     assert naming == STILL_NAMING, "a runtime's name written outside core/runtimes.py: read it from the table"
+
+
+def test_the_generic_simulator_names_no_runtime_only_each_runtimes_simulator_half_does():
+    naming = {path.relative_to(SRC).as_posix() for path in (SRC / "sim").rglob("*.py")
+              if LITERAL.search(path.read_text())}
+    assert SIMULATOR_HALVES, "the table names no simulator half"
+    assert naming <= SIMULATOR_HALVES, "a runtime's name written in the generic simulator: look its half up by name"
+    assert all((SRC / half).is_file() for half in SIMULATOR_HALVES), SIMULATOR_HALVES
 
 
 def test_the_naming_rule_catches_a_runtime_written_out():

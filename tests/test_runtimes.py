@@ -68,7 +68,7 @@ def test_comfyui_test_generation_posts_the_graph_polls_history_and_fetches_a_png
     assert outcome.ok, outcome.message
     assert [a.content_type for a in outcome.outputs] == ["image/png"]
     assert len(fake.slept) == 3
-    job = next(iter(server.comfyui.jobs.values()))
+    job = next(iter(server.behaviour.comfy.jobs.values()))
     assert job.graph["3"]["inputs"]["steps"] == 4, "the test inputs are applied to the graph"
     assert any(r.startswith("GET /view") for r in server.requests)
 

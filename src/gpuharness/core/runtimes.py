@@ -3,7 +3,8 @@ service's port, health route, process, log, whether it has a host of ours) is re
 
 The published schema (deployments.schema.json's `runtime` enum) stays the contract; tests/test_runtime_table.py
 proves the two agree. A runtime's HTTP client is the module of `gpuharness.runtimes` its entry names (`client`), the
-run phase's executor the module of `gpuharness.operations` (`executor`); its stand-in lives in `gpuharness.sim`.
+run phase's executor the module of `gpuharness.operations` (`executor`), its stand-in the module of `gpuharness.sim`
+(`simulator`).
 The table holds module names, never modules: the core imports no layer above it."""
 
 from __future__ import annotations
@@ -41,15 +42,19 @@ class Runtime:
     client: str | None = None
     #: its run phase's executor module in gpuharness.operations: `build(deployment, seams)` (None: no jobs)
     executor: str | None = None
+    #: its simulator half's module in gpuharness.sim: `SIMULATED`, its routes and its service on a simulated host
+    #: (None: the simulator has no stand-in for it)
+    simulator: str | None = None
 
 
 RUNTIMES: Final[dict[str, Runtime]] = {runtime.name: runtime for runtime in (
     Runtime("comfyui", port=8188, health_path="/system_stats", process="main.py", imports_torch=True,
-            node_catalog=True, directory="ComfyUI", client="comfyui", executor="comfy_job"),
+            node_catalog=True, directory="ComfyUI", client="comfyui", executor="comfy_job", simulator="comfyui"),
     Runtime("openai", port=8000, health_path="/health", process="vllm", directory="vllm", client="openai",
-            executor="openai_job"),
+            executor="openai_job", simulator="openai"),
     Runtime("native", generates=False),
-    Runtime("serverless", health_path="/health", has_host=False, client="serverless", executor="serverless_job"),
+    Runtime("serverless", health_path="/health", has_host=False, client="serverless", executor="serverless_job",
+            simulator="serverless"),
 )}
 #: every runtime's name, in the table's order (the CLI's choices)
 NAMES: Final = tuple(RUNTIMES)

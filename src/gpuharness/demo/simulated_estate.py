@@ -22,7 +22,8 @@ from gpuharness.providers.factory import PhaseOptions, build_provider
 from gpuharness.pytest_plugin.suites import suite_command
 from gpuharness.sim import Simulator, examples
 from gpuharness.sim.examples import CHECKPOINT, GRAPH
-from gpuharness.sim.host import HostSpec, SimHost, runtime_for_image, with_fault
+from gpuharness.sim.host import HostSpec, SimHost, with_fault
+from gpuharness.sim.simulated_runtime import runtime_for_image
 
 WORKFLOW = "h3-text-to-image"
 MODEL = "minimax-h3-mini"

@@ -2,7 +2,8 @@
 with the harness's own validator, queues it, "executes" it on a poll, and answers in the recorded shapes:
 POST /prompt, GET /queue, /history, /view, /object_info, /system_stats. Outputs are real PNGs of the size the
 graph asks for. Faults give the real error shapes: a custom node that failed to import (its class is absent),
-a missing model (not listed), a corrupt checkpoint (SafetensorError during execution), a CUDA OOM."""
+a missing model (not listed), a corrupt checkpoint (SafetensorError during execution), a CUDA OOM. `SIMULATED` is
+ComfyUI's simulator half: these routes, and its service on a simulated host (`python main.py` in ComfyUI/)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,19 @@ from typing import Any, Final, final
 
 from gpuharness.core.comfy_catalog import MODEL_EXTENSIONS, MODEL_FOLDERS, NodeCatalog
 from gpuharness.core.comfy_validation import GraphError, graph_of, validate
+from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.sim.simulated_runtime import (
+    JSON,
+    SERVICE_MAIN,
+    UNHEALTHY,
+    Answer,
+    RuntimeFaults,
+    RuntimeSetting,
+    ServiceProcess,
+    SimulatedRuntime,
+)
+
+NAME: Final[str] = "comfyui"
 
 RECORDED_CATALOG: Final[Path] = Path(__file__).with_name("comfyui-0.8.0-object_info.json")
 #: A custom node the simulated hosts have installed (RES4LYF's sampler): a KSampler with another name.
@@ -65,6 +79,14 @@ class ComfyFaults:
     #: a hostile host: the (subfolder, filename) pairs its /history reports for a saved image instead of the real
     #: name ("../../x.png", "/tmp/x/pwned.txt"); the image is written where that name leads, inside the sandbox
     hostile_names: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, faults: RuntimeFaults) -> ComfyFaults:
+        """The faults of a runtime that bear on ComfyUI."""
+        return cls(oom=faults.oom, missing_node=faults.missing_node, missing_model=faults.missing_model,
+                   corrupt_checkpoint=faults.corrupt_checkpoint, empty_output=faults.empty_output,
+                   never_finishes=faults.never_finishes, polls_before_done=faults.polls_before_done,
+                   hostile_names=faults.hostile_names)
 
 
 @cache
@@ -460,3 +482,58 @@ def image_facts(graph: Mapping[str, Any], node_id: str) -> tuple[int, int, int, 
             break
         current = (preferred or links)[0]
     return 512, 512, 1, (128, 128, 128), seed
+
+
+#: Small GETs of the ComfyUI frontend, as the recorded 0.8.0 server answered them.
+RECORDED_GETS: Final[dict[str, Any]] = {
+    "/features": {"supports_preview_metadata": True, "max_upload_size": 104857600,
+                  "extension": {"manager": {"supports_v4": True}}},
+    "/embeddings": [],
+    "/extensions": ["/extensions/core/groupNode.js", "/extensions/core/clipspace.js",
+                    "/extensions/core/widgetInputs.js"],
+}
+
+
+@final
+class ComfyServer:
+    """ComfyUI's routes over one SimComfyUI (`comfy`), which validates against the setting's catalog (the recorded
+    one by default) and lists the model files under its models_root when given."""
+
+    def __init__(self, setting: RuntimeSetting) -> None:
+        self.setting = setting
+        self.comfy = SimComfyUI(lambda: ComfyFaults.of(setting.faults()), output_root=setting.output_root,
+                                models_root=setting.models_root, catalog=setting.catalog)
+
+    def respond(self, method: str, path: str, query: Mapping[str, list[str]], body: Any) -> Answer:
+        if self.setting.faults().health_down:
+            return UNHEALTHY
+        comfy = self.comfy
+        if path == "/prompt":
+            if method == "POST":
+                return (*comfy.prompt(body), JSON)
+            return 200, {"exec_info": {"queue_remaining": comfy.queue_remaining()}}, JSON
+        if path == "/history" or path.startswith("/history/"):
+            return 200, comfy.history(path[len("/history/"):] or None), JSON
+        if path == "/view":
+            status, data = comfy.view(query)
+            return status, data, "image/png"
+        if path == "/queue":
+            if method == "POST":
+                comfy.forget(body)
+                return 200, b"", "text/plain"
+            return 200, comfy.queue(), JSON
+        if path == "/interrupt" and method == "POST":
+            return 200, b"", "text/plain"
+        if path == "/object_info" or path.startswith("/object_info/"):
+            return 200, comfy.object_info(path[len("/object_info/"):] or None), JSON
+        if path == "/system_stats":
+            return 200, comfy.system_stats(*self.setting.gpu), JSON
+        if path in RECORDED_GETS:
+            return 200, RECORDED_GETS[path], JSON
+        return 404, b"404: Not Found", "text/plain"
+
+
+SIMULATED: Final = SimulatedRuntime(
+    ComfyServer,
+    service=ServiceProcess(("main.py", "--listen", "0.0.0.0", "--port", str(RUNTIMES[NAME].port)),
+                           files={"main.py": SERVICE_MAIN}))

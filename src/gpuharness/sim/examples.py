@@ -7,6 +7,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from gpuharness.sim.comfyui import NAME as COMFYUI
 from gpuharness.sim.comfyui import safetensors_bytes
 
 CHECKPOINT = "h3-mini.safetensors"
@@ -42,7 +43,7 @@ def model_entry(store: Path, name: str = MODEL) -> dict[str, Any]:
 
 def workflow_entry(name: str = WORKFLOW, model: str = MODEL) -> dict[str, Any]:
     """The workflows.json entry: setup steps, the graph, its prompt parameter and the test generation."""
-    return {"id": name, "version": 1, "runtime": "comfyui", "model": model, "retryable": True,
+    return {"id": name, "version": 1, "runtime": COMFYUI, "model": model, "retryable": True,
             "setup": ["mkdir -p custom_nodes", "echo 'runtime configured' > configured.txt"], "graph": GRAPH,
             "parameters": {"text": "6.text"},
             "test_generation": {"inputs": {"text": "a red cube"}, "timeout_s": 60,

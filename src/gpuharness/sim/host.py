@@ -36,24 +36,12 @@ from gpuharness.sim import gpu_figures
 from gpuharness.sim.access import HostAccess
 from gpuharness.sim.gpu_figures import GpuBehaviour
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
+from gpuharness.sim.simulated_runtime import hosted, runtime_for_image, service_of
 
 Counter = Callable[[str], None]
 logging.getLogger("gpuharness.simhost").setLevel(logging.CRITICAL)
 NvidiaSmiMode = Literal["ok", "missing", "hung", "driver_mismatch", "not_loaded", "no_devices"]
 
-#: The service's arguments after its interpreter, and the directory it runs in (under the workspace).
-RUNTIME_PROCESS: dict[str, tuple[str, ...]] = {
-    "comfyui": ("main.py", "--listen", "0.0.0.0", "--port", "8188"),
-    "openai": ("-m", "vllm.entrypoints.openai.api_server", "--port", "8000"),
-}
-RUNTIME_DIR: dict[str, str] = {name: str(RUNTIMES[name].directory) for name in RUNTIME_PROCESS}
-RUNTIME_PORT: dict[str, int] = {name: int(RUNTIMES[name].port or 0) for name in RUNTIME_PROCESS}
-#: The simulated service only waits; it ends when the process that started it is gone (no orphan outlives a test).
-SERVICE_MAIN = """import os, time
-parent = os.getppid()
-while os.getppid() == parent:
-    time.sleep(0.5)
-"""
 TorchMode = Literal["absent", "ok", "mismatch"]
 
 
@@ -75,7 +63,7 @@ class HostSpec:
     foreign_processes: tuple[str, ...] = ()  # compute apps that are not the service
     disk_total_gb: float = 200.0
     disk_free_gb: float = 150.0
-    runtime: Literal["comfyui", "openai"] | None = "comfyui"
+    runtime: str | None = hosted()[0]  # a runtime of the table a simulated host serves; the table's first by default
     service_up: bool = True
     log_lines: tuple[str, ...] = ("Starting server", "To see the GUI go to: http://0.0.0.0:8188")
     nvidia_smi: NvidiaSmiMode = "ok"
@@ -85,6 +73,10 @@ class HostSpec:
     model: str = "Qwen/Qwen2.5-0.5B-Instruct"
     performance: GpuBehaviour = field(default_factory=GpuBehaviour)  # how the card departs from a healthy one
     sftp_stall_s: float = 0.0  # every SFTP read waits this long before it answers (a peer that never answers)
+
+    def __post_init__(self) -> None:
+        if self.runtime is not None:
+            service_of(self.runtime)  # ValueError: no simulated host serves it
 
 
 #: A startup that could not import an optional built-in node module (ComfyUI's own lines, as a ROCm image without
@@ -486,13 +478,14 @@ class SimHost:
     @property
     def service_port(self) -> int | None:
         """The port the service listens on inside the host (8188, 8000), as `ss` there shows it."""
-        return RUNTIME_PORT[self.spec.runtime] if self.spec.runtime is not None else None
+        return RUNTIMES[self.spec.runtime].port if self.spec.runtime is not None else None
 
     @property
     def http_ports(self) -> Mapping[int, int]:
-        if self.runtime is None or self.spec.runtime is None:
+        port = self.service_port
+        if self.runtime is None or port is None:
             return {}
-        return {RUNTIME_PORT[self.spec.runtime]: self.runtime.port}
+        return {port: self.runtime.port}
 
     @property
     def endpoint(self) -> str | None:
@@ -524,7 +517,7 @@ class SimHost:
         """The interpreter the service runs under: its virtual environment's bin/python."""
         if self.spec.runtime is None:
             return None
-        return self.workspace / RUNTIME_DIR[self.spec.runtime] / "venv" / "bin" / "python"
+        return self.workspace / str(RUNTIMES[self.spec.runtime].directory) / "venv" / "bin" / "python"
 
     @property
     def service_pid(self) -> int | None:
@@ -532,7 +525,7 @@ class SimHost:
 
     def _service_command(self) -> list[str]:
         assert self.spec.runtime is not None and self.service_python is not None
-        return [str(self.service_python), *RUNTIME_PROCESS[self.spec.runtime]]
+        return [str(self.service_python), *service_of(self.spec.runtime).arguments]
 
     def write_environments(self) -> None:
         """The service's virtual environment (torch as the spec says, the service's code) and the system python3,
@@ -541,13 +534,11 @@ class SimHost:
         spec = self.spec
         if spec.runtime is None or self.service_python is None:
             return
+        service = service_of(spec.runtime)
         packages = torch_stand_in(spec, self.root) if spec.torch != "absent" else {}
-        if spec.runtime == "openai":
-            for package in ("vllm", "vllm/entrypoints", "vllm/entrypoints/openai"):
-                packages[f"{package}/__init__.py"] = ""
-            packages["vllm/entrypoints/openai/api_server.py"] = SERVICE_MAIN
-        python_environment(self.service_python.parent.parent, packages)
-        (self.service_python.parent.parent.parent / "main.py").write_text(SERVICE_MAIN)
+        python_environment(self.service_python.parent.parent, {**packages, **service.packages})
+        for name, source in service.files.items():
+            (self.service_python.parent.parent.parent / name).write_text(source)
 
     def _start_service(self) -> None:
         if self.service is not None or self.spec.runtime is None or not self.spec.service_up:
@@ -730,12 +721,6 @@ def _pump_tcpip(chan: paramiko.Channel, destination: tuple[str, int]) -> None:
     with contextlib.suppress(OSError, EOFError):  # the client may have closed the whole transport first
         chan.close()
     upstream.close()
-
-
-def runtime_for_image(image: str | None) -> Literal["comfyui", "openai"]:
-    """The runtime a simulated host serves: OpenAI-compatible (vLLM) when the image says vllm or openai."""
-    name = str(image or "").lower()
-    return "openai" if ("vllm" in name or "openai" in name) else "comfyui"
 
 
 def host_factory(counter: Counter | None = None, base: HostSpec | None = None,
