@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from health_world import MODEL, WORKFLOW, HealthWorld  # noqa: E402
 
+from gpuharness.core.deployment import Deployment  # noqa: E402
 from gpuharness.core.policy import Policy  # noqa: E402
 from gpuharness.health import measuring, probe  # noqa: E402
 from gpuharness.health import rules as rules  # noqa: E402
@@ -34,6 +35,9 @@ from gpuharness.health.performance import PerformanceFloor  # noqa: E402
 from gpuharness.remote.connect import HostRoute, open_remote  # noqa: E402
 from gpuharness.sim.host import HostSpec, SimHost  # noqa: E402
 
+#: the deployment the verdicts judge against: one RTX 4090 ordered
+ORDERED = Deployment(id="bench", provider="vast", status="health-checking", cost_hr=0.0, created_at="",
+                     gpu="RTX 4090", gpu_count=1)
 Q = "nvidia-smi --format=csv,noheader,nounits --query-gpu="
 #: One remote command per assertion, the Testinfra way (each is its own exec round trip).
 BASELINE_COMMANDS = (
@@ -69,7 +73,7 @@ def batched(host: SimHost) -> float:
                                  service_port=host.service_port, log_path=str(host.log_path))
     _, facts = probe.run(remote, targets, deadline_s=60)
     remote.close()
-    verdicts = [rules.gpu_matches_order(facts, {"gpu": "RTX 4090"}), rules.driver_and_cuda(facts, "550", "12.4"),
+    verdicts = [rules.gpu_matches_order(facts, ORDERED), rules.driver_and_cuda(facts, "550", "12.4"),
                 rules.no_uncorrected_ecc(facts), rules.no_harmful_throttling(facts), rules.temperature_under(facts, 85),
                 rules.no_foreign_compute(facts), rules.disk_has_room(facts, str(host.workspace), 7 * 2**30, 10),
                 rules.service_up(facts, "main.py", host.service_port), rules.log_tail_clean(facts, None),
@@ -85,7 +89,7 @@ def batched_and_measured(host: SimHost) -> float:
     targets = probe.ProbeTargets(workspace=str(host.workspace), process_pattern="main.py",
                                  service_port=host.service_port, log_path=str(host.log_path))
     _, facts = probe.run(remote, targets, deadline_s=60)
-    record = measuring.take(remote, {"status": "health-checking"}, Policy({"performance_floor": {"measure": True}}),
+    record = measuring.take(remote, ORDERED, Policy({"performance_floor": {"measure": True}}),
                             facts, None)
     remote.close()
     floor = PerformanceFloor(measure=True)
