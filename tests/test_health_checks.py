@@ -201,3 +201,18 @@ def test_an_owned_local_host_is_probed_as_a_subprocess(pytester, world):
     result.stdout.fnmatch_lines(["*test_host_reachable[[]dep_local[]] PASSED*"])
     connections = world.registry.items("connections.json")
     assert connections[0]["kind"] == "local" and connections[0]["route"] == "local"
+
+
+def test_control_characters_in_a_host_log_reach_the_terminal_escaped(pytester, world):
+    # a host's log lines are data: an OSC title, a screen clear and a bell in them are shown, never obeyed
+    world.add("dep_esc", replace(HostSpec(), log_lines=(
+        "Cannot import /workspace/ComfyUI/comfy_extras/nodes_audio.py module for custom nodes: "
+        "No module named 'torchaudio'\x1b]0;pwned\x07",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\x1b[2J\x9b31m")))
+    result = run_checks(pytester, world)
+    text = "\n".join(result.outlines + result.errlines)
+    assert "test_log_tail_has_no_classified_failure[dep_esc] FAILED" in text or \
+        "FAILED test_health.py::test_log_tail_has_no_classified_failure[dep_esc]" in text
+    for raw in ("\x1b", "\x07", "\x9b"):
+        assert raw not in text, f"{raw!r} reached the terminal raw"
+    assert "\\x9b31m" in text, text[-3000:]  # shown as its escape (ESC sequences the log reader drops)

@@ -17,6 +17,7 @@ from gpuharness.audit import rules
 from gpuharness.core.clock import parse_ts, utcnow
 from gpuharness.core.rules import Rule
 from gpuharness.core.statefile import read_json
+from gpuharness.core.terminal import escape
 from gpuharness.pytest_plugin import cassette_dir, registry_root
 
 if TYPE_CHECKING:  # the engine, the summary and the chart load when an audit runs: this plugin loads for every suite
@@ -196,7 +197,7 @@ class AuditSession:
             terminalreporter.write_line(f"gpuharness audit: {run.state.line_count} ledger lines, "
                                         f"{run.lines_validated} validated ({mode})")
             for warning in run.warnings[:20]:
-                terminalreporter.write_line(f"gpuharness audit warning: {warning}")
+                terminalreporter.write_line(escape(f"gpuharness audit warning: {warning}"))
         if self.checkpoint_note:
             terminalreporter.write_line(self.checkpoint_note)
 
