@@ -261,3 +261,41 @@ def provision_comfyui(lab: Any, deployment_id: str, *, cost_hr: float = 0.4, idl
     provision(lab.ctx, ProvisionRequest(provider="vast", gpu="RTX 4090", image="comfyui:1", cost_hr=cost_hr,
                                         runtime="comfyui", model=MODEL, workflow=WORKFLOW, idle_minutes=idle_minutes,
                                         deployment_id=deployment_id), up_deadline_s=30, poll_s=0.1)
+
+
+def wait_for(predicate: Any, what: str, limit_s: float = 60.0, poll_s: float = 0.02) -> None:
+    """Poll until predicate() is true; fail the test naming `what` after limit_s."""
+    import pytest
+
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(poll_s)
+    pytest.fail(f"gave up waiting for {what}")
+
+
+#: where ready_with_output leaves the job's output, under the deployment's workspace
+OUTPUT = "outputs/J-000001/out.png"
+
+
+def ready_with_output(lab: Any, deployment_id: str, size: int = 256 * 1024) -> Path:
+    """A ready ComfyUI deployment with one completed job whose output (size random bytes) is still on its host,
+    recorded as the executor records it (under the workspace). Returns the file on the host."""
+    from gpuharness.core.ledger import Ledger
+    from gpuharness.core.lifecycle import transition
+
+    provision_comfyui(lab, deployment_id)
+    transition(lab.registry, deployment_id, "health-checking")
+    mark_ready(lab.registry, deployment_id)
+    data = os.urandom(size)
+    target = Path(lab.registry.deployment(deployment_id).workspace) / OUTPUT
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    Ledger(lab.registry.ledger_path).append({
+        "id": "J-000001", "deployment_id": deployment_id, "provider": "vast", "status": "completed",
+        "started_at": "2026-11-30T20:00:00Z", "completed_at": "2026-11-30T20:01:00Z", "duration_s": 60.0,
+        "cost_usd": 0.0067, "ts": "2026-11-30T20:01:00Z",
+        "artifacts": [{"name": "out.png", "remote_path": str(target), "sha256": hashlib.sha256(data).hexdigest(),
+                       "size": len(data)}]})
+    return target

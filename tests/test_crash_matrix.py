@@ -10,7 +10,6 @@ makes the README's table.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
@@ -24,17 +23,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
-from lifecycle_fakes import mark_ready, provision_comfyui
+from lifecycle_fakes import provision_comfyui, ready_with_output
 
-from gpuharness.core.ledger import Ledger
-from gpuharness.core.lifecycle import transition
 from gpuharness.demo.simulated_estate import SimulatedEstate
 
 DEP = "dep_crash_01"
 PROVISION = ("provision", "--provider", "vast", "--gpu", "RTX 4090", "--image", "comfyui:1", "--cost-hr", "0.40",
              "--idle-minutes", "15", "--id", DEP, "--up-deadline", "60")
 LIST, LAUNCH, BY_ID = "/api/v1/instances/", "/asks/", "/api/v0/instances/{id}/"
-OUTPUT = "outputs/J-000001/out.png"  # under the deployment's workspace
 
 
 @dataclass
@@ -69,19 +65,7 @@ def provisioned(lab: SimulatedEstate, work: Path) -> list[str]:
 
 
 def with_output(lab: SimulatedEstate, work: Path) -> list[str]:
-    provision_comfyui(lab, DEP)
-    transition(lab.registry, DEP, "health-checking")
-    mark_ready(lab.registry, DEP)
-    data = os.urandom(256 * 1024)
-    target = Path(lab.registry.deployment(DEP).workspace) / OUTPUT
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
-    Ledger(lab.registry.ledger_path).append({
-        "id": "J-000001", "deployment_id": DEP, "provider": "vast", "status": "completed",
-        "started_at": "2026-11-30T20:00:00Z", "completed_at": "2026-11-30T20:01:00Z", "duration_s": 60.0,
-        "cost_usd": 0.0067, "ts": "2026-11-30T20:01:00Z",
-        "artifacts": [{"name": "out.png", "remote_path": str(target), "sha256": hashlib.sha256(data).hexdigest(),
-                       "size": len(data)}]})
+    ready_with_output(lab, DEP)
     return ["retrieve", DEP, "--to", str(work / "outputs")]
 
 

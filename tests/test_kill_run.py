@@ -8,11 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 
 import pytest
-from lifecycle_fakes import provision_comfyui
+from lifecycle_fakes import provision_comfyui, wait_for
 
 from gpuharness.core.ledger import Ledger
 from gpuharness.demo.simulated_estate import SimulatedEstate
@@ -22,13 +21,6 @@ from gpuharness.sim.runtimes import RuntimeFaults
 DEP = "dep_kill_01"
 
 
-def wait_for(predicate, what, limit_s=60.0):
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"gave up waiting for {what}")
 
 
 @pytest.mark.slow

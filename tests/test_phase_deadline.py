@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from lifecycle_fakes import wait_for
 
 from gpuharness.demo.simulated_estate import SimulatedEstate
 
@@ -40,10 +41,3 @@ def test_status_refresh_ends_by_its_deadline_while_a_provider_drips_its_answer(l
     assert took < DEADLINE_S + EXIT_S, f"took {took:.1f} s after the drip began"
 
 
-def wait_for(predicate, what: str, limit_s: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    pytest.fail(f"gave up waiting for {what}")

@@ -4,7 +4,6 @@ refresh returns it too; the artifact stays pending until it is synced."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import subprocess
@@ -14,43 +13,22 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from lifecycle_fakes import mark_ready, provision_comfyui
+from lifecycle_fakes import OUTPUT, ready_with_output, wait_for
 
 from gpuharness.core.ledger import Ledger
-from gpuharness.core.lifecycle import transition
 from gpuharness.demo.simulated_estate import SimulatedEstate
 from gpuharness.operations.retrieve import unsynced
 
 DEP = "dep_fetch_01"
-OUTPUT = "outputs/J-000001/out.png"  # under the deployment's workspace
 
 
-def wait_for(predicate, what: str, limit_s: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    pytest.fail(f"gave up waiting for {what}")
 
 
 @pytest.fixture
 def lab(tmp_path):
     """A ready deployment with one completed job whose 256 KiB output is still on its host."""
     with SimulatedEstate(tmp_path / "lab", say=lambda line: None) as lab:
-        provision_comfyui(lab, DEP)
-        transition(lab.registry, DEP, "health-checking")
-        mark_ready(lab.registry, DEP)
-        data = os.urandom(256 * 1024)
-        target = Path(lab.registry.deployment(DEP).workspace) / OUTPUT
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        Ledger(lab.registry.ledger_path).append({
-            "id": "J-000001", "deployment_id": DEP, "provider": "vast", "status": "completed",
-            "started_at": "2026-11-30T20:00:00Z", "completed_at": "2026-11-30T20:01:00Z", "duration_s": 60.0,
-            "cost_usd": 0.0067, "ts": "2026-11-30T20:01:00Z",
-            "artifacts": [{"name": "out.png", "remote_path": str(target), "sha256": hashlib.sha256(data).hexdigest(),
-                           "size": len(data)}]})
+        ready_with_output(lab, DEP)
         yield lab
 
 

@@ -10,10 +10,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from lifecycle_fakes import wait_for
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.lifecycle import read_journal
@@ -30,13 +30,6 @@ def lab(tmp_path):
         yield lab
 
 
-def wait_for(predicate, what: str, limit_s: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    pytest.fail(f"gave up waiting for {what}")
 
 
 def kill_inside_the_launch(lab: SimulatedEstate, *command: str) -> None:
