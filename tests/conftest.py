@@ -61,3 +61,18 @@ def job_line() -> Any:
 def deployment_item() -> Any:
     """Builder of valid deployments.json items: deployment_item("dep_b", "destroyed", ...)."""
     return build_deployment
+
+
+@pytest.fixture
+def seeded_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The provider simulator and a registry seeded for it (plans.recorded_world.seed), run from tmp_path."""
+    from gpuharness.plans.recorded_world import seed
+    from gpuharness.providers import cassette
+    from gpuharness.sim.server import Simulator
+
+    monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "a1b2" * 10)
+    monkeypatch.chdir(tmp_path)
+    with Simulator(ready_delay_s=0.0) as sim:
+        registry = Registry(tmp_path / "registry")
+        seed(sim, registry)
+        yield sim, registry

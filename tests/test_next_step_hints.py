@@ -11,7 +11,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,6 @@ from gpuharness.operations.install import configure, install
 from gpuharness.operations.provision import ProvisionRequest, provision
 from gpuharness.operations.run import run_job
 from gpuharness.operations.seams import cli_context
-from gpuharness.plans.recorded_world import seed
 from gpuharness.providers import cassette
 from gpuharness.sim.host import SimHost
 from gpuharness.sim.server import Simulator
@@ -63,13 +61,8 @@ def test_no_hint_in_the_product_names_an_offline_health_run_as_the_next_step():
 
 
 @pytest.fixture
-def estate(tmp_path, monkeypatch) -> Iterator[tuple[Simulator, Registry]]:
-    monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "a1b2" * 10)
-    monkeypatch.chdir(tmp_path)
-    with Simulator(ready_delay_s=0.0) as sim:
-        registry = Registry(tmp_path / "registry")
-        seed(sim, registry)
-        yield sim, registry
+def estate(seeded_simulator):
+    return seeded_simulator
 
 
 def _live(sim: Simulator) -> set[str]:

@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from gpuharness.cli import main
-from gpuharness.core.registry import Registry
-from gpuharness.plans.recorded_world import seed
 from gpuharness.providers import cassette
 from gpuharness.sim.server import Simulator
 
 
 @pytest.fixture
-def world(tmp_path, monkeypatch) -> Iterator[tuple[Simulator, Registry]]:
-    monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "a1b2" * 10)
-    monkeypatch.chdir(tmp_path)
-    with Simulator(ready_delay_s=0.0) as sim:
-        registry = Registry(tmp_path / "registry")
-        seed(sim, registry)
-        yield sim, registry
+def world(seeded_simulator):
+    return seeded_simulator
 
 
 def _gets_by_id(sim: Simulator) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -15,9 +14,6 @@ import pytest
 from gpuharness.cli import main
 from gpuharness.core.registry import Registry
 from gpuharness.core.terminal import escape
-from gpuharness.plans.recorded_world import seed
-from gpuharness.providers import cassette
-from gpuharness.sim.server import Simulator
 
 #: set the window title, clear the screen, ring the bell, C1 CSI, hide a line with a carriage return, flip text
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x07\x9b31m\rfake\u202eevil"
@@ -36,13 +32,8 @@ def test_escape_shows_control_characters_and_keeps_text():
 
 
 @pytest.fixture
-def simulated(tmp_path, monkeypatch) -> Iterator[tuple[Simulator, Registry]]:
-    monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "a1b2" * 10)
-    monkeypatch.chdir(tmp_path)
-    with Simulator(ready_delay_s=0.0) as sim:
-        registry = Registry(tmp_path / "registry")
-        seed(sim, registry)
-        yield sim, registry
+def simulated(seeded_simulator):
+    return seeded_simulator
 
 
 def test_status_refresh_escapes_an_orphan_name_the_provider_reports(simulated, capsys):
