@@ -478,7 +478,7 @@ def _shutdown(run: AuditRun, journal_last: dict[str, float], open_jobs: dict[str
                 run.not_applicable[(rule, dep)] = reason
             continue
         _stop_condition(run, d)
-        if missing := missing_steward({"owner": d.owner, "reason": d.reason}):
+        if missing := missing_steward(d):
             run.add(rules.SHUTDOWN_STEWARD, f"deployment {dep}",
                     f"live at ${rate(d):g}/hr with no {' and no '.join(missing)}: a paid resource needs a cleanup "
                     "owner and a reason; set them in deployments.json (provision --owner/--reason), or destroy it",

@@ -6,9 +6,8 @@ from __future__ import annotations
 import getpass
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, final
+from typing import Any
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
@@ -28,36 +27,13 @@ def local_user() -> str | None:
     return name.strip() or None
 
 
-@final
-@dataclass(frozen=True, slots=True)
-class Unstewarded:
-    """A live paid deployment missing its cleanup owner or its reason."""
-
-    deployment_id: str
-    missing: tuple[str, ...]  # "owner", "reason"
-    cost_hr: float
-
-    def message(self) -> str:
-        return (f"deployment {self.deployment_id} bills ${self.cost_hr:.3f}/hr with no {' and no '.join(self.missing)}"
-                ": a paid resource needs a cleanup owner and a reason (set them in deployments.json, or destroy it)")
-
-
-def missing_steward(record: Mapping[str, Any]) -> tuple[str, ...]:
-    """Which of owner and reason a deployments.json record does not name (a non-empty string each)."""
-    return tuple(name for name in ("owner", "reason")
-                 if not (isinstance(record.get(name), str) and str(record[name]).strip()))
-
-
-def unstewarded(deployments: Iterable[Deployment]) -> list[Unstewarded]:
-    """The audit's rule: every live paid deployment names its owner and its reason."""
-    found = []
-    for deployment in deployments:
-        if not needs_steward(deployment):
-            continue
-        missing = missing_steward({"owner": deployment.owner, "reason": deployment.reason})
-        if missing:
-            found.append(Unstewarded(deployment.id, missing, deployment.cost_hr))
-    return found
+def missing_steward(deployment: Deployment) -> tuple[str, ...]:
+    """The audit's rule (shutdown:steward): which of owner and reason a deployment that bills now does not name
+    (a non-empty string each); nothing for one that does not bill."""
+    if deployment.burn_hr <= 0:
+        return ()
+    return tuple(name for name, value in (("owner", deployment.owner), ("reason", deployment.reason))
+                 if not (value or "").strip())
 
 
 def refuse_dropped_owner(before: Mapping[str, Mapping[str, Any]], after: Iterable[Mapping[str, Any]],
