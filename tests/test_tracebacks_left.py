@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuharness.core import claims
 from gpuharness.core.registry import Registry
 
 
@@ -34,16 +35,18 @@ def one_line(done: subprocess.CompletedProcess[str], *fragments: str) -> None:
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every file and directory under root with its bytes, but the claims under locks/: a command takes its
-    deployment's claim (an flock the kernel frees) before it reads the state that then refuses it."""
+    """Every file and directory under root with its bytes, but locks/ and the claim files in it (core.claims: a command
+    takes its deployment's claim, an flock holding its pid, before it reads the state that then refuses it)."""
     found: dict[str, bytes | None] = {}
     for directory, dirs, files in os.walk(root):
-        if Path(directory) == root:
-            dirs[:] = [name for name in dirs if name != "locks"]
         for name in dirs:
-            found[os.path.join(directory, name)] = None
+            if Path(directory, name) != root / claims.LOCKS_DIR:
+                found[os.path.join(directory, name)] = None
         for name in files:
             path = Path(directory) / name
+            if path.parent == root / claims.LOCKS_DIR and path.is_file() and (
+                    path.read_bytes().isdigit() or path.stat().st_size == 0):
+                continue
             found[str(path)] = path.read_bytes() if path.is_file() and not path.is_symlink() else None
     return found
 
