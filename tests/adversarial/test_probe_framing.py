@@ -205,7 +205,7 @@ def test_the_unhealthy_host_fails_the_checks_it_should(unhealthy_host):
                        "no_uncorrected_ecc", "temperature_under_limit"]
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(hostile=hostile_fields)
 def test_hostile_text_in_any_host_field_forges_no_fact(unhealthy_host, hostile):
@@ -279,3 +279,32 @@ def test_the_forged_sections_are_shaped_like_the_probe_fields():
     """The forged GPU section names real probe fields (so the test forges what a parser would accept)."""
     fields = forged_log("/w")[2].removeprefix("# query: ").split(",")
     assert set(fields) <= set(nvidia_smi.PROBE_FIELDS)
+
+
+#: a `wc` on the host that miscounts: the length it reports for a section is not the section's
+LYING_WC = "#!/bin/sh\nprintf '7\\n'\n"
+
+
+def test_a_host_whose_tools_garble_the_probe_is_not_believed_and_not_ready(pytester, tmp_path):
+    """A host whose `wc` miscounts: the probe's output does not hold what the probe sent, so no fact of it is
+    believed. Every check that reads the probe fails naming the broken frame (probe_corrupt), and the ready gate
+    does not mark the host ready."""
+    world = HealthWorld(tmp_path / "world")
+    try:
+        host = world.add("dep_garbled")
+        (host.bin / "wc").write_text(LYING_WC)
+        (host.bin / "wc").chmod(0o755)
+        checks = world.install_checks(pytester.path)
+        result = pytester.runpytest_inprocess(str(checks), "--registry", str(world.registry.root), "--gpu-mode",
+                                              "live", "-p", "no:cacheprovider", "-rfs", "-vv")
+        deployment = world.deployment("dep_garbled")
+    finally:
+        world.close()
+    failures = [line for line in result.outlines if line.startswith("FAILED test_health.py::")]
+    reachable = [line for line in failures if "test_host_reachable[dep_garbled]" in line]
+    assert reachable and "cannot be believed" in reachable[0], "\n".join(result.outlines[-40:])
+    for check in ("gpu_matches_order", "no_uncorrected_ecc", "disk_has_room_for_model", "service_process_and_port",
+                  "log_tail_has_no_classified_failure"):
+        assert any(f"test_{check}[dep_garbled]" in line and "cannot be believed" in line for line in failures), check
+    assert deployment["status"] != "ready" and deployment.get("ready_at") is None
+    assert deployment["health"]["status"] == "failed"
