@@ -308,3 +308,15 @@ def test_a_host_whose_tools_garble_the_probe_is_not_believed_and_not_ready(pytes
         assert any(f"test_{check}[dep_garbled]" in line and "cannot be believed" in line for line in failures), check
     assert deployment["status"] != "ready" and deployment.get("ready_at") is None
     assert deployment["health"]["status"] == "failed"
+
+
+def test_a_gpu_name_cannot_set_the_driver_or_cuda_version(unhealthy_host):
+    """nvidia-smi prints its header before any GPU's name: the header's first Driver and CUDA versions are the
+    driver's, whatever a name in a later row says."""
+    host, baseline = unhealthy_host
+    host.reconfigure(replace(UNHEALTHY, gpu="RTX Driver Version: 999.99 CUDA Version: 99.9"))
+    try:
+        _, facts = probe.run(SandboxShell(host), targets_of(host), deadline_s=60)
+    finally:
+        host.reconfigure(UNHEALTHY)
+    assert (facts.driver_version, facts.cuda_version) == (baseline.driver_version, baseline.cuda_version)
