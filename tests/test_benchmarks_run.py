@@ -24,6 +24,7 @@ SMALLEST = {
     "reconcile.py": ["--sizes", "10", "--repeat", "1"],
     "suite_startup.py": ["--repeat", "1"],
     "ledger_audit.py": ["--lines", "2000", "--repeat", "1"],
+    "probe_transcript.py": ["--mb", "0.05"],
 }
 
 

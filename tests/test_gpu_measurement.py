@@ -8,10 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from gpuharness.health import gpu_measurement
-from gpuharness.health.gpu_measurement import build_script, interpreter_of, parse
+from gpuharness.health.gpu_measurement import build_script, parse
 from gpuharness.remote.local import LocalRemote
 
 
@@ -93,11 +91,3 @@ def test_parameters_travel_as_quoted_variables_never_as_code():
     assert '"$GH_PY" -c "$GH_PROGRAM"' in script
 
 
-@pytest.mark.parametrize(("lines", "expected"), [
-    (["interpreter service_argv0 /workspace/ComfyUI/venv/bin/python", "ok max_abs_err=0"],
-     "/workspace/ComfyUI/venv/bin/python"),
-    (["interpreter none ", "no_python"], None),
-    ([], None),
-])
-def test_the_interpreter_is_the_one_the_probe_found(lines, expected):
-    assert interpreter_of(lines) == expected

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from health_world import CHECKPOINT, WITH_AUDIO, WORKFLOW, sdxl_graph
 
-from gpuharness.health import probe, rules, workflow_fit
+from gpuharness.health import probe, probe_framing, rules, workflow_fit
 from gpuharness.sim.comfyui import recorded_catalog
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
@@ -18,8 +18,9 @@ SERVER = recorded_catalog().with_model_files({"checkpoints": [CHECKPOINT]})
 
 
 def tail_of(*lines: str) -> probe.ProbeResult:
-    stdout = "@@gpuharness log\n" + "".join(f"{line}\n" for line in lines) + "@@gpuharness end rc=0\n"
-    return probe.parse(stdout)
+    nonce = probe_framing.new_nonce()
+    log = probe_framing.Frame("log", 0, "".join(f"{line}\n" for line in lines).encode())
+    return probe.parse(probe_framing.encode(nonce, [log], done=False), nonce=nonce)
 
 
 def log(name: str) -> probe.ProbeResult:

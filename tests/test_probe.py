@@ -1,4 +1,4 @@
-"""The batched probe: one exec, marked sections, parsed into a ProbeResult; nvidia-smi failures are classes."""
+"""The batched probe: one exec, framed sections, parsed into a ProbeResult; nvidia-smi failures are classes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuharness.health import probe
+from gpuharness.health import probe, probe_framing
 from gpuharness.remote.connect import HostRoute, LocalRemote, open_remote
 from gpuharness.sim.host import HostSpec, SimHost, with_fault
 
@@ -87,15 +87,16 @@ def test_foreign_compute_processes_are_listed(tmp_path):
 
 
 def test_a_truncated_transcript_is_incomplete():
-    facts = probe.parse("@@gpuharness gpus\nspelling clocks_event_reasons\n", "", None)
-    assert facts.gpu_error == "probe_incomplete" and not facts.complete
+    nonce = probe_framing.new_nonce()
+    facts = probe.parse(f"{nonce} gpus 0 40\n 23 20 71 75 65\n", "", None, nonce=nonce)
+    assert facts.gpu_error == "probe_incomplete" and not facts.complete and facts.corrupt is None
 
 
 def test_parameters_never_become_shell_code(tmp_path):
     marker = tmp_path / "pwned"
     script = probe.build_script(probe.ProbeTargets(workspace=f"/x'; touch {marker}; echo '",
                                                    process_pattern=f"$(touch {marker})"))
-    LocalRemote().exec(script, deadline_s=60)
+    LocalRemote().exec(script.text, deadline_s=60)
     assert not marker.exists()
 
 
@@ -113,8 +114,8 @@ def test_process_section_falls_back_to_proc_without_a_usable_ps(tmp_path):
     sleeper = subprocess.Popen(["sleep", "3141"])
     try:
         targets = probe.ProbeTargets(workspace="/", process_pattern="sleep 3141")
-        script = f"PATH={fake}:$PATH\n" + probe.build_script(targets)
-        facts = probe.parse(LocalRemote().exec(script, deadline_s=60).stdout)
+        script = probe.build_script(targets)
+        facts = probe.read(script, LocalRemote().exec(f"PATH={fake}:$PATH\n" + script.text, deadline_s=60))
         assert (sleeper.pid, "sleep 3141") in facts.processes
     finally:
         sleeper.kill()
@@ -126,8 +127,8 @@ def test_a_service_command_line_longer_than_80_columns_is_found_whole():
     marker = "gh-service-" + "x" * 90
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker])
     try:
-        facts = probe.parse(LocalRemote().exec(probe.build_script(probe.ProbeTargets(
-            workspace="/", process_pattern=marker)), deadline_s=60).stdout)
+        script = probe.build_script(probe.ProbeTargets(workspace="/", process_pattern=marker))
+        facts = probe.read(script, LocalRemote().exec(script.text, deadline_s=60))
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -181,9 +182,8 @@ def test_the_service_process_is_the_one_listening_on_its_port(tmp_path, listing)
         (tmp_path / "bin" / "ss").chmod(0o755)
         broken_ss = f"PATH={tmp_path / 'bin'}:$PATH\n"
     with _two_services(tmp_path, port) as (other, listener):
-        script = broken_ss + probe.build_script(probe.ProbeTargets(workspace="/", process_pattern="main.py",
-                                                                 service_port=port))
-        facts = probe.parse(LocalRemote().exec(script, deadline_s=60).stdout)
+        script = probe.build_script(probe.ProbeTargets(workspace="/", process_pattern="main.py", service_port=port))
+        facts = probe.read(script, LocalRemote().exec(broken_ss + script.text, deadline_s=60))
     pids = [pid for pid, _ in facts.processes]
     assert pids and pids[0] == listener.pid, facts.sections.get("process")
     assert other.pid not in pids
@@ -193,8 +193,8 @@ def test_the_service_process_is_the_one_listening_on_its_port(tmp_path, listing)
 def test_without_a_listener_the_service_is_found_by_its_pattern(tmp_path):
     port = _free_port()
     with _two_services(tmp_path, _free_port()) as (other, listener):
-        facts = probe.parse(LocalRemote().exec(probe.build_script(probe.ProbeTargets(
-            workspace="/", process_pattern="main.py", service_port=port)), deadline_s=60).stdout)
+        script = probe.build_script(probe.ProbeTargets(workspace="/", process_pattern="main.py", service_port=port))
+        facts = probe.read(script, LocalRemote().exec(script.text, deadline_s=60))
     pids = [pid for pid, _ in facts.processes]
     assert other.pid in pids and listener.pid in pids
     assert facts.process_found_by == "pattern"

@@ -20,9 +20,13 @@ CASSETTES = Path(__file__).resolve().parents[1] / "cassettes" / "ssh"
 TRANSCRIPTS = sorted(CASSETTES.glob("*.json"))
 
 
+def parsed(document: dict) -> probe.ProbeResult:
+    return probe.parse_transcript(document["stdout"], document["stderr"], document["exit_status"],
+                                  probe_version=document["probe_version"], nonce=document.get("nonce"))
+
+
 def load(name: str) -> probe.ProbeResult:
-    document = json.loads((CASSETTES / f"{name}.json").read_text())
-    return probe.parse(document["stdout"], document["stderr"], document["exit_status"])
+    return parsed(json.loads((CASSETTES / f"{name}.json").read_text()))
 
 
 @pytest.mark.parametrize("path", TRANSCRIPTS, ids=[p.stem for p in TRANSCRIPTS])
@@ -30,7 +34,7 @@ def test_every_transcript_has_provenance_and_a_complete_probe(path):
     document = json.loads(path.read_text())
     assert {"stdout", "stderr", "exit_status", "recorded_at", "source"} <= set(document)
     assert document["source"] in {"simulator", "real hardware"}
-    assert probe.parse(document["stdout"], document["stderr"], document["exit_status"]).complete
+    assert parsed(document).complete
     assert "PRIVATE KEY" not in path.read_text()
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TextIO, final
 
+from gpuharness.remote.lines import lines_of
+
 Cause = Literal["cuda_oom", "driver_mismatch", "custom_node_import", "custom_node_missing", "model_missing",
                 "weights_corrupt", "disk_full", "bad_input", "unknown"]
 Symptom = Literal["host_oom_kill", "illegal_memory_access", "cuda_error"]
@@ -349,10 +351,7 @@ def classify_text(text: str) -> Diagnosis:
             if messages:
                 diagnosis = classify_lines(messages)
                 return _relocate(diagnosis, text, source)
-    lines = text.split("\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    return classify_lines(lines)
+    return classify_lines(lines_of(text))
 
 
 def classify_file(path: str | Path) -> Diagnosis:
@@ -424,7 +423,7 @@ def _json_messages(document: Any) -> tuple[list[str], Source]:
     sources: set[Source] = set()
 
     def add(text: str) -> None:
-        out.extend(text.splitlines() or [text])
+        out.extend(lines_of(text) or [text])
 
     def walk(node: Any, depth: int) -> None:
         if depth > 12:
@@ -489,7 +488,7 @@ def _relocate(diagnosis: Diagnosis, text: str, source: Source) -> Diagnosis:
     line_no: int | None = diagnosis.line_no
     if diagnosis.line:
         line_no = 1
-        raw_lines = text.split("\n")
+        raw_lines = lines_of(text)
         # The decisive line may be "<type>: <message>" assembled from two fields: try the message alone too.
         candidates = [diagnosis.line[:60]]
         if ": " in diagnosis.line:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, final
 
 from gpuharness.health import nvidia_smi
 from gpuharness.health.nvidia_smi import GpuInfo
 from gpuharness.remote import ExecResult, Remote
+from gpuharness.remote.lines import lines_of
 
 MEASUREMENT_VERSION: Final = 1
 MARK: Final = "@@gpuharness measure"
@@ -305,7 +306,7 @@ def run(remote: Remote, interpreter: str | None, *, deadline_s: int = DEFAULT_DE
 def _records(stdout: str) -> tuple[list[dict[str, Any]], int | None]:
     records: list[dict[str, Any]] = []
     exit_code: int | None = None
-    for line in stdout.splitlines():
+    for line in lines_of(stdout):
         if line.startswith(EXIT_MARK + " "):
             match = re.match(r"-?\d+", line[len(EXIT_MARK) + 1:].strip())
             exit_code = int(match.group()) if match else None
@@ -378,16 +379,7 @@ def parse(stdout: str, stderr: str = "", exit_status: int | None = 0, *,
     if "done" in kinds:
         return Measurement("measured", f"{len(devices)} GPU(s) measured", devices,
                            elapsed_s=_float(kinds["done"].get("elapsed_s")), **versions)
-    last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), None)
+    last = next((line.strip() for line in reversed(lines_of(stderr)) if line.strip()), None)
     return Measurement("error", f"the measurement stopped in step {versions['phase'] or 'start'!r} (exit "
                        f"{exit_code if exit_code is not None else exit_status}): {last or 'no output'}", devices,
                        **versions)
-
-
-def interpreter_of(lines: Sequence[str]) -> str | None:
-    """The interpreter a probe's torch section names (`interpreter <how> <path>`), or None."""
-    for line in lines:
-        parts = line.split(maxsplit=2)
-        if len(parts) == 3 and parts[0] == "interpreter" and parts[1] != "none":
-            return parts[2].strip()
-    return None

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, final
 
+from gpuharness.remote.lines import lines_of
+
 #: The probe's query before the performance fields (transcripts recorded by probe v1 and v2).
 PROBE_FIELDS_V1: Final[tuple[str, ...]] = (
     "index", "name", "uuid", "driver_version", "memory.total", "memory.used", "temperature.gpu",
@@ -27,6 +29,9 @@ PERFORMANCE_FIELDS: Final[tuple[str, ...]] = (
     "power.max_limit", "clocks.sm", "clocks.max.sm",
 )
 PROBE_FIELDS: Final[tuple[str, ...]] = PROBE_FIELDS_V1 + PERFORMANCE_FIELDS
+#: The most lines the probe's query section is read for: a row per GPU (a host has at most a few dozen) and an
+#: error line or two. More is output nvidia-smi does not print; it is refused before it is parsed.
+MAX_ROWS: Final = 256
 #: For drivers that predate the `clocks_event_reasons` spelling (before ~r525).
 PROBE_FIELDS_LEGACY: Final[tuple[str, ...]] = tuple(f for f in PROBE_FIELDS if f != "clocks_event_reasons.active")
 #: For drivers that have dropped the deprecated `clocks_throttle_reasons` spelling.
@@ -201,7 +206,7 @@ def decode_clock_events(mask: int | None) -> tuple[str, ...]:
 
 def classify_error(text: str) -> tuple[str, str, str | None] | None:
     """The first known error in nvidia-smi output: (class, line, invalid field or None), or None."""
-    for line in text.splitlines():
+    for line in lines_of(text):
         stripped = line.strip()
         if not stripped:
             continue
@@ -243,28 +248,27 @@ def probe_shell_snippet(deadline_s: int = 15) -> str:
         "  case \"$_smi_out\" in *'is not a valid field to query'*) continue;; esac\n"
         "  break\n"
         "done\n"
-        "echo \"# query: $_smi_q\"; printf '%s\\n' \"$_smi_out\"; echo \"# exit: $_smi_rc\"\n"
+        "printf '# query: %s\\n%s\\n# exit: %s\\n' \"$_smi_q\" \"$_smi_out\" \"$_smi_rc\"\n"
         "fi\n"
     )
 
 
 def parse_probe_csv(text: str, fields: Sequence[str] | None = None) -> SmiReport:
-    """Parse the probe's nvidia-smi section (headerless, unitless CSV; see the module docstring)."""
-    lines = text.splitlines()
+    """Parse the probe's nvidia-smi section (headerless, unitless CSV; see the module docstring). The probe's own
+    lines are read by their place, `# query:` first and `# exit:` last: nvidia-smi's output between them cannot
+    declare either."""
+    body = lines_of(text)
     exit_status: int | None = None
-    body: list[str] = []
-    for line in lines:
-        if line.startswith("# query:"):
-            declared = line.split(":", 1)[1].strip()
-            if fields is None and declared and declared != "none":
-                fields = tuple(declared.split(","))
-        elif line.startswith("# exit:"):
-            try:
-                exit_status = int(line.split(":", 1)[1].strip())
-            except ValueError:
-                exit_status = None
-        else:
-            body.append(line)
+    if body and body[0].startswith("# query:"):
+        declared = body.pop(0).split(":", 1)[1].strip()
+        if fields is None and declared and declared != "none":
+            fields = tuple(declared.split(","))
+    if body and body[-1].startswith("# exit:"):
+        code = body.pop().split(":", 1)[1].strip()
+        exit_status = int(code) if code.lstrip("-").isdigit() else None
+    if len(body) > MAX_ROWS:
+        return SmiReport(layout="none", error="nvidia_smi_crashed",
+                         error_line=f"nvidia-smi printed {len(body)} lines, more than the {MAX_ROWS} a host's GPUs do")
     content = "\n".join(body)
     if exit_status in (124, 137):  # timeout(1): TERM after the deadline (124), KILL after the grace (137)
         return SmiReport(layout="none", error="nvidia_smi_timeout", error_line="nvidia-smi exceeded its deadline")
@@ -286,9 +290,9 @@ def parse_output(text: str, fields: Sequence[str] | None = None) -> SmiReport:
     """Auto-detect and parse nvidia-smi output: default table, CSV (header or not, units or not), or an error."""
     if _HEADER.search(text) or re.search(r"^\|\s+GPU\s+Name", text, re.M):
         return parse_table(text)
-    if any(line.startswith("# query:") for line in text.splitlines()):
+    if any(line.startswith("# query:") for line in lines_of(text)):
         return parse_probe_csv(text, fields)
-    rows = [line for line in text.splitlines() if line.strip()]
+    rows = [line for line in lines_of(text) if line.strip()]
     header = bool(rows) and _looks_like_header(rows[0])
     if fields is None and not header:
         error = classify_error(text)
@@ -306,7 +310,7 @@ def parse_output(text: str, fields: Sequence[str] | None = None) -> SmiReport:
 
 def parse_csv(text: str, fields: Sequence[str] | None = None) -> SmiReport:
     """Parse `--format=csv` output; the header names the fields, else `fields`, else a known column count."""
-    rows = [line for line in text.splitlines() if line.strip()]
+    rows = [line for line in lines_of(text) if line.strip()]
     header = bool(rows) and _looks_like_header(rows[0])
     if fields is None and not header:
         data = [r for r in rows if not _ERROR_LINE_ANY.search(r)]
@@ -319,7 +323,7 @@ def parse_table(text: str) -> SmiReport:
     header = _HEADER.search(text)
     driver = header.group(2) if header else None
     cuda = header.group(3) if header and header.group(3) and header.group(3) != "N/A" else None
-    lines = text.splitlines()
+    lines = lines_of(text)
     gpus: list[GpuInfo] = []
     i = 0
     while i < len(lines):
@@ -563,7 +567,7 @@ def gpu_from_values(values: Mapping[str, str]) -> GpuInfo:
 
 
 def _parse_csv(text: str, fields: tuple[str, ...], *, has_header: bool) -> SmiReport:
-    rows = [line for line in text.splitlines() if line.strip()]
+    rows = [line for line in lines_of(text) if line.strip()]
     error = classify_error(text)
     if has_header and rows:
         fields = tuple(_strip_unit(c) for c in _split_csv(rows[0]))

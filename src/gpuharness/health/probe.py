@@ -1,20 +1,30 @@
-"""The batched health probe: one exec of the probe script (health.probe_script), every remote fact parsed from its
-marked sections into a ProbeResult."""
+"""The batched health probe: one exec of the probe script (health.probe_script), its output read frame by frame under
+the run's nonce (health.probe_framing), every remote fact parsed into a ProbeResult. A transcript recorded by probe
+v1-v4 is read by the legacy reader (health.probe_legacy), and only where its recording says it is one."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, final
+from typing import Any, Final, final
 
-from gpuharness.health import nvidia_smi
+from gpuharness.health import nvidia_smi, probe_framing, probe_legacy
 from gpuharness.health.nvidia_smi import GpuInfo
-from gpuharness.health.probe_script import MARK, PROBE_VERSION, ProbeTargets, build_script
+from gpuharness.health.probe_framing import Frames
+from gpuharness.health.probe_script import PROBE_VERSION, SECTION_NAMES, ProbeScript, ProbeTargets, build_script
 from gpuharness.remote import ExecResult, Remote
+from gpuharness.remote.lines import lines_of
 
-__all__ = ["MARK", "PROBE_VERSION", "ComputeApp", "ProbeResult", "ProbeTargets", "TorchRun", "build_script",
-           "digest_of", "parse", "run", "split_sections"]
+__all__ = ["CORRUPT_REMEDY", "PROBE_VERSION", "SECTION_NAMES", "ComputeApp", "ProbeResult", "ProbeScript",
+           "ProbeTargets", "TorchRun", "build_script", "digest_of", "parse", "parse_transcript", "read", "run"]
+
+#: what to do about a probe whose output cannot be believed (ProbeResult.corrupt)
+CORRUPT_REMEDY: Final = ("the host's output does not hold the probe's frames as the probe sent them: probe again; if "
+                         "it stays so, the host (or something on its route) alters what it prints: check it by hand, "
+                         "and do not mark it ready")
+_APP_ROW: Final = re.compile(r"\s*\d+\s*,")
 
 
 @final
@@ -42,14 +52,17 @@ class TorchRun:
         return self.exit_status in (124, 137)
 
 
-def torch_run(lines: list[str]) -> TorchRun:
-    """The torch section of a transcript (probe v1: only the result line)."""
+def torch_run(lines: list[str], interpreter_path: str | None = None) -> TorchRun:
+    """The torch section of a transcript, with the interpreter section's path (probe v5). Probe v1 printed only the
+    result line; v2-v4 printed `interpreter <found by> <path>` in the torch section."""
     found_by = interpreter = service = None
     exit_status: int | None = None
     results: list[str] = []
     for raw in lines:
         line = raw.strip()
-        if line.startswith("interpreter "):
+        if line.startswith("interpreter_by "):
+            found_by = line.split(" ", 1)[1]
+        elif line.startswith("interpreter "):
             _, _, rest = line.partition(" ")
             found_by, _, path = rest.partition(" ")
             interpreter = path or None
@@ -60,6 +73,8 @@ def torch_run(lines: list[str]) -> TorchRun:
             exit_status = int(code) if code.lstrip("-").isdigit() else None
         elif line:
             results.append(line)
+    if interpreter_path is not None:
+        interpreter = interpreter_path or None
     return TorchRun(results[-1] if results else "", interpreter, found_by, service, exit_status)
 
 
@@ -74,11 +89,12 @@ class ComputeApp:
 @final
 @dataclass(frozen=True, slots=True)
 class ProbeResult:
-    """Every remote fact from one probe exec, parsed; `digest` identifies the raw transcript."""
+    """Every remote fact from one probe exec, parsed; `digest` identifies the raw transcript. `corrupt` says why the
+    output cannot be believed (then it holds no facts: gpu_error is probe_corrupt)."""
 
     gpus: tuple[GpuInfo, ...]
-    gpu_error: str | None  # an error class of nvidia_smi.ERROR_REMEDIES (nvidia_smi_timeout, ...) or probe_incomplete
-    gpu_error_line: str | None
+    gpu_error: str | None  # an error class of nvidia_smi.ERROR_REMEDIES (nvidia_smi_timeout, ...), probe_incomplete
+    gpu_error_line: str | None  # or probe_corrupt
     gpu_fields: tuple[str, ...]
     driver_version: str | None
     cuda_version: str | None
@@ -98,6 +114,7 @@ class ProbeResult:
     #: how the probe found the service's processes: "port N ss", "port N proc" (the pid listening on its port),
     #: "pattern" (the command-line pattern; no listener found), None (not looked for, or a probe before v4)
     process_found_by: str | None = None
+    corrupt: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -112,45 +129,63 @@ def digest_of(stdout: str, stderr: str, exit_status: int | None) -> str:
     return "sha256:" + hashlib.sha256(body).hexdigest()
 
 
-def split_sections(stdout: str) -> tuple[dict[str, list[str]], dict[str, int], bool]:
-    """Marked sections -> (lines per section, rc per section, whether the script reached its end)."""
-    sections: dict[str, list[str]] = {}
-    codes: dict[str, int] = {}
-    current: str | None = None
-    done = False
-    for line in stdout.splitlines():
-        if line.startswith(MARK + " "):
-            word = line[len(MARK) + 1:].strip()
-            if word == "done":
-                done = True
-            elif word.startswith("end rc=") and current is not None:
-                try:
-                    codes[current] = int(word[len("end rc="):])
-                except ValueError:
-                    codes[current] = -1
-                current = None
-            else:
-                current = word
-                sections[current] = []
-            continue
-        if current is not None:
-            sections[current].append(line)
-    return sections, codes, done
+def parse(stdout: str, stderr: str = "", exit_status: int | None = 0, *, nonce: str,
+          sections: Sequence[str] = SECTION_NAMES) -> ProbeResult:
+    """Parse one probe run's output, read under its nonce (`sections`: those the run's script ran)."""
+    return facts(probe_framing.read(stdout, nonce, sections), stdout, stderr, exit_status)
 
 
-def _value(text: str) -> str | None:
-    text = text.strip()
-    if not text or (text.startswith("[") and text.endswith("]")) or text in {"N/A", "Not Supported"}:
-        return None
-    return text
+def parse_transcript(stdout: str, stderr: str, exit_status: int | None, *, probe_version: int,
+                     nonce: str | None) -> ProbeResult:
+    """Parse a transcript as its probe version wrote it: framed under its nonce, or (a recording of probe v1-v4)
+    by the legacy reader."""
+    if probe_version <= probe_legacy.LAST_MARKED_VERSION:
+        frames = probe_legacy.read_marked(stdout)
+    elif not nonce:
+        frames = Frames(problem=f"the transcript of probe v{probe_version} names no nonce to read it under")
+    else:
+        frames = probe_framing.read(stdout, nonce, SECTION_NAMES)
+    return facts(frames, stdout, stderr, exit_status)
+
+
+def read(script: ProbeScript, result: ExecResult) -> ProbeResult:
+    """The facts of the output `script` produced."""
+    return parse(result.stdout, result.stderr, result.exit_status, nonce=script.nonce, sections=script.sections)
+
+
+def _first(pattern: str, lines: Sequence[str]) -> str | None:
+    """The first match's group in lines: nvidia-smi prints its header before anything a GPU names."""
+    compiled = re.compile(pattern)
+    for line in lines:
+        match = compiled.search(line)
+        if match:
+            return match.group(1)
+    return None
 
 
 def _int(text: str) -> int | None:
-    value = _value(text)
-    if value is None:
+    text = text.strip()
+    if not text or (text.startswith("[") and text.endswith("]")) or text in {"N/A", "Not Supported"}:
         return None
-    match = re.match(r"-?\d+", value)
+    match = re.match(r"-?\d+", text)
     return int(match.group()) if match else None
+
+
+def _apps(lines: Sequence[str]) -> tuple[ComputeApp, ...]:
+    """`pid, process_name, used_memory` rows. A process name may hold commas and newlines (it is the host's): a
+    line that does not start with a pid continues the name before it, and the memory is after the last comma."""
+    rows: list[list[str]] = []
+    for line in lines:
+        if _APP_ROW.match(line):
+            rows.append([line])
+        elif rows:
+            rows[-1].append(line)
+    apps: list[ComputeApp] = []
+    for row in rows:
+        pid, _, rest = "\n".join(row).partition(",")
+        name, comma, used = rest.rpartition(",")
+        apps.append(ComputeApp(int(pid), (name if comma else used).strip(), _int(used) if comma else None))
+    return tuple(apps)
 
 
 def _listening(lines: list[str]) -> frozenset[int]:
@@ -171,64 +206,80 @@ def _listening(lines: list[str]) -> frozenset[int]:
     return frozenset(ports)
 
 
-def parse(stdout: str, stderr: str = "", exit_status: int | None = 0) -> ProbeResult:
-    """Parse a probe transcript into a ProbeResult."""
-    sections, codes, done = split_sections(stdout)
-    if "gpus" in sections and "gpus" in codes:
-        report = nvidia_smi.parse_probe_csv("\n".join(sections["gpus"]))
-        gpus, gpu_error, gpu_error_line = report.gpus, report.error, report.error_line
-        fields = report.fields
-    else:  # the script never finished its nvidia-smi section: the exec deadline cut it off
-        gpus, gpu_error, gpu_error_line, fields = (), "probe_incomplete", "the probe did not finish", ()
-    driver = cuda = None
-    for line in sections.get("header", []):
-        match = re.search(r"Driver Version:\s*([\d.]+)", line)
-        driver = match.group(1) if match else driver
-        match = re.search(r"CUDA Version:\s*([\d.]+)", line)
-        cuda = match.group(1) if match else cuda
-    if driver is None and gpus:
-        driver = gpus[0].driver_version
-    if cuda is None:
-        cuda = nvidia_smi.cuda_version_from_header("\n".join(sections.get("header", [])))
-    apps: list[ComputeApp] = []
-    for line in sections.get("apps", []):
-        cells = [cell.strip() for cell in line.split(",")]
-        if len(cells) >= 3 and cells[0].isdigit():
-            apps.append(ComputeApp(int(cells[0]), cells[1], _int(cells[2])))
+def _disk(lines: list[str]) -> dict[str, int | None]:
     disk: dict[str, int | None] = {}
-    for line in sections.get("disk", []):
+    for line in lines:
         parts = line.split()
         if len(parts) == 2 and parts[1] == "missing":
             disk[parts[0]] = None
         elif len(parts) >= 3 and parts[-1].isdigit():
             disk[" ".join(parts[:-2])] = int(parts[-1]) * 1024
+    return disk
+
+
+def _processes(lines: list[str]) -> tuple[tuple[tuple[int, str], ...], str | None]:
     processes: list[tuple[int, str]] = []
     found_by: str | None = None
-    for line in sections.get("process", []):
+    for line in lines:
         pid, _, args = line.strip().partition(" ")
         if pid.isdigit():
             processes.append((int(pid), args.strip()))
         elif pid == "found_by":
             found_by = args.strip()
+    return tuple(processes), found_by
+
+
+def _progress(lines: list[str]) -> dict[str, int]:
     progress: dict[str, int] = {}
-    for line in sections.get("progress", []):
+    for line in lines:
         key, _, value = line.partition(" ")
         if value.strip().isdigit():
             progress[key] = int(value.strip())
-    smoke = torch_run(sections.get("torch", []))
+    return progress
+
+
+def corrupt(problem: str, stdout: str, stderr: str, exit_status: int | None) -> ProbeResult:
+    """A probe whose output cannot be believed: no facts, the problem named (probe_corrupt)."""
+    return ProbeResult(
+        gpus=(), gpu_error="probe_corrupt", gpu_error_line=problem, gpu_fields=(), driver_version=None,
+        cuda_version=None, compute_apps=(), disk_free_bytes={}, processes=(), listening_ports=frozenset(),
+        log_tail=(), progress={}, torch="", complete=False, exit_status=exit_status,
+        digest=digest_of(stdout, stderr, exit_status), stderr=stderr, smoke=TorchRun(""), corrupt=problem)
+
+
+def facts(frames: Frames, stdout: str, stderr: str = "", exit_status: int | None = 0) -> ProbeResult:
+    """The facts the frames hold (a transcript's frames, however they were read)."""
+    if frames.problem is not None:
+        return corrupt(frames.problem, stdout, stderr, exit_status)
+    sections = {name: lines_of(frame.text) for name, frame in frames.frames.items()}
+    if "gpus" in sections:
+        report = nvidia_smi.parse_probe_csv("\n".join(sections["gpus"]))
+        gpus, gpu_error, gpu_error_line = report.gpus, report.error, report.error_line
+        fields = report.fields
+    else:  # the script never finished its nvidia-smi section: the exec deadline cut it off
+        gpus, gpu_error, gpu_error_line, fields = (), "probe_incomplete", "the probe did not finish", ()
+    header = sections.get("header", [])
+    driver = _first(r"Driver Version:\s*([\d.]+)", header)
+    cuda = _first(r"CUDA Version:\s*([\d.]+)", header)
+    if driver is None and gpus:
+        driver = gpus[0].driver_version
+    processes, found_by = _processes(sections.get("process", []))
+    interpreter = frames.frames.get("interpreter")
+    smoke = torch_run(sections.get("torch", []), interpreter.text if interpreter is not None else None)
     if not smoke.result and smoke.exit_status is None:  # no torch section at all (a cut-off probe)
         smoke = TorchRun("absent", smoke.interpreter, smoke.found_by, smoke.service_torch)
     return ProbeResult(
         gpus=tuple(gpus), gpu_error=gpu_error, gpu_error_line=gpu_error_line, gpu_fields=tuple(fields),
-        driver_version=driver, cuda_version=cuda, compute_apps=tuple(apps), disk_free_bytes=disk,
-        processes=tuple(processes), listening_ports=_listening(sections.get("ports", [])),
-        log_tail=tuple(sections.get("log", [])), progress=progress,
-        torch=smoke.result, complete=done,
+        driver_version=driver, cuda_version=cuda, compute_apps=_apps(sections.get("apps", [])),
+        disk_free_bytes=_disk(sections.get("disk", [])), processes=processes,
+        listening_ports=_listening(sections.get("ports", [])), log_tail=tuple(sections.get("log", [])),
+        progress=_progress(sections.get("progress", [])), torch=smoke.result, complete=frames.done,
         exit_status=exit_status, digest=digest_of(stdout, stderr, exit_status), stderr=stderr,
         sections=sections, smoke=smoke, process_found_by=found_by)
 
 
 def run(remote: Remote, targets: ProbeTargets, *, deadline_s: float = 120.0) -> tuple[ExecResult, ProbeResult]:
-    """Send the probe in one exec and parse what came back."""
-    result = remote.exec(build_script(targets), deadline_s=deadline_s)
-    return result, parse(result.stdout, result.stderr, result.exit_status)
+    """Send the probe in one exec, under a fresh nonce, and parse what came back."""
+    script = build_script(targets)
+    result = remote.exec(script.text, deadline_s=deadline_s)
+    return result, read(script, result)

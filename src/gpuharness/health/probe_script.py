@@ -1,5 +1,7 @@
-"""The batched probe's script: one POSIX sh script of marked sections, every remote fact in one exec. One builder
-(`build_script`) assembles it from its sections (`SECTIONS`); a new fact is a new section, never a new exec."""
+"""The batched probe's script: one POSIX sh script of framed sections (health.probe_framing), every remote fact in
+one exec. One builder (`build_script`) assembles it from its sections (`SECTIONS`); a new fact is a new section,
+never a new exec. A value the script prints goes through printf '%s' (never echo, which expands backslashes under
+dash); a path the host names (the interpreter) is a section of its own, so a newline in it cannot start a line."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ from dataclasses import dataclass
 from typing import Final, final
 
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
-from gpuharness.health import nvidia_smi
+from gpuharness.health import nvidia_smi, probe_framing
 from gpuharness.remote.script import ShellScript
 
-PROBE_VERSION: Final = 4
-MARK: Final = "@@gpuharness"
+#: 5: sections framed under a nonce (v1-v4 marked them with `@@gpuharness` lines: health.probe_legacy)
+PROBE_VERSION: Final = 5
+#: the bytes of the log's tail the probe sends (its last 200 lines, cut to their last bytes)
+LOG_TAIL_BYTES: Final = 256 * 1024
 #: settings that name a path a command reads (never to be taken for an option)
 PATHS: Final = frozenset({"GH_WS", "GH_LOG", "GH_CKPT", "GH_OUT", "GH_PY"})
 
@@ -36,8 +40,8 @@ class ProbeTargets:
 @final
 @dataclass(frozen=True, slots=True)
 class ProbeSection:
-    """One marked section: its shell lines (POSIX sh), the exit status its end marker reports, and the settings
-    it reads (shell variables, quoted into the script's preamble, never interpolated into code)."""
+    """One framed section: its shell lines (POSIX sh), the exit status its frame reports (a shell word), and the
+    settings it reads (shell variables, quoted into the script's preamble, never interpolated into code)."""
 
     name: str
     lines: tuple[str, ...]
@@ -48,16 +52,19 @@ class ProbeSection:
 SectionBuilder = Callable[[ProbeTargets], ProbeSection]
 
 #: Run by the service's interpreter: import torch, then a matmul on the GPU against the CPU. The first word of its
-#: last line is the result (ok, mismatch, absent, no_cuda); the device name comes last (it has spaces).
+#: last line is the result (ok, mismatch, absent, no_cuda); the device name comes last (it has spaces). Text the
+#: host supplies (an exception, a version, the device's name) is escaped, so the result stays one line.
 TORCH_SMOKE: Final = """
 import sys
+def text(value):
+    return str(value).encode("unicode_escape").decode("ascii")
 try:
     import torch
 except Exception as exc:
-    print("absent %s: %s" % (type(exc).__name__, exc)); sys.exit(0)
+    print("absent %s: %s" % (type(exc).__name__, text(exc))); sys.exit(0)
 if not torch.cuda.is_available():
-    print("no_cuda devices=%d torch=%s cuda=%s" % (torch.cuda.device_count(), torch.__version__,
-                                                    getattr(torch.version, "cuda", None)))
+    print("no_cuda devices=%d torch=%s cuda=%s" % (torch.cuda.device_count(), text(torch.__version__),
+                                                    text(getattr(torch.version, "cuda", None))))
     sys.exit(0)
 torch.manual_seed(0)
 a = torch.randn(512, 512); b = torch.randn(512, 512)
@@ -65,7 +72,7 @@ cpu = a @ b
 gpu = (a.cuda() @ b.cuda()).cpu()
 err = float((cpu - gpu).abs().max())
 print(("ok" if err < 1e-2 else "mismatch") + " max_abs_err=%.3g torch=%s device=%s"
-      % (err, torch.__version__, torch.cuda.get_device_name(0)))
+      % (err, text(torch.__version__), text(torch.cuda.get_device_name(0))))
 """
 
 
@@ -86,9 +93,12 @@ def _apps(targets: ProbeTargets) -> ProbeSection:
 
 def _disk(targets: ProbeTargets) -> ProbeSection:
     return ProbeSection("disk", (
-        'for d in "$GH_WS" /; do if [ -d "$d" ]; then df -Pk "$d" | tail -n 1 | '
-        'awk -v p="$d" \'{print p" "$2" "$4}\'; else echo "$d missing"; fi; done',), settings=(("GH_WS",
-                                                                                              targets.workspace),))
+        # df -P: "<file system> <total> <used> <available> <capacity>% <mount point>"; the numbers are the first
+        # run of three integers before a percentage (a file system name with spaces does not shift them)
+        'for d in "$GH_WS" /; do if [ -d "$d" ]; then printf \'%s %s\\n\' "$d" "$(df -Pk "$d" | tail -n 1 | '
+        "awk '{for (i = 2; i + 3 <= NF; i++) if ($i ~ /^[0-9]+$/ && $(i + 1) ~ /^[0-9]+$/ && $(i + 2) ~ /^[0-9]+$/ "
+        "&& $(i + 3) ~ /^[0-9]+%$/) {print $i \" \" $(i + 2); exit}}')\"; "
+        "else printf '%s missing\\n' \"$d\"; fi; done",), settings=(("GH_WS", targets.workspace),))
 
 
 #: The pids listening on $GH_PORT: ss where it works (it names the pid of the user's own processes without root),
@@ -102,12 +112,14 @@ _LISTENER: Final[tuple[str, ...]] = (
     "  _ino=$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v h=\":$(printf '%04X' \"$GH_PORT\")\" "
     "'$4 == \"0A\" && substr($2, length($2) - 4) == h && $10 != 0 {print $10}')",
     '  if [ -n "$_ino" ]; then _by="port $GH_PORT proc"',
-    "    _lp=$(ls -l /proc/[0-9]*/fd 2>/dev/null | awk -v want=\" $(echo $_ino) \" '/^\\/proc\\/[0-9]+\\/fd\\/?:$/ "
+    "    _lp=$(ls -l /proc/[0-9]*/fd 2>/dev/null | awk -v want=\" $(printf '%s ' $_ino)\" "
+    "'/^\\/proc\\/[0-9]+\\/fd\\/?:$/ "
     "{split($0, d, \"/\"); pid = d[3]; next} $NF ~ /^socket:\\[[0-9]+\\]$/ {i = $NF; gsub(/[^0-9]/, \"\", i); "
     "if (index(want, \" \" i \" \")) print pid}' | sort -un); fi",
     "fi",
     'if [ -n "$_lp" ]; then',
-    "  _lp=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v roots=\"$(echo $_lp)\" '{s = $0; sub(/.*\\) /, \"\", s); "
+    "  _lp=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v roots=\"$(printf '%s ' $_lp)\" "
+    "'{s = $0; sub(/.*\\) /, \"\", s); "
     "split(s, f, \" \"); parent[$1] = f[2]} END {n = split(roots, q, \" \"); for (i = 1; i <= n; i++) seen[q[i]] = 1; "
     "for (i = 1; i <= n; i++) {print q[i]; for (p in parent) if (parent[p] == q[i] && !(p in seen)) "
     "{seen[p] = 1; q[++n] = p}}}')",
@@ -122,15 +134,16 @@ def _process(targets: ProbeTargets) -> ProbeSection:
         'if [ -n "$GH_PORT" ]; then',
         *("  " + line for line in _LISTENER),
         "fi",
-        'if [ -n "$_lp" ]; then echo "found_by $_by"',
+        # a command line's NULs and newlines become spaces: no argument can start a process line of its own
+        "if [ -n \"$_lp\" ]; then printf 'found_by %s\\n' \"$_by\"",
         "  _procs=$(for _p in $_lp; do printf '%s %s\\n' \"$_p\" "
-        "\"$(tr '\\000' ' ' < \"/proc/$_p/cmdline\" 2>/dev/null)\"; done)",
+        "\"$(tr '\\000\\n' '  ' < \"/proc/$_p/cmdline\" 2>/dev/null)\"; done)",
         # the pattern travels in the environment so this awk's own argv never matches it;
         # -ww: without a terminal procps cuts args at 80 columns; busybox ps has no -o: fall back to
         # /proc/<pid>/cmdline
-        'elif [ -n "$GH_PAT" ]; then echo "found_by pattern"',
+        "elif [ -n \"$GH_PAT\" ]; then printf 'found_by pattern\\n'",
         '  _procs=$({ ps -ww -eo pid=,args= 2>/dev/null || for p in /proc/[0-9]*; do '
-        'printf \'%s %s\\n\' "${p#/proc/}" "$(tr \'\\000\' \' \' < "$p/cmdline" 2>/dev/null)"; done; } '
+        'printf \'%s %s\\n\' "${p#/proc/}" "$(tr \'\\000\\n\' \'  \' < "$p/cmdline" 2>/dev/null)"; done; } '
         '| awk \'index($0, ENVIRON["GH_PAT"])\')',
         "fi",
         'if [ -n "$_procs" ]; then printf \'%s\\n\' "$_procs"; fi',
@@ -146,19 +159,22 @@ def _ports(targets: ProbeTargets) -> ProbeSection:
 
 
 def _log(targets: ProbeTargets) -> ProbeSection:
-    return ProbeSection("log", ('if [ -n "$GH_LOG" ] && [ -r "$GH_LOG" ]; then tail -n 200 "$GH_LOG"; fi',),
-                        settings=(("GH_LOG", targets.log_path),))
+    return ProbeSection("log", ('if [ -n "$GH_LOG" ] && [ -r "$GH_LOG" ]; then tail -n 200 "$GH_LOG" | '
+                                'tail -c "$GH_LOG_BYTES"; fi',),
+                        settings=(("GH_LOG", targets.log_path), ("GH_LOG_BYTES", LOG_TAIL_BYTES)))
 
 
 def _progress(targets: ProbeTargets) -> ProbeSection:
     return ProbeSection("progress", (
-        'if [ -n "$GH_CKPT" ] && [ -e "$GH_CKPT" ]; then echo "checkpoint $(wc -c < "$GH_CKPT")"; fi',
-        'if [ -n "$GH_LOG" ] && [ -r "$GH_LOG" ]; then echo "log_bytes $(wc -c < "$GH_LOG")"; fi',
-        'if [ -n "$GH_OUT" ] && [ -d "$GH_OUT" ]; then echo "outputs $(ls -1 "$GH_OUT" | wc -l)"; fi',
+        "if [ -n \"$GH_CKPT\" ] && [ -e \"$GH_CKPT\" ]; then printf 'checkpoint %s\\n' \"$(wc -c < \"$GH_CKPT\")\"; fi",
+        "if [ -n \"$GH_LOG\" ] && [ -r \"$GH_LOG\" ]; then printf 'log_bytes %s\\n' \"$(wc -c < \"$GH_LOG\")\"; fi",
+        # counted by the shell, not by `ls | wc -l`: a file name with a newline in it is still one output
+        'if [ -n "$GH_OUT" ] && [ -d "$GH_OUT" ]; then _n=0; for _f in "$GH_OUT"/*; do '
+        'if [ -e "$_f" ] || [ -L "$_f" ]; then _n=$((_n + 1)); fi; done; printf \'outputs %s\\n\' "$_n"; fi',
     ), settings=(("GH_CKPT", targets.checkpoint_path), ("GH_OUT", targets.output_dir)))
 
 
-#: How the torch section finds the interpreter the service runs under. A venv's bin/python is a symlink to the
+#: How the interpreter section finds the interpreter the service runs under. A venv's bin/python is a symlink to the
 #: base interpreter, so /proc/<pid>/exe names the base one, which does not see the venv's packages: the process's
 #: argv[0] (resolved against its cwd, or its own PATH for a bare name) comes first, exe second, python3 last.
 _FIND_INTERPRETER: Final[tuple[str, ...]] = (
@@ -181,38 +197,59 @@ _FIND_INTERPRETER: Final[tuple[str, ...]] = (
     '  if [ -n "$GH_PY" ]; then GH_TORCH_PID=$_pid; fi',
     "done",
     'if [ -z "$GH_PY" ] && command -v python3 >/dev/null 2>&1; then GH_PY=$(command -v python3); GH_PY_BY=python3; fi',
-    'echo "interpreter ${GH_PY_BY:-none} $GH_PY"',
     # whether the service has torch's libraries mapped (the service imports torch), where /proc tells
-    '_svc=${GH_TORCH_PID:-$(echo $GH_SVC_PIDS | awk \'{print $1}\')}',
+    "_svc=${GH_TORCH_PID:-$(printf '%s\\n' $GH_SVC_PIDS | head -n 1)}",
+    'GH_SVC_TORCH=unknown',
     'if [ -n "$_svc" ] && [ -r "/proc/$_svc/maps" ]; then',
-    '  if grep -q torch "/proc/$_svc/maps" 2>/dev/null; then echo "service_torch loaded"; '
-    'else echo "service_torch not_loaded"; fi',
-    'else echo "service_torch unknown"; fi',
+    '  if grep -q torch "/proc/$_svc/maps" 2>/dev/null; then GH_SVC_TORCH=loaded; else GH_SVC_TORCH=not_loaded; fi',
+    "fi",
 )
+
+
+def _interpreter(targets: ProbeTargets) -> ProbeSection:
+    """The interpreter the smoke test runs: its path is the whole section (a host's path may hold a newline)."""
+    return ProbeSection("interpreter", (*_FIND_INTERPRETER, "printf '%s' \"$GH_PY\""),
+                        settings=(("GH_PY", targets.runtime_python),))
 
 
 def _torch(targets: ProbeTargets) -> ProbeSection:
     return ProbeSection("torch", (
-        *_FIND_INTERPRETER,
+        "printf 'interpreter_by %s\\nservice_torch %s\\n' \"${GH_PY_BY:-none}\" \"$GH_SVC_TORCH\"",
         'if [ -z "$GH_PY" ]; then echo "no_python"; echo "smoke_rc 127"',
-        'elif [ ! -x "$GH_PY" ]; then echo "not_executable $GH_PY"; echo "smoke_rc 126"',
+        'elif [ ! -x "$GH_PY" ]; then echo "not_executable"; echo "smoke_rc 126"',
         'else _smoke=$($TOT "$GH_PY" -c "$GH_SMOKE" 2>&1 </dev/null); _src=$?',
-        '  printf \'%s\\n\' "$_smoke" | tail -n 1; echo "smoke_rc $_src"; fi',
-    ), settings=(("GH_PY", targets.runtime_python), ("GH_SMOKE", TORCH_SMOKE)))
+        "  printf '%s\\n' \"$_smoke\" | tail -n 1; printf 'smoke_rc %s\\n' \"$_src\"; fi",
+    ), settings=(("GH_SMOKE", TORCH_SMOKE),))
 
 
 #: The probe's sections, in the order they run.
 SECTIONS: Final[tuple[SectionBuilder, ...]] = (_gpus, _header, _apps, _disk, _process, _ports, _log, _progress,
-                                               _torch)
+                                               _interpreter, _torch)
+#: Their names: the frames a finished probe of SECTIONS holds.
+SECTION_NAMES: Final = tuple(section(ProbeTargets()).name for section in SECTIONS)
 
 
-def build_script(targets: ProbeTargets, sections: Sequence[SectionBuilder] = SECTIONS) -> str:
-    """The probe script: the sections' settings as quoted shell variables, then each section between its markers."""
+@final
+@dataclass(frozen=True, slots=True)
+class ProbeScript:
+    """One probe run's script, the nonce its output is framed under, and the sections it runs."""
+
+    text: str
+    nonce: str
+    sections: tuple[str, ...]
+
+
+def build_script(targets: ProbeTargets, sections: Sequence[SectionBuilder] = SECTIONS, *,
+                 nonce: str | None = None) -> ProbeScript:
+    """The probe script under a fresh nonce (or `nonce`): the settings as quoted shell variables, the framing's
+    shell, then each section in its frame."""
+    nonce = nonce or probe_framing.new_nonce()
     built = [section(targets) for section in sections]
-    settings: dict[str, object] = {"GH_T": targets.nvidia_smi_timeout_s, "GH_TT": targets.torch_timeout_s}
+    settings: dict[str, object] = {"GH_T": targets.nvidia_smi_timeout_s, "GH_TT": targets.torch_timeout_s,
+                                   "GH_NONCE": nonce, "GH_CAP": probe_framing.SECTION_CAP_BYTES}
     for section in built:
         settings.update(section.settings)
-    script = ShellScript(header=("#!/bin/sh", f"# gpuharness probe v{PROBE_VERSION}: one exec, marked sections",
+    script = ShellScript(header=("#!/bin/sh", f"# gpuharness probe v{PROBE_VERSION}: one exec, framed sections",
                                  "LC_ALL=C; export LC_ALL"))
     for name, value in settings.items():
         if name in PATHS and value:
@@ -221,12 +258,12 @@ def build_script(targets: ProbeTargets, sections: Sequence[SectionBuilder] = SEC
             script.let(name, value)
     script.code(
         "export GH_PAT",
-        f'sec() {{ echo "{MARK} $1"; }}',
-        f'end() {{ echo "{MARK} end rc=$1"; }}',
+        *probe_framing.SHELL,
         # `timeout` may be missing on minimal images; then run without the cut-off (recorded as such).
         'if command -v timeout >/dev/null 2>&1; then TO="timeout -k 2 $GH_T"; TOT="timeout -k 2 $GH_TT"; '
         'else TO=""; TOT=""; fi',
     )
     for section in built:
-        script.call("sec", section.name).code(*section.lines, f"end {section.rc}")
-    return script.code(f'echo "{MARK} done"').text()
+        script.code(*probe_framing.section_lines(section.name, section.lines, section.rc))
+    script.code(probe_framing.DONE_LINE)
+    return ProbeScript(script.text(), nonce, tuple(section.name for section in built))

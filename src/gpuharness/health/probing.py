@@ -24,20 +24,38 @@ from gpuharness.remote.connections import record_probe
 @final
 @dataclass(frozen=True, slots=True)
 class Transcript:
-    """What the probe's one exec returned (a replay has no timing)."""
+    """What the probe's one exec returned (a replay has no timing), with the nonce its output is framed under and
+    the probe version that wrote it (a live probe is always the current one: read under its nonce)."""
 
     stdout: str
     stderr: str = ""
     exit_status: int | None = None
     timed_out: bool = False
     duration_s: float | None = None
+    nonce: str | None = None
+    probe_version: int = probe.PROBE_VERSION
 
     @property
     def digest(self) -> str:
         return probe.digest_of(self.stdout, self.stderr, self.exit_status)
 
     def parse(self) -> ProbeResult:
-        return probe.parse(self.stdout, self.stderr, self.exit_status)
+        """Its facts, parsed once per process however many checks (each with its own copy of the record) read
+        them: kept by the transcript's digest."""
+        key = f"{self.digest} v{self.probe_version} {self.nonce}"
+        parsed = PARSED.get(key)
+        if parsed is None:
+            parsed = probe.parse_transcript(self.stdout, self.stderr, self.exit_status,
+                                            probe_version=self.probe_version, nonce=self.nonce)
+            if len(PARSED) >= _PARSED_MAX:
+                PARSED.pop(next(iter(PARSED)))
+            PARSED[key] = parsed
+        return parsed
+
+
+#: The facts of the transcripts this process parsed, by digest (a health run reads each deployment's once).
+PARSED: dict[str, ProbeResult] = {}
+_PARSED_MAX = 1024
 
 
 @final
@@ -108,25 +126,23 @@ def live(registry: Registry, deployment: Deployment, *, record_to: Path | None =
     except RemoteError as exc:  # one attempt: never retried
         record_probe(registry, route, phase="health", result=f"failed: {exc.kind}")
         return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)), catalog=catalog)
+    script = probe.build_script(targets.probe_targets(deployment, policy))
     try:
-        result = remote.exec(probe.build_script(targets.probe_targets(deployment, policy)),
-                             deadline_s=float(timeouts.get("probe_s", 120)))
+        result = remote.exec(script.text, deadline_s=float(timeouts.get("probe_s", 120)))
         workflow = targets.manifest(registry, "workflows.json", "id", deployment.workflow) or {}
-        measured = measuring.take(remote, deployment, policy, probe.parse(result.stdout, result.stderr,
-                                                                          result.exit_status),
-                                  workflow.get("precision"))
+        measured = measuring.take(remote, deployment, policy, probe.read(script, result), workflow.get("precision"))
     except RemoteError as exc:
         return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)), catalog=catalog)
     finally:
         remote.close()
     transcript = Transcript(result.stdout, result.stderr, result.exit_status, result.timed_out,
-                            round(time.monotonic() - started, 3))
+                            round(time.monotonic() - started, 3), nonce=script.nonce)
     outcome = "timed out" if result.timed_out else f"exit {result.exit_status}"
     record_probe(registry, route, phase="health", result=outcome,
                  accepted_key=getattr(remote, "accepted_host_key", None))
     if record_to is not None:
-        transcripts.write(record_to, deployment, route, result, transcripts.known_secrets(registry), catalog=catalog,
-                          measurement=measured)
+        transcripts.write(record_to, deployment, route, result, script.nonce, transcripts.known_secrets(registry),
+                          catalog=catalog, measurement=measured)
     return ProbeRecord(route=route.label, transcript=transcript, connections=getattr(remote, "connections", 0),
                        execs=getattr(remote, "execs", 1), catalog=catalog, measurement=measured)
 
@@ -142,8 +158,14 @@ def replay(path: Path, deployment_id: str, *, catalog: bool = False) -> ProbeRec
         document = json.loads(path.read_text())
     except ValueError as exc:
         return ProbeRecord(route="offline", failure=ProbeFailure("bad_transcript", f"{path}: not JSON: {exc}"))
-    transcript = Transcript(document.get("stdout", ""), document.get("stderr", ""), document.get("exit_status"))
+    transcript = Transcript(document.get("stdout", ""), document.get("stderr", ""), document.get("exit_status"),
+                            nonce=document.get("nonce"), probe_version=_version(document.get("probe_version")))
     return ProbeRecord(route=f"offline replay of {path.name} ({document.get('source', 'unknown source')})",
                        transcript=transcript, source=document.get("source"),
                        catalog=server_catalog.recorded(document, path) if catalog else None,
                        measurement=measuring.recorded(document))
+
+
+def _version(recorded: object) -> int:
+    """A recording's probe version: what it says, else 1 (the first recordings named none)."""
+    return recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else 1

@@ -14,7 +14,7 @@ from gpuharness.health.gpu_classes import GPU_MEMORY_MIB, ORDER_NAMES
 from gpuharness.health.measuring import MeasurementRecord
 from gpuharness.health.nvidia_smi import ERROR_REMEDIES, HARMFUL_CLOCK_EVENTS
 from gpuharness.health.performance import PerformanceFloor, PerformanceReport
-from gpuharness.health.probe import ProbeResult
+from gpuharness.health.probe import CORRUPT_REMEDY, ProbeResult
 from gpuharness.health.workflow_fit import WorkflowFit
 
 #: each runtime's default service process pattern and port (core.runtimes, where both are declared)
@@ -67,9 +67,18 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text))
 
 
+def probe_corrupt(probe: ProbeResult) -> Verdict | None:
+    """A failure when the probe's output cannot be believed (its framing is broken): no fact of it is judged."""
+    if probe.corrupt is None:
+        return None
+    return failed("probe_corrupt", f"the probe's output cannot be believed: {probe.corrupt}; {CORRUPT_REMEDY}")
+
+
 def gpu_error(probe: ProbeResult) -> Verdict | None:
     if probe.gpu_error is None:
         return None
+    if probe.corrupt is not None:
+        return probe_corrupt(probe)
     remedy = ERROR_REMEDIES.get(probe.gpu_error, "treat the GPU as unhealthy: replace the instance")
     line = f" ({probe.gpu_error_line})" if probe.gpu_error_line else ""
     return failed(probe.gpu_error, f"nvidia-smi failed: {probe.gpu_error}{line}; {remedy}")

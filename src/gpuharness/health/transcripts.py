@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuharness.core.clock import now_ts
 from gpuharness.core.confinement import local_path
@@ -14,7 +14,7 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.core.secrets import configured_values, scrub_text
-from gpuharness.health import measuring, probe, server_catalog
+from gpuharness.health import measuring, probe, probe_framing, server_catalog
 from gpuharness.health.measuring import MeasurementRecord
 from gpuharness.health.server_catalog import CatalogObservation
 from gpuharness.remote import ExecResult
@@ -56,18 +56,31 @@ def recorded_catalog(cassettes: Path, deployment_id: str) -> CatalogObservation 
     return server_catalog.recorded(document, path) if isinstance(document, dict) else None
 
 
+def recorded_text(document: dict[str, Any]) -> str:
+    """What a recorded transcript holds as plain text: its sections decoded (their frames hide text from a plain
+    search), then its stderr. For checking what a recording kept (no secret, no temporary path)."""
+    stdout = str(document.get("stdout", ""))
+    nonce = document.get("nonce")
+    if isinstance(nonce, str) and nonce:
+        frames = probe_framing.read(stdout, nonce, probe.SECTION_NAMES)
+        stdout = "".join(frame.text for frame in frames.frames.values())
+    return stdout + str(document.get("stderr", ""))
+
+
 def catalog_dir(cassettes: Path) -> Path:
     """Where recorded server catalogs live: beside the transcripts that name them."""
     return cassettes / "ssh" / server_catalog.CATALOG_DIR
 
 
-def write(path: Path, deployment: Deployment, route: HostRoute, result: ExecResult,
+def write(path: Path, deployment: Deployment, route: HostRoute, result: ExecResult, nonce: str,
           secrets: tuple[str, ...], *, catalog: CatalogObservation | None = None,
           measurement: MeasurementRecord | None = None) -> None:
-    """Write the probe's transcript, scrubbed, with its provenance, the server catalog of the same phase and the GPU
-    measurement's transcript (where the policy asked for one)."""
+    """Write the probe's transcript, with its nonce, scrubbed (each section's text, framed again), with its
+    provenance, the server catalog of the same phase and the GPU measurement's transcript (where the policy asked
+    for one)."""
+    stdout = probe_framing.rewrite(result.stdout, nonce, probe.SECTION_NAMES, lambda text: scrub(text, secrets))
     document = {"deployment": deployment.id, "recorded_at": now_ts(), "source": source_of(deployment, route),
-                "probe_version": probe.PROBE_VERSION, "stdout": scrub(result.stdout, secrets),
+                "probe_version": probe.PROBE_VERSION, "nonce": nonce, "stdout": stdout,
                 "stderr": scrub(result.stderr, secrets), "exit_status": result.exit_status,
                 **server_catalog.transcript_entry(catalog, path),
                 **measuring.transcript_entry(measurement, lambda text: scrub(text, secrets))}

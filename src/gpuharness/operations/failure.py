@@ -7,6 +7,7 @@ from typing import final
 
 from gpuharness.health.diagnose import classify_text
 from gpuharness.remote import RemoteError
+from gpuharness.remote.lines import lines_of
 
 #: The decisive line is cut here (a log line can be huge); the remedy never is.
 LINE_CHARS = 240
@@ -34,7 +35,7 @@ def classify(text: str) -> Failure:
     diagnosis = classify_text(text)
     line = diagnosis.line
     if line is None:
-        tail = [x for x in text.splitlines() if x.strip() and not x.startswith(("GH-PROGRESS", "GH-BYTES"))]
+        tail = [x for x in lines_of(text) if x.strip() and not x.startswith(("GH-PROGRESS", "GH-BYTES"))]
         line = tail[-1] if tail else None
     return Failure(diagnosis.cause, line, diagnosis.remedy, diagnosis.retryable)
 

@@ -16,6 +16,7 @@ from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify, transport_failure
 from gpuharness.operations.phase_output import PhaseOutput
 from gpuharness.remote import Remote, RemoteError
+from gpuharness.remote.lines import lines_of
 from gpuharness.remote.script import ShellScript
 
 EXIT_HASH = 3  # written in _INSTALL's shell
@@ -139,7 +140,7 @@ def _run_phase(ctx: Context, deployment: Deployment, phase: str, script: str, de
         output.close()
         if remote is not None:
             remote.close()
-    lines = tuple(result.stdout.splitlines())
+    lines = tuple(lines_of(result.stdout))
     if result.timed_out:
         return lines, result.duration_s, Failure("timeout", f"{phase} timed out after {deadline_s:g} s",
                                                  "raise the deadline or check the host; no blind retry", False)

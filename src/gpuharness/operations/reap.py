@@ -24,6 +24,7 @@ from gpuharness.operations.destroy import destroy, refusal
 from gpuharness.operations.retrieve import retrieve, unsynced
 from gpuharness.operations.run import mark_interrupted
 from gpuharness.remote import RemoteError
+from gpuharness.remote.lines import lines_of
 from gpuharness.remote.script import ShellScript
 
 
@@ -182,7 +183,7 @@ def output_progress(ctx: Context, deployment: Deployment, since: str) -> str | N
         return None  # unreachable: the idle verdict stands on the observations
     finally:
         remote.close()
-    found = [line for line in result.stdout.splitlines() if line.strip()]
+    found = [line for line in lines_of(result.stdout) if line.strip()]
     return found[0] if found else None
 
 

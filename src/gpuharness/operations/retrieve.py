@@ -15,6 +15,7 @@ from gpuharness.core.ledger import Ledger
 from gpuharness.operations import retrieving
 from gpuharness.operations.context import Context
 from gpuharness.remote import Remote, RemoteError
+from gpuharness.remote.lines import lines_of
 from gpuharness.remote.script import ShellScript
 
 #: the retrieve phase's deadline by default: an hour of transfers
@@ -63,7 +64,7 @@ def _remote_sums(remote: Remote, workspace: str, paths: list[str], deadline_s: f
         raise RemoteError("timeout", f"the checksums did not come back within {deadline_s:g} s",
                           target=remote.target)
     sums: dict[str, tuple[str, int]] = {}
-    for line in result.stdout.splitlines():
+    for line in lines_of(result.stdout):
         parts = line.split(" ", 2)
         if len(parts) == 3:
             sums[parts[2]] = (parts[0], int(parts[1]) if parts[1].isdigit() else 0)

@@ -70,14 +70,19 @@ class HealthTarget:
 
     @property
     def probe(self) -> ProbeResult:
-        """The parsed probe; skips dependent checks (with the reason) when the host could not be probed."""
+        """The parsed probe; skips dependent checks (with the reason) when the host could not be probed, and fails
+        each of them (probe_corrupt) when the probe's output cannot be believed."""
         if self._probe is None:
             if self.record.not_applicable:
                 pytest.skip(escape(f"{self.id}: {self.record.not_applicable}"))
             if self.record.failure or self.record.transcript is None:
                 kind = self.record.failure.kind if self.record.failure else "no transcript"
                 pytest.skip(escape(f"no probe of {self.id}: {kind} (see test_host_reachable[{self.id}])"))
-            self._probe = self.record.transcript.parse()
+            parsed = self.record.transcript.parse()
+            corrupt = rules.probe_corrupt(parsed)
+            if corrupt is not None:
+                self.fail(corrupt)
+            self._probe = parsed
         return self._probe
 
     @property

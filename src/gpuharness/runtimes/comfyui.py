@@ -17,6 +17,7 @@ from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
 from gpuharness.core.comfy_problems import Problem, cause, problems
 from gpuharness.core.comfy_validation import Verdict, validate
 from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.remote.lines import lines_of
 from gpuharness.runtimes import (
     Artifact,
     GenerationRequest,
@@ -220,7 +221,7 @@ def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], re
                                  clock=clock)
     if not done.ok:
         text = done.error_text()
-        return classified(text, "execution_error", text.splitlines()[0], started=started, clock=clock)
+        return classified(text, "execution_error", (lines_of(text) or [""])[0], started=started, clock=clock)
     artifacts: list[Artifact] = []
     for item in done.outputs:
         try:

@@ -159,10 +159,16 @@ def _gpu_rows(spec: HostSpec, *, under_load: bool = False) -> list[dict[str, str
     return rows
 
 
+def _word(value: str) -> str:
+    """A value as one shell word the fake tools print exactly (a shell word cannot hold NUL: it is left out)."""
+    return shlex.quote(value.replace("\0", ""))
+
+
 def _nvidia_smi_script(spec: HostSpec, service_pid: int | None, busy: Path) -> str:
     """A /bin/sh nvidia-smi: CSV queries (of one GPU with -i), the default header, compute apps and the error
-    outputs. A GPU whose `busy` marker exists (our measurement's matmuls run on it) shows its figures under load."""
-    q = shlex.quote
+    outputs. A GPU whose `busy` marker exists (our measurement's matmuls run on it) shows its figures under load.
+    Values (a GPU's or a process's name) are printed as they are, with printf '%s', never interpreted."""
+    q = _word
     if spec.nvidia_smi == "hung":
         return "#!/bin/sh\nexec sleep 3600\n"
     if spec.nvidia_smi == "driver_mismatch":
@@ -187,7 +193,7 @@ def _nvidia_smi_script(spec: HostSpec, service_pid: int | None, busy: Path) -> s
     if service_pid is not None:
         apps.append(f"{service_pid}, python, 20480")
     apps += [f"{5000 + i}, {name}, 4096" for i, name in enumerate(spec.foreign_processes)]
-    apps_text = "\\n".join(apps)
+    apps_line = f"printf '%s\\n' {' '.join(q(app) for app in apps)}; " if apps else ""
     name = spec.gpu
     header = (
         "+-----------------------------------------------------------------------------------------+\n"
@@ -206,7 +212,7 @@ for arg in "$@"; do
     --id=*) want="${{arg#--id=}}" ;;
   esac
 done
-if [ -n "$apps" ]; then printf '{apps_text}'; [ -n '{apps_text}' ] && echo; exit 0; fi
+if [ -n "$apps" ]; then {apps_line}exit 0; fi
 if [ -z "$query" ]; then printf '%s' {q(header)}; exit 0; fi
 found=""
 for i in {" ".join(r["index"] for r in rows)}; do
@@ -228,7 +234,7 @@ for i in {" ".join(r["index"] for r in rows)}; do
     line="$line$sep$v"; sep=", "
   done
   IFS="$old_ifs"
-  echo "$line"
+  printf '%s\\n' "$line"
 done
 if [ -n "$want" ] && [ -z "$found" ]; then echo "No devices were found"; exit 6; fi
 """
@@ -257,7 +263,7 @@ def _fake_tools(spec: HostSpec, service_port: int | None, service: tuple[int, st
         "df": ("#!/bin/sh\necho 'Filesystem     1024-blocks      Used Available Capacity Mounted on'\n"
                "for a in \"$@\"; do case \"$a\" in -*) ;; *) "
                f"echo \"overlay {total_kb} {total_kb - free_kb} {free_kb} 50% $a\" ;; esac; done\n"),
-        "ps": "#!/bin/sh\ncat <<'EOF'\n" + "\n".join(process_lines) + "\nEOF\n",
+        "ps": "#!/bin/sh\nprintf '%s\\n' " + " ".join(_word(line) for line in process_lines) + "\n",
         "ss": "#!/bin/sh\n" + "\n".join(ss_lines) + "\n",
     }
     if spec.nvidia_smi == "missing":
