@@ -15,6 +15,7 @@ import json
 import random
 import struct
 import zlib
+from pathlib import Path
 
 import httpx
 import pytest
@@ -33,12 +34,15 @@ GRAPH = {"1": {"class_type": "EmptyImage", "inputs": {"width": 8, "height": 8, "
          "2": {"class_type": "SaveImage", "inputs": {"images": ["1", 0], "filename_prefix": "out"}}}
 PILLOW = {"image/png": "PNG", "image/jpeg": "JPEG", "image/webp": "WEBP", "image/gif": "GIF"}
 SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp", "image/gif": ".gif",
-          "text/plain": ".txt", "application/json": ".json"}
+          "text/plain": ".txt", "application/json": ".json", "video/mp4": ".mp4", "video/webm": ".webm",
+          "audio/flac": ".flac"}
+#: real media files made by FFmpeg (fixtures/outputs/README.md)
+MEDIA = Path(__file__).resolve().parents[2] / "fixtures" / "outputs"
 MODES = {"PNG": ("1", "L", "LA", "P", "RGB", "RGBA", "I;16"), "JPEG": ("L", "RGB", "CMYK"),
          "WEBP": ("RGB", "RGBA"), "GIF": ("1", "L", "P")}
 #: Pillow's MAX_IMAGE_PIXELS as it ships (its DecompressionBombWarning above it, its error above twice it)
 PILLOW_MAX_PIXELS = 89_478_485
-EXAMPLES = settings(max_examples=120, deadline=None)
+EXAMPLES = settings(max_examples=150, deadline=None)
 #: byte sequences that are never UTF-8: a lone continuation, overlong forms, an encoded surrogate, a cut character
 INVALID_UTF8 = (b"\xff", b"\x80", b"\xc0\xaf", b"\xf8\x88\x80\x80\x80", b"\xed\xa0\x80", b"\xe2\x82")
 
@@ -151,8 +155,10 @@ def test_a_signature_then_anything_never_passes(comfy, kind, tail):
 
 
 @EXAMPLES
-@given(image=real_images(), data=st.data())
-def test_a_real_images_head_then_anything_never_passes(comfy, image, data):
+@given(image=real_images(kinds=("image/png",)), data=st.data())
+def test_a_real_pngs_head_then_anything_never_passes(comfy, image, data):
+    # PNG only: JPEG, WebP and GIF have no checksum over their coded pixels, so a head with other coded bytes of
+    # the same length (or, for JPEG, a cut scan closed with its end marker: below) is a valid image of other pixels
     kind, real = image
     keep = data.draw(st.integers(len(SIGNATURES[kind]), len(real) - 1), label="kept")
     tail = data.draw(st.binary(max_size=256), label="tail")
@@ -169,6 +175,14 @@ def test_a_truncated_real_image_never_passes(comfy, image, data):
     cut = data.draw(st.integers(1, len(real) - 1), label="cut")
     outcome = comfy_outcome(comfy, real[:cut], kind)
     assert not outcome.ok, f"{kind} cut to {cut} of {len(real)} bytes passed: {outcome.message}"
+
+
+@pytest.mark.xfail(strict=True, reason="a known limit: libjpeg fills in a scan cut short and closed with the EOI "
+                   "marker, and Pillow does not pass on its warning (JPEG has no checksum and no scan length)")
+def test_a_jpeg_cut_inside_its_scan_and_closed_with_its_end_marker_is_refused(comfy):
+    real = encode([Image.frombytes("RGB", (40, 40), random.Random(1).randbytes(4800))], "JPEG")
+    outcome = comfy_outcome(comfy, real[:len(real) // 2] + b"\xff\xd9", "image/jpeg")
+    assert not outcome.ok, outcome.message
 
 
 @EXAMPLES
@@ -257,6 +271,32 @@ def test_the_simulated_comfyui_serves_real_pngs(comfy):
     with Image.open(io.BytesIO(data), formats=["PNG"]) as image:
         image.load()
         assert image.size == (8, 8)
+
+
+# --- video: MP4's boxes walked to the end; types that cannot be verified never count ----------------------------
+
+@pytest.mark.parametrize("name", ["tiny.mp4", "tiny-fragmented.mp4"])
+def test_a_real_mp4_passes(comfy, name):
+    outcome = comfy_outcome(comfy, (MEDIA / name).read_bytes(), "video/mp4")
+    assert outcome.ok, outcome.message
+
+
+@EXAMPLES
+@given(data=st.data())
+def test_a_truncated_real_mp4_never_passes(comfy, data):
+    # the plain layout (moov last); a fragmented MP4 cut between fragments is a shorter valid one, by design
+    real = (MEDIA / "tiny.mp4").read_bytes()
+    cut = data.draw(st.integers(1, len(real) - 1), label="cut")
+    outcome = comfy_outcome(comfy, real[:cut], "video/mp4")
+    assert not outcome.ok, f"tiny.mp4 cut to {cut} of {len(real)} bytes passed: {outcome.message}"
+
+
+@pytest.mark.parametrize(("kind", "data"), [("video/webm", (MEDIA / "tiny.webm").read_bytes()),
+                                            ("audio/flac", b"fLaC" + bytes(4000))], ids=["webm", "flac"])
+def test_an_output_of_a_type_that_cannot_be_verified_never_counts(comfy, kind, data):
+    outcome = comfy_outcome(comfy, data, kind)
+    assert not outcome.ok and outcome.cause == "unverifiable_output", outcome.message
+    assert f"{kind} cannot be verified" in outcome.message
 
 
 # --- text and JSON: completion answers, and files -----------------------------------------------------------------
