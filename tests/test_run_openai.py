@@ -136,6 +136,18 @@ def test_openai_cuda_oom_from_the_server_fails_the_job_once_and_is_never_retried
     assert lab.registry.deployment(DEP).status == "destroyed"
 
 
+def test_a_completion_answer_that_does_not_decode_fails_the_job_and_nothing_is_stored(lab):
+    ready_llm(lab)
+    runtime = lab.host_of(DEP).runtime
+    whole = json.dumps({"object": "text_completion", "choices": [{"index": 0, "text": "a red cube"}]}).encode()
+    runtime.faults = RuntimeFaults(served_output=(".json", whole[:-7]))  # cut inside the answer
+    result = run_job(lab.ctx, DEP, inputs={"prompt": "Hello"}, poll_s=0.01)
+    assert result.status == "failed"  # retried once, as an unclassified failure is
+    failed = records(lab)[-1]
+    assert "completion.json: not valid JSON" in failed["error"] and failed["artifacts"] == []
+    assert not list((lab.host_of(DEP).workspace / "outputs").rglob("completion.json"))
+
+
 def test_openai_job_over_the_per_job_ceiling_is_cancelled_while_the_server_still_generates(lab):
     ready_llm(lab)
     with lab.registry.update("policy.json") as doc:
@@ -169,6 +181,17 @@ def test_each_servers_error_shape_is_read_and_classified(status, body, cause, wo
     assert text is not None and text.startswith(f"HTTP {status}: ") and words in text
     assert classify(text).cause == cause
     assert classify(text).retryable is (cause != "cuda_oom")
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    (b'{"object": "text_completion", "choices": [{"index": 0, "text": "a', "not valid JSON"),
+    (b'{"object": "text_completion", "choices": [{"index": 0, "text": "a \xff"}]}', "not UTF-8"),
+    (b'{"object": "text_completion", "choices": [], "score": NaN}', "not a finite number"),
+    (b'{"object": "text_completion", "choices": [], "choices": [{"text": "x"}]}', "duplicate key"),
+], ids=["cut", "not-utf-8", "nan", "repeated-key"])
+def test_a_200_whose_answer_does_not_decode_fully_is_an_error(body, words):
+    text = answer_error(httpx.Response(200, content=body, headers={"Content-Type": "application/json"}))
+    assert text is not None and text.startswith("HTTP 200: completion.json: ") and words in text, text
 
 
 def test_a_completion_answer_is_not_an_error_and_a_plain_text_traceback_is():

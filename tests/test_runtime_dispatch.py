@@ -26,6 +26,7 @@ from gpuharness.operations import run
 from gpuharness.operations.seams import executor_factory, executor_of
 from gpuharness.remote.connect import HostRoute, open_remote
 from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.runtimes.outputs import Served
 from gpuharness.sim.host import HostSpec, SimHost, host_factory
 from gpuharness.sim.runtimes import RuntimeServer
 from gpuharness.sim.simulated_runtime import (
@@ -105,7 +106,7 @@ def _toy_client() -> types.ModuleType:
         body = {"model": request.model, "client_id": request.client_id, **workflow["test_generation"]["inputs"]}
         response = RuntimeHttp.over(client).post("/make", json=body, timeout=request.deadline_s)
         text = response.json()["text"]
-        return runtimes.check_expected([runtimes.Artifact("made.txt", "text/plain", len(text))],
+        return runtimes.check_expected([Served("made.txt", text.encode(), "text/plain")],
                                        workflow["test_generation"]["expected_outputs"], started=started,
                                        clock=request.clock)
 

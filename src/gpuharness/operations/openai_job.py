@@ -26,6 +26,7 @@ from gpuharness.remote import Remote, RemoteError
 from gpuharness.remote.script import ShellScript
 from gpuharness.runtimes.http import RuntimeHttp
 from gpuharness.runtimes.openai import choice_text, error_text
+from gpuharness.runtimes.outputs import Served, judge
 
 APIS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 ARTIFACT = "completion.json"
@@ -43,18 +44,23 @@ def request_for(workflow: dict[str, Any], inputs: dict[str, Any], model: str | N
     return APIS[api], body
 
 
+def read_answer(response: httpx.Response) -> tuple[dict[str, Any] | None, str | None]:
+    """(the completion, None), or (None, the server's error). Errors come as a non-200 status, or (some proxies and
+    old servers) as a 200 with `{"object":"error"}` or an `error` member; a 200 whose body does not decode fully as
+    JSON (runtimes.outputs: cut, not UTF-8, NaN, a key named twice) is one too."""
+    if response.status_code == 200:
+        verdict = judge(Served(ARTIFACT, response.content, "application/json"))
+        if verdict.refusal is not None:
+            return None, f"HTTP 200: {verdict.refusal.reason}"
+        body = verdict.value
+        if isinstance(body, dict) and body.get("object") != "error" and "error" not in body:
+            return body, None
+    return None, f"HTTP {response.status_code}: {error_text(response, limit=4000)}"
+
+
 def answer_error(response: httpx.Response) -> str | None:
-    """The server's error, or None for a completion. Errors come as a non-200 status, or (some proxies and old
-    servers) as a 200 with `{"object":"error"}` or an `error` member."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    is_error = response.status_code != 200 or not isinstance(body, dict) or body.get("object") == "error" \
-        or "error" in body
-    if not is_error:
-        return None
-    return f"HTTP {response.status_code}: {error_text(response, limit=4000)}"
+    """The server's error, or None for a completion (read_answer)."""
+    return read_answer(response)[1]
 
 
 @final
@@ -108,11 +114,8 @@ class OpenAIJobExecutor:
         except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: the client was closed by a cancel
             call.error = f"POST {call.path} got no answer: {type(exc).__name__}: {exc}"
         else:
-            call.error = answer_error(response)
-            if call.error is None:
-                call.answer = response.json()
-            else:
-                call.error = f"POST {call.path} answered {call.error}"
+            call.answer, error = read_answer(response)
+            call.error = None if error is None else f"POST {call.path} answered {error}"
         finally:
             call.done.set()
 

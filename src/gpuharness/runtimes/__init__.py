@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast, final
 
@@ -15,6 +15,7 @@ import httpx
 
 from gpuharness.core.runtimes import runtime as runtime_entry
 from gpuharness.health.diagnose import classify_text
+from gpuharness.runtimes.outputs import Served, judge, shortfall
 
 if TYPE_CHECKING:
     from gpuharness.runtimes.http import RuntimeHttp
@@ -26,6 +27,8 @@ Clock = Callable[[], float]
 @final
 @dataclass(frozen=True, slots=True)
 class Artifact:
+    """An output that counts: its bytes decoded fully as content_type (only check_expected makes one)."""
+
     name: str
     content_type: str
     size: int
@@ -85,26 +88,20 @@ def get_health(client: httpx.Client | RuntimeHttp, path: str, *, hint: str = "")
     return response
 
 
-def check_expected(outputs: list[Artifact], expected: list[dict[str, Any]], *, started: float,
+def check_expected(served: Sequence[Served], expected: Sequence[Mapping[str, Any]], *, started: float,
                    clock: Clock = time.monotonic) -> Outcome:
-    """Non-empty outputs of the expected types and sizes."""
-    if not outputs:
-        return failed("empty_output", "the test generation finished but produced no output", started=started,
-                      clock=clock)
-    for item in outputs:
-        if item.size == 0:
-            return failed("empty_output", f"output {item.name} is empty (0 bytes)", started=started, clock=clock)
-    for want in expected or []:
-        kind, min_bytes = want.get("type"), int(want.get("min_bytes", 1))
-        matches = [a for a in outputs if kind is None or a.content_type == kind or a.name.endswith(f".{kind}")]
-        if not matches:
-            got = ", ".join(f"{a.name} ({a.content_type})" for a in outputs)
-            return failed("wrong_type", f"expected an output of type {kind}, got {got}", started=started, clock=clock)
-        if max(a.size for a in matches) < min_bytes:
-            return failed("empty_output", f"outputs of type {kind} are smaller than {min_bytes} bytes",
-                          started=started, clock=clock)
-    names = ", ".join(f"{a.name} ({a.size} B)" for a in outputs)
-    return Outcome(True, f"produced {names}", outputs=tuple(outputs), duration_s=clock() - started)
+    """The test generation's outputs, each judged on its bytes (runtimes.outputs), held against its
+    expected_outputs: the outcome lists the outputs that count."""
+    verdicts = [judge(item) for item in served]
+    refusal = shortfall(verdicts, expected)
+    if refusal is not None:
+        return failed(refusal.cause, refusal.reason, remedy=refusal.remedy, started=started, clock=clock)
+    counted = [v for v in verdicts if v.ok]
+    names = ", ".join(f"{v.name} ({v.description}, {v.size} B)" for v in counted)
+    left = [v.refusal.reason for v in verdicts if v.refusal is not None]
+    return Outcome(True, f"produced {names}" + (f"; not counted: {'; '.join(left)}" if left else ""),
+                   outputs=tuple(Artifact(v.name, str(v.kind), v.size) for v in counted),
+                   duration_s=clock() - started)
 
 
 @final

@@ -19,7 +19,6 @@ from gpuharness.core.comfy_validation import Verdict, validate
 from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.remote.lines import lines_of
 from gpuharness.runtimes import (
-    Artifact,
     GenerationRequest,
     Outcome,
     check_expected,
@@ -28,7 +27,8 @@ from gpuharness.runtimes import (
     get_health,
     transport_failure,
 )
-from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.runtimes.http import Download, RuntimeHttp
+from gpuharness.runtimes.outputs import MAX_BYTES, Served
 
 #: First poll interval; it doubles up to POLL_MAX_S (short generations finish fast, long ones poll calmly).
 POLL_S = 0.25
@@ -167,10 +167,11 @@ class ComfyUI:
         return Execution(prompt_id, False, files, error if isinstance(error, dict) else {},
                          str(status.get("status_str") or ""))
 
-    def view(self, item: Mapping[str, Any]) -> httpx.Response:
-        return self.http.get("/view", params={"filename": item.get("filename", ""),
-                                              "subfolder": item.get("subfolder", ""),
-                                              "type": item.get("type", "output")})
+    def view(self, item: Mapping[str, Any], *, limit: int = MAX_BYTES) -> Download:
+        """An output file (GET /view), read up to `limit` bytes and one more."""
+        return self.http.download("/view", params={"filename": item.get("filename", ""),
+                                                   "subfolder": item.get("subfolder", ""),
+                                                   "type": item.get("type", "output")}, limit=limit)
 
     def cancel(self, prompt_id: str) -> None:
         """Interrupt the running prompt and drop it from the queue (best effort)."""
@@ -222,20 +223,18 @@ def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], re
     if not done.ok:
         text = done.error_text()
         return classified(text, "execution_error", (lines_of(text) or [""])[0], started=started, clock=clock)
-    artifacts: list[Artifact] = []
+    served: list[Served] = []
     for item in done.outputs:
         try:
             view = comfy.view(item)
         except httpx.HTTPError as exc:
             return transport_failure(exc, f"GET /view {item.get('filename')}", started=started, clock=clock)
-        if view.status_code != 200:
-            return failed("output_missing", f"GET /view {item.get('filename')} answered {view.status_code}",
+        if view.status != 200:
+            return failed("output_missing", f"GET /view {item.get('filename')} answered {view.status}",
                           started=started, clock=clock)
-        artifacts.append(Artifact(str(item.get("filename", "")), _sniff(view.content,
-                                                                        view.headers.get("content-type", "")),
-                                  len(view.content)))
+        served.append(Served(str(item.get("filename", "")), view.data, view.content_type))
     expected = (workflow.get("test_generation") or {}).get("expected_outputs") or []
-    return check_expected(artifacts, expected, started=started, clock=clock)
+    return check_expected(served, expected, started=started, clock=clock)
 
 
 def _server_said(body: Any) -> str:
@@ -248,21 +247,6 @@ def _server_said(body: Any) -> str:
                 return f" | server: {item.get('message')}: {item.get('details')}"
     error = body.get("error")
     return f" | server: {error.get('message')}" if isinstance(error, dict) else ""
-
-
-def _sniff(data: bytes, declared: str) -> str:
-    """The real type from magic bytes (a PNG header on a .png), falling back to the declared type."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data[:3] == b"\xff\xd8\xff":
-        return "image/jpeg"
-    if data[4:8] == b"ftyp":
-        return "video/mp4"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    if not data:
-        return declared.split(";")[0] or "application/octet-stream"
-    return "application/octet-stream"
 
 
 def _json(response: httpx.Response) -> Any:

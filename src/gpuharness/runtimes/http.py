@@ -26,6 +26,16 @@ class RuntimeCall:
 
 
 @final
+@dataclass(frozen=True, slots=True)
+class Download:
+    """A file as GET answered it: status, Content-Type, and its body up to the limit asked for (plus one byte)."""
+
+    status: int
+    content_type: str | None
+    data: bytes
+
+
+@final
 class RuntimeHttp:
     """An HTTP client to one runtime endpoint. Transport errors propagate as httpx errors: each runtime client
     turns them into its own outcome (unreachable, timeout, an unknown job outcome)."""
@@ -74,6 +84,26 @@ class RuntimeHttp:
             raise
         self.calls.append(RuntimeCall(method, path, response.status_code))
         return response
+
+    def download(self, path: str, *, params: Mapping[str, Any] | None = None, limit: int,
+                 timeout: float | None = None) -> Download:
+        """GET a file, reading at most `limit` + 1 bytes of its body (decoded, so a compressed body is counted as
+        what it becomes): one byte more than `limit` says the file is longer, and the rest is never read."""
+        extra: dict[str, Any] = {}
+        if timeout is not None:
+            extra["timeout"] = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+        data = bytearray()
+        try:
+            with self._client.stream("GET", path, params=params, **extra) as response:
+                for chunk in response.iter_bytes():
+                    data += chunk
+                    if len(data) > limit:
+                        break
+        except httpx.HTTPError as exc:
+            self.calls.append(RuntimeCall("GET", path, None, type(exc).__name__))
+            raise
+        self.calls.append(RuntimeCall("GET", path, response.status_code))
+        return Download(response.status_code, response.headers.get("content-type"), bytes(data[:limit + 1]))
 
     def count(self, method: str | None = None, path_prefix: str = "") -> int:
         return sum(1 for c in self.calls if (method is None or c.method == method) and c.path.startswith(path_prefix))

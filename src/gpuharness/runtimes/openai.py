@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
 from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.runtimes import (
-    Artifact,
     GenerationRequest,
     Outcome,
+    check_expected,
     classified,
     failed,
     get_health,
     transport_failure,
 )
 from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.runtimes.outputs import Served, judge
+
+#: the completion answer's name as an output of the test generation (a job's record is completion.json on its host)
+ANSWER = "completion.json"
 
 
 def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
@@ -88,9 +93,14 @@ def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], re
         text = error_text(response)
         return classified(text, "completion_failed", f"POST /v1/completions answered {response.status_code}: {text}",
                           started=started, clock=clock)
-    text = choice_text(response.json())
-    if not text.strip():
-        return failed("empty_output", "POST /v1/completions returned no text", started=started, clock=clock)
-    return Outcome(True, f"completion of {len(text)} chars: {text.strip()[:60]!r}",
-                   outputs=(Artifact("completion.txt", "text/plain", len(text.encode())),),
-                   duration_s=clock() - started)
+    answer = judge(Served(ANSWER, response.content, "application/json"))  # the API's type, whatever the header says
+    if answer.refusal is not None:
+        return failed(answer.refusal.cause, f"POST /v1/completions answered 200, but {answer.refusal.reason}",
+                      remedy=answer.refusal.remedy, started=started, clock=clock)
+    text = choice_text(answer.value)
+    outcome = check_expected([Served(ANSWER, response.content, "application/json"),
+                              Served("completion.txt", text.encode(), "text/plain")],
+                             spec.get("expected_outputs") or [], started=started, clock=clock)
+    if not outcome.ok:
+        return outcome
+    return replace(outcome, message=f"completion of {len(text)} chars: {text.strip()[:60]!r}")

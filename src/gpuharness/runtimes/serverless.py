@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, final
 
 import httpx
@@ -15,16 +16,17 @@ from gpuharness.providers.base import ProviderError
 from gpuharness.providers.failures import classify
 from gpuharness.providers.serverless import ServerlessEndpoint, ServerlessJob
 from gpuharness.runtimes import (
-    Artifact,
     Clock,
     GenerationRequest,
     Outcome,
     Sleep,
+    check_expected,
     classified,
     failed,
     transport_failure,
 )
 from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.runtimes.outputs import Served
 
 POLL_S = 2.0
 
@@ -103,7 +105,7 @@ def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], re
         return transport_failure(exc, "RunPod Serverless", started=started, clock=clock)
     except ProviderError as exc:
         return failed("http_error", str(exc), started=started, clock=clock)
-    return _judged(job, started, clock)
+    return _judged(job, (workflow.get("test_generation") or {}).get("expected_outputs") or [], started, clock)
 
 
 def error_text(job: ServerlessJob) -> str:
@@ -114,12 +116,17 @@ def error_text(job: ServerlessJob) -> str:
     return str(error or "")
 
 
-def _judged(job: ServerlessJob, started: float, clock: Clock) -> Outcome:
+def _judged(job: ServerlessJob, expected: list[dict[str, Any]], started: float, clock: Clock) -> Outcome:
+    """A finished job: its output (the worker's JSON, as the endpoint answered it) judged as an output.json."""
     if job.status != "COMPLETED":
         text = error_text(job)
         return classified(text, "job_failed", f"job {job.id} {job.status}: {text}", started=started, clock=clock)
     if job.output in (None, [], {}, ""):
         return failed("empty_output", f"job {job.id} COMPLETED without output", started=started, clock=clock)
-    size = len(json.dumps(job.output).encode())
-    return Outcome(True, f"job {job.id} COMPLETED with output ({size} B)",
-                   outputs=(Artifact("output.json", "application/json", size),), duration_s=clock() - started)
+    # written back as the endpoint sent it: a NaN or a lone surrogate it carried is refused as not JSON
+    data = json.dumps(job.output).encode()
+    outcome = check_expected([Served("output.json", data, "application/json")], expected, started=started,
+                             clock=clock)
+    if not outcome.ok:
+        return replace(outcome, message=f"job {job.id} COMPLETED: {outcome.message}")
+    return replace(outcome, message=f"job {job.id} COMPLETED with output ({len(data)} B)")

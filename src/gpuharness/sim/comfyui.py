@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import mimetypes
 import os
 import random
 import re
@@ -79,6 +80,8 @@ class ComfyFaults:
     #: a hostile host: the (subfolder, filename) pairs its /history reports for a saved image instead of the real
     #: name ("../../x.png", "/tmp/x/pwned.txt"); the image is written where that name leads, inside the sandbox
     hostile_names: tuple[tuple[str, str], ...] = ()
+    #: a hostile runtime's output: (name suffix, bytes) saved in place of each image (RuntimeFaults.served_output)
+    served_output: tuple[str, bytes] | None = None
 
     @classmethod
     def of(cls, faults: RuntimeFaults) -> ComfyFaults:
@@ -86,7 +89,7 @@ class ComfyFaults:
         return cls(oom=faults.oom, missing_node=faults.missing_node, missing_model=faults.missing_model,
                    corrupt_checkpoint=faults.corrupt_checkpoint, empty_output=faults.empty_output,
                    never_finishes=faults.never_finishes, polls_before_done=faults.polls_before_done,
-                   hostile_names=faults.hostile_names)
+                   hostile_names=faults.hostile_names, served_output=faults.served_output)
 
 
 @cache
@@ -351,10 +354,11 @@ class SimComfyUI:
         if ".." in prefix or prefix.startswith("/"):
             subfolder, stem = "", "ComfyUI"
         kind = "temp" if preview else "output"
+        suffix, served = faults.served_output or (".png", None)
         images = []
         for index in range(batch):
-            name = self._next_name(kind, subfolder, stem)
-            data = b"" if faults.empty_output else png_bytes(
+            name = self._next_name(kind, subfolder, stem, suffix)
+            data = b"" if faults.empty_output else served if served is not None else png_bytes(
                 width, height, rgb=rgb, noise_seed=None if seed is None else seed + index,
                 text={"prompt": json.dumps(job.graph)})
             self._store(kind, subfolder, name, data)
@@ -375,12 +379,12 @@ class SimComfyUI:
                 target.write_bytes(data)
         return {"filename": name, "subfolder": subfolder, "type": "output"}
 
-    def _next_name(self, kind: str, subfolder: str, stem: str) -> str:
-        pattern = re.compile(re.escape(stem) + r"_(\d{5})_\.png$")
+    def _next_name(self, kind: str, subfolder: str, stem: str, suffix: str = ".png") -> str:
+        pattern = re.compile(re.escape(stem) + r"_(\d{5})_" + re.escape(suffix) + "$")
         with self.lock:
             taken = [int(m.group(1)) for name in self._listing(kind, subfolder) if (m := pattern.match(name))]
             number = max(taken, default=0) + 1
-            name = f"{stem}_{number:05d}_.png"
+            name = f"{stem}_{number:05d}_{suffix}"
             self.files.setdefault(f"{kind}/{subfolder}/{name}", b"")
         return name
 
@@ -514,9 +518,10 @@ class ComfyServer:
             return 200, {"exec_info": {"queue_remaining": comfy.queue_remaining()}}, JSON
         if path == "/history" or path.startswith("/history/"):
             return 200, comfy.history(path[len("/history/"):] or None), JSON
-        if path == "/view":
+        if path == "/view":  # the type its name gives (ComfyUI's /view answers with mimetypes' guess)
             status, data = comfy.view(query)
-            return status, data, "image/png"
+            name = (query.get("filename") or [""])[0]
+            return status, data, mimetypes.guess_type(name)[0] or "application/octet-stream"
         if path == "/queue":
             if method == "POST":
                 comfy.forget(body)

@@ -35,6 +35,7 @@ from gpuharness.health.nvidia_smi import CLOCK_EVENT_BITS
 from gpuharness.sim import gpu_figures
 from gpuharness.sim.access import HostAccess
 from gpuharness.sim.gpu_figures import GpuBehaviour
+from gpuharness.sim.output_faults import SIGNATURE_THEN_ZEROS, bomb_png
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 from gpuharness.sim.simulated_runtime import hosted, runtime_for_image, service_of
 
@@ -96,6 +97,9 @@ FAULTS: dict[str, dict[str, Any]] = {
     "missing_custom_node": {"runtime_faults": RuntimeFaults(missing_node="ClownsharKSampler_Beta")},
     "missing_model": {"runtime_faults": RuntimeFaults(missing_model=True)},
     "corrupt_checkpoint": {"runtime_faults": RuntimeFaults(corrupt_checkpoint=True)},
+    # outputs that start right and are not what they claim: a PNG signature then zeros, a decompression bomb
+    "garbage_output": {"runtime_faults": RuntimeFaults(served_output=(".png", SIGNATURE_THEN_ZEROS))},
+    "bomb_output": {"runtime_faults": RuntimeFaults(served_output=(".png", bomb_png()))},
     "driver_mismatch": {"nvidia_smi": "driver_mismatch"},
     "full_disk": {"disk_free_gb": 0.2},
     "hung_nvidia_smi": {"nvidia_smi": "hung"},

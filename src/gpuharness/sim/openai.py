@@ -32,7 +32,8 @@ class OpenAIServer:
         self.setting = setting
 
     def completion(self, body: Any, *, chat: bool = False) -> tuple[int, Any]:
-        """POST /v1/completions, or /v1/chat/completions with chat (vLLM's shapes)."""
+        """POST /v1/completions, or /v1/chat/completions with chat (vLLM's shapes); the bytes of a served_output
+        fault instead, when one is armed."""
         faults, expected = self.setting.faults(), self.setting.model
         if faults.oom:
             return 500, {"object": "error", "message": "CUDA out of memory. Tried to allocate 2.00 GiB.",
@@ -41,6 +42,8 @@ class OpenAIServer:
         if model != expected:
             return 404, {"object": "error", "message": f"The model `{model}` does not exist.",
                          "type": "NotFoundError", "param": None, "code": 404}
+        if faults.served_output is not None:  # a hostile server's answer, as bytes
+            return 200, faults.served_output[1]
         text = "" if faults.empty_output else " world! This is a test."
         choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length",
                                   "stop_reason": None, "prompt_logprobs": None}

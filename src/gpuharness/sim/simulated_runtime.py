@@ -34,7 +34,9 @@ class RuntimeFaults:
     """Faults a runtime can show. polls_before_done: how many /history (or /status) polls answer 'not yet'.
     ComfyUI: missing_node is a class whose custom node failed to import (absent from the catalog); missing_model
     hides the model files; corrupt_checkpoint makes the checkpoint loader raise SafetensorError; oom raises a
-    CUDA OOM in the sampler."""
+    CUDA OOM in the sampler. served_output is (name suffix, bytes) a hostile runtime serves in place of its real
+    output: ComfyUI saves it as each image (`<prefix>_00001_<suffix>`), an OpenAI-compatible server answers a
+    completion with the bytes (sim.output_faults has the named ones)."""
 
     oom: bool = False
     missing_node: str | None = None
@@ -46,6 +48,7 @@ class RuntimeFaults:
     wrong_model: bool = False
     polls_before_done: int = 1
     hostile_names: tuple[tuple[str, str], ...] = ()  # ComfyUI: see ComfyFaults.hostile_names
+    served_output: tuple[str, bytes] | None = None
 
 
 @final
