@@ -29,9 +29,11 @@ import pytest
 from health_world import HealthWorld
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_openssh_interop import sshd as _sshd  # noqa: F401  (the fixture: a real OpenSSH sshd)
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
+from gpuharness.core.registry import Registry
 from gpuharness.operations.retrieve import retrieve
 from gpuharness.operations.seams import cli_context
 from gpuharness.sim import host as sim_host
@@ -421,3 +423,48 @@ def test_outputs_named_alike_in_two_folders_are_two_artifacts(tmp_path: Path) ->
     assert ran.returncode == 0 and retrieved.returncode == 0, (ran.stderr, retrieved.stderr)
     assert sorted(a["name"] for a in job["artifacts"]) == ["a/x.png", "b/x.png", "x.png", "x.png.part"]
     assert all(a["synced_at"] for a in job["artifacts"])
+
+
+@pytest.mark.sshd
+def test_a_real_openssh_host_gives_no_file_through_a_link(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The same rule against OpenSSH's own sshd and sftp-server: an output folder holding a link to the login's
+    private key, a folder link to the folder that holds it, a hard link and a FIFO gives none of them; the regular
+    file beside them is synced."""
+    route, directory, has_sftp = request.getfixturevalue("_sshd")
+    if not has_sftp:
+        pytest.skip("this sshd has no sftp-server")
+    workspace = directory / "ws"
+    output = workspace / "output"
+    (output / "sub").mkdir(parents=True)
+    (output / "sub" / "real.png").write_bytes(b"a real output" * 100)
+    (output / "key.png").symlink_to(directory / "client_key")
+    (output / "keys").symlink_to(directory, target_is_directory=True)
+    os.link(directory / "authorized_keys", output / "hard.png")
+    os.mkfifo(output / "fifo.png")
+    for path in (workspace, output, output / "sub", output / "sub" / "real.png"):
+        os.chown(path, os.stat(directory).st_uid, os.stat(directory).st_gid, follow_symlinks=False)
+    registry = Registry(tmp_path / "registry")
+    registry.init()
+    ssh = {"host": route.host, "port": route.port, "user": route.user, "key_file": route.key_file,
+           "known_hosts": route.known_hosts, "workspace": str(workspace)}
+    with registry.update("deployments.json") as doc:
+        doc["deployments"].append({"id": "dep_openssh", "provider": "owned", "instance_id": "box", "status": "ready",
+                                   "cost_hr": 0.0, "created_at": "2026-12-01T10:00:00Z", "ssh": ssh,
+                                   "shutdown_rule": {"idle_minutes": 30}})
+    names = ("sub/real.png", "key.png", "keys/client_key", "hard.png", "fifo.png")
+    with registry.ledger_path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"id": "J-1", "deployment_id": "dep_openssh", "status": "completed",
+                                 "ts": "2026-12-01T10:01:00Z",
+                                 "artifacts": [{"name": n, "remote_path": str(output / n)} for n in names]}) + "\n")
+    said: list[str] = []
+    to = tmp_path / "to"
+    with pytest.raises(UserError, match="4 artifact"):
+        retrieve(dataclasses.replace(cli_context(registry), say=said.append), "dep_openssh", to, deadline_s=60)
+    assert (to / "J-1" / "sub" / "real.png").read_bytes() == b"a real output" * 100
+    assert sorted(p.relative_to(to).as_posix() for p in to.rglob("*")) == ["J-1", "J-1/sub", "J-1/sub/real.png"]
+    for name, reason in (("key.png", "symbolic link"), ("keys/client_key", "symbolic link"),
+                         ("hard.png", "hard links"), ("fifo.png", "FIFO")):
+        [line] = [line for line in said if f"J-1/{name}: " in line]
+        assert reason in line, line
+    [record] = Ledger(registry.ledger_path).current().values()
+    assert [a["name"] for a in record["artifacts"] if a.get("synced_at")] == ["sub/real.png"]
