@@ -20,6 +20,7 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_openssh_interop import sshd as _sshd  # noqa: F401  (the fixture: a real OpenSSH sshd)
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
+from gpuharness.health import server_catalog, transcripts
 from gpuharness.operations.retrieve import retrieve
 from gpuharness.operations.seams import cli_context
+from gpuharness.remote import ExecResult
+from gpuharness.remote.route import HostRoute
 from gpuharness.sim import host as sim_host
 from gpuharness.sim.host import HostSpec
 from gpuharness.sim.runtimes import RuntimeFaults
@@ -468,3 +473,45 @@ def test_a_real_openssh_host_gives_no_file_through_a_link(request: pytest.Fixtur
         assert reason in line, line
     [record] = Ledger(registry.ledger_path).current().values()
     assert [a["name"] for a in record["artifacts"] if a.get("synced_at")] == ["sub/real.png"]
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(spot=st.sampled_from(("transcript", "ssh", "catalogs", "catalog")), kind=st.sampled_from(("link", "hard")),
+       dep=st.sampled_from(("dep_a", "dep-b.1", "x" * 200)))
+def test_a_recording_never_writes_through_a_link(spot: str, kind: str, dep: str) -> None:
+    """Record mode writes a probe transcript (cassettes/ssh/<deployment>.json) and a server catalog
+    (cassettes/ssh/catalogs/sha256-<hex>.json). A link or a hard link planted at either file, or a link in place of
+    either folder, is refused with one line, and the file it points to is not changed."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        cassettes, outside = root / "cassettes", root / "outside"
+        (outside / "folder").mkdir(parents=True)
+        (outside / "secret.txt").write_bytes(b"the user's own file\n")
+        catalog = {"KSampler": {"input": {"required": {}}}}
+        digest = hashlib.sha256(json.dumps(catalog, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        places = {"transcript": cassettes / "ssh" / f"{dep}.json", "ssh": cassettes / "ssh",
+                  "catalogs": transcripts.catalog_dir(cassettes),
+                  "catalog": transcripts.catalog_dir(cassettes) / f"sha256-{digest}.json"}
+        place = places[spot]
+        place.parent.mkdir(parents=True, exist_ok=True)
+        folder = spot in ("ssh", "catalogs")
+        if kind == "link":
+            place.symlink_to(outside / "folder" if folder else outside / "secret.txt", target_is_directory=folder)
+        elif folder:
+            return  # a folder has no hard links of its own
+        else:
+            os.link(outside / "secret.txt", place)
+        before = snapshot(outside, skip=())
+        deployment = Deployment.from_json({"id": dep, "provider": "owned", "status": "ready", "cost_hr": 0.0})
+        route = HostRoute(target=dep, host="127.0.0.1", port=22)
+        refused: list[str] = []
+        for write in (lambda: server_catalog.store(catalog, transcripts.catalog_dir(cassettes), None),
+                      lambda: transcripts.write(transcripts.transcript_path(cassettes, dep), deployment, route,
+                                                ExecResult("out", "", 0, False, 0.1), ())):
+            try:
+                write()
+            except UserError as exc:
+                refused.append(exc.line())
+        assert snapshot(outside, skip=()) == before
+        assert len(refused) == 1 and "\n" not in refused[0], refused
+        assert ("symbolic link" if kind == "link" else "hard links") in refused[0], refused
