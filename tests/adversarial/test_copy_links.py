@@ -481,7 +481,7 @@ def test_a_real_openssh_host_gives_no_file_through_a_link(request: pytest.Fixtur
 def test_a_recording_never_writes_through_a_link(spot: str, kind: str, dep: str) -> None:
     """Record mode writes a probe transcript (cassettes/ssh/<deployment>.json) and a server catalog
     (cassettes/ssh/catalogs/sha256-<hex>.json). A link or a hard link planted at either file, or a link in place of
-    either folder, is refused with one line, and the file it points to is not changed."""
+    either folder, is refused with one line (each write beneath it), and the file it points to is not changed."""
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         cassettes, outside = root / "cassettes", root / "outside"
@@ -505,7 +505,8 @@ def test_a_recording_never_writes_through_a_link(spot: str, kind: str, dep: str)
         deployment = Deployment.from_json({"id": dep, "provider": "owned", "status": "ready", "cost_hr": 0.0})
         route = HostRoute(target=dep, host="127.0.0.1", port=22)
         refused: list[str] = []
-        for write in (lambda: server_catalog.store(catalog, transcripts.catalog_dir(cassettes), None),
+        for write in (lambda: server_catalog.store(catalog, transcripts.catalog_dir(cassettes), None,
+                                                   below=cassettes),
                       lambda: transcripts.write(transcripts.transcript_path(cassettes, dep), deployment, route,
                                                 ExecResult("out", "", 0, False, 0.1), ())):
             try:
@@ -513,5 +514,6 @@ def test_a_recording_never_writes_through_a_link(spot: str, kind: str, dep: str)
             except UserError as exc:
                 refused.append(exc.line())
         assert snapshot(outside, skip=()) == before
-        assert len(refused) == 1 and "\n" not in refused[0], refused
-        assert ("symbolic link" if kind == "link" else "hard links") in refused[0], refused
+        assert len(refused) == (2 if spot == "ssh" else 1), refused  # ssh/ holds both files
+        assert all("\n" not in line and ("symbolic link" if kind == "link" else "hard links") in line
+                   for line in refused), refused

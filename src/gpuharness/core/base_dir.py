@@ -266,3 +266,17 @@ class BaseDir:
 def shown(name: str) -> str:
     """A name as one line shows it: quoted, its control characters and line separators escaped."""
     return repr(name) if name.isprintable() else ascii(name)
+
+
+def replace_below(below: Path, path: Path, data: bytes, *, mode: int = 0o644, keep: bool = False) -> None:
+    """path := data, atomically, where path lies below `below` (the user's own folder, followed as named): each
+    folder between is opened without following a link (made when missing). With keep, a regular file already
+    there is kept as it is (a content-addressed name). A link or a hard link at path is refused (UserError)."""
+    parts = path.relative_to(below).parts
+    with BaseDir(below) as base, base.folder(parts[:-1]) as folder:
+        name = base.fits(parts[-1])
+        found = folder.entry(name)
+        if keep and found is not None and kind_of(found) == "a regular file":
+            return
+        folder.replace(name, data, mode=mode)
+

@@ -1,14 +1,14 @@
 """Paths made from names that came from outside (a host's output name, a ledger's job id): confined under a base.
 
 A remote name is data. It may name a file under a base directory, never the base's parent, an absolute path, or a
-name a terminal would act on. Every local writer and every remote script builds such paths here.
+name a terminal would act on. Every local writer and every remote script checks such names here; a local file is
+then written under its base by core.base_dir, which follows no link.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-from pathlib import Path
 from typing import Final
 
 from gpuharness.core.errors import UserError
@@ -50,17 +50,6 @@ def plain_name(name: str, *, what: str) -> str:
     if len(parts) != 1 or parts[0] != name:
         raise _refuse(what, name, "is not a plain file name", "a remote name is data: nothing was written for it")
     return name
-
-
-def local_path(base: str | Path, *names: str, what: str) -> Path:
-    """base/names..., refused unless it stays under base once resolved (symlinks already there included)."""
-    parts = [part for name in names for part in relative_parts(name, what=what)]
-    root = Path(base).resolve()
-    resolved = root.joinpath(*parts).resolve()
-    if resolved != root and root not in resolved.parents:
-        raise _refuse(what, "/".join(names), f"leads outside {root}", "a remote name is data: nothing was written "
-                      "for it")
-    return Path(base).joinpath(*parts)
 
 
 def remote_path(workspace: str, *names: str, what: str) -> str:
