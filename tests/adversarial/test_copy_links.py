@@ -517,3 +517,47 @@ def test_a_recording_never_writes_through_a_link(spot: str, kind: str, dep: str)
         assert len(refused) == (2 if spot == "ssh" else 1), refused  # ssh/ holds both files
         assert all("\n" not in line and ("symbolic link" if kind == "link" else "hard links") in line
                    for line in refused), refused
+
+
+def test_a_file_swapped_for_a_link_after_it_was_looked_at_is_not_read(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """SFTP cannot open without following a link. The host swaps the output for a link to its private key after
+    the listing and after SFTP's lstat, just before the open: the open file is not the one looked at, so not a
+    byte of it is read, nothing is synced, and the line says why."""
+    world = HealthWorld(tmp_path / "world")
+    host = world.add(HOST, HostSpec(runtime=None), status="ready")
+    secret = host_secrets(host.root)
+    output = host.workspace / "output" / "x.png"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_bytes(b"the real output" * 50)
+    with world.registry.ledger_path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"id": "J-swap", "deployment_id": HOST, "status": "completed",
+                                 "ts": "2026-12-01T10:01:00Z",
+                                 "artifacts": [{"name": "x.png", "remote_path": str(output)}]}) + "\n")
+    read_from: list[str] = []
+    opening, reading = sim_host._SandboxSFTP.open, sim_host._StallingHandle.read
+
+    def swap_then_open(self: Any, path: str, flags: int, attr: Any) -> Any:
+        if not output.is_symlink():
+            output.unlink()
+            output.symlink_to(host.root / "id_ed25519")
+        return opening(self, path, flags, attr)
+
+    def spy(self: Any, offset: int, length: int) -> Any:
+        read_from.append(self.filename)
+        return reading(self, offset, length)
+
+    monkeypatch.setattr(sim_host._SandboxSFTP, "open", swap_then_open)
+    monkeypatch.setattr(sim_host._StallingHandle, "read", spy)
+    said: list[str] = []
+    try:
+        with pytest.raises(UserError, match="1 artifact"):
+            retrieve(dataclasses.replace(cli_context(world.registry), say=said.append), HOST, tmp_path / "to",
+                     deadline_s=60)
+    finally:
+        world.close()
+    assert read_from == [], read_from
+    assert not any(hashlib.sha256(secret["id_ed25519"]).hexdigest()[:12] in line for line in said)
+    [line] = [line for line in said if "J-swap/x.png: " in line]
+    assert "not the file" in line or "symbolic link" in line, line
+    assert not (tmp_path / "to" / "J-swap" / "x.png").exists()
