@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import time
 from dataclasses import dataclass, field
@@ -153,25 +154,26 @@ class _Sync:
             staged.extend((job_id, named) for item in items if (named := self.named(job_id, item, seen)) is not None)
         answers = regular_files.listed(self.remote, self.workspace, [a.remote for _, a in staged],
                                        min(120.0, self.left()))
-        for job_id in sorted(pending):
+        by_job = itertools.groupby(zip(staged, answers, strict=True), key=lambda pair: pair[0][0])
+        for job_id, group in by_job:  # staged job by job, in the order of pending
             synced_now: dict[tuple[str, str], dict[str, Any]] = {}
-            for (job, artifact), listed in zip(staged, answers, strict=True):
-                if job == job_id and (synced := self.one(artifact, listed)) is not None:
+            for (_, artifact), listed in group:
+                if (synced := self.one(artifact, listed)) is not None:
                     synced_now[(artifact.name, artifact.recorded_path)] = synced
             if not synced_now:
                 continue
             try:
                 _record(ledger, job_id, synced_now, self.ctx.now())
-            except UserError as exc:
-                self.problems.append(f"{job_id}: synced here, but not recorded: {exc.what}")
+            except UserError as exc:  # the files are here, but no mark says so: they stay pending
+                self.refuse(label(job_id, ""), f"synced here, but the ledger refused the job's line: {exc.what}")
                 continue
             self.result.jobs.append(job_id)
             self.result.synced.extend({"job": job_id, "name": n, **v} for (n, _), v in synced_now.items())
 
     def named(self, job_id: str, artifact: dict[str, Any], seen: dict[tuple[str, tuple[str, ...]], str]
               ) -> _Artifact | None:
-        """The artifact with its names confined (the job id, its name, its remote path), or None: refused, or the
-        same artifact listed twice in the job."""
+        """The artifact with its names confined (the job id, its name, its remote path), or None: refused (one line
+        says why), as is a second artifact of the job with the same path here but another on the host."""
         name = str(artifact["name"])
         try:
             job = plain_name(job_id, what="job id")
