@@ -137,19 +137,18 @@ class SandboxRemote:
             on_line(line)
         return ExecResult(proc.stdout, proc.stderr, proc.returncode, False, time.monotonic() - start)
 
-    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True, progress=None,
+    def get_file(self, remote_path: str, sink, *, offset: int = 0, under: str | None = None, progress=None,
                  deadline_s: float | None = None) -> int:
         source = self.host.root / remote_path
+        if source.is_symlink() or (source.exists() and not source.is_file()):
+            raise RemoteError("refused", f"{remote_path} is not a regular file; nothing read", target=self.target)
         if not source.exists():
             raise RemoteError("closed", f"no such file {remote_path}", target=self.target)
-        data = source.read_bytes()
-        local = Path(local_path)
-        offset = local.stat().st_size if resume and local.exists() else 0
-        with open(local, "ab" if offset else "wb") as handle:
-            handle.write(data[offset:])
+        data = source.read_bytes()[offset:]
+        sink.write(data)
         if progress is not None:
-            progress(len(data) - offset)
-        return len(data) - offset
+            progress(len(data))
+        return len(data)
 
     def close(self) -> None:
         pass

@@ -26,6 +26,7 @@ import pytest
 from lifecycle_fakes import provision_comfyui, ready_with_output
 
 from gpuharness.demo.simulated_estate import SimulatedEstate
+from gpuharness.operations.retrieve import PARTIAL, partial_name
 
 DEP = "dep_crash_01"
 PROVISION = ("provision", "--provider", "vast", "--gpu", "RTX 4090", "--image", "comfyui:1", "--cost-hr", "0.40",
@@ -114,7 +115,7 @@ def terminated(lab: SimulatedEstate, work: Path) -> bool:
 
 
 def transferring(lab: SimulatedEstate, work: Path) -> bool:
-    return (work / "outputs" / "J-000001" / "out.png.part").exists()
+    return (work / "outputs" / PARTIAL / partial_name("J-000001", ("out.png",))).exists()
 
 
 # --- recoveries: what the messages name --------------------------------------------------------------------

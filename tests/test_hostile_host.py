@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from health_world import HealthWorld
 
-from gpuharness.core.confinement import local_path, plain_name, relative_parts, remote_within
+from gpuharness.core.base_dir import BaseDir
+from gpuharness.core.confinement import plain_name, relative_parts, remote_within
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.sim.host import HostSpec
@@ -116,7 +117,7 @@ def test_retrieve_refuses_ledger_artifact_names_that_leave_the_base(tmp_path, ar
                                   "a\x9bb"])
 def test_a_remote_name_that_could_leave_its_base_is_refused(tmp_path, name):
     with pytest.raises(UserError):
-        local_path(tmp_path, name, what="artifact")
+        relative_parts(name, what="artifact")
     with pytest.raises(UserError):
         plain_name(name, what="artifact")
 
@@ -124,12 +125,13 @@ def test_a_remote_name_that_could_leave_its_base_is_refused(tmp_path, name):
 def test_a_symlink_already_under_the_base_does_not_lead_out(tmp_path):
     (tmp_path / "base").mkdir()
     (tmp_path / "base" / "job").symlink_to(tmp_path)
-    with pytest.raises(UserError, match="leads outside"):
-        local_path(tmp_path / "base", "job", "x.png", what="artifact")
+    with BaseDir(tmp_path / "base") as base, pytest.raises(UserError, match="symbolic link; not followed"):
+        base.folder(("job",))
 
 
 def test_a_plain_relative_name_stays_under_its_base(tmp_path):
-    assert local_path(tmp_path, "J-1", "sub/out.png", what="artifact") == tmp_path / "J-1/sub/out.png"
+    with BaseDir(tmp_path) as base, base.folder(("J-1", *relative_parts("sub/out.png", what="x")[:-1])) as folder:
+        assert folder.path == tmp_path / "J-1/sub" and (tmp_path / "J-1/sub").is_dir()
     assert relative_parts("a//./b", what="x") == ("a", "b")
     assert remote_within("gh-workspace", "gh-workspace/output/a.png", what="x") == "gh-workspace/output/a.png"
     for outside in ("gh-workspace/../x", "/root/gh-workspace/a", "gh-workspace-2/a", "x\n"):

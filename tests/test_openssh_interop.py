@@ -163,6 +163,7 @@ def test_openssh_exec_deadline_and_sftp_resume(sshd, tmp_path):
         source.chmod(0o644)
         local = tmp_path / "artifact.bin"
         local.write_bytes(source.read_bytes()[:50_000])
-        assert remote.get_file(str(source), str(local)) == 150_000
+        with local.open("ab") as sink:
+            assert remote.get_file(str(source), sink, offset=50_000) == 150_000
         assert local.read_bytes() == source.read_bytes()
     remote.close()

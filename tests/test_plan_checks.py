@@ -210,7 +210,8 @@ def _world_running_a_workflow(world: World, tmp_path: Path, workflow_id: str, *,
     cassettes = tmp_path / "cassettes"
     if catalog:
         served = recorded_catalog().with_model_files({"checkpoints": ["sdxl.safetensors"]})
-        observation = server_catalog.store(served.document, transcripts.catalog_dir(cassettes), lambda text: text)
+        observation = server_catalog.store(served.document, transcripts.catalog_dir(cassettes), lambda text: text,
+                                           below=cassettes)
         transcript = transcripts.transcript_path(cassettes, "dep-runpod-1")
         transcript.write_text(json.dumps({"deployment": "dep-runpod-1", "stdout": "", "stderr": "", "exit_status": 0,
                                           **server_catalog.transcript_entry(observation, transcript)}))

@@ -10,7 +10,7 @@ from test_run import OOM, lines, ready_world
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
-from gpuharness.operations.retrieve import retrieve, unsynced
+from gpuharness.operations.retrieve import PARTIAL, partial_name, retrieve, unsynced
 from gpuharness.operations.run import run_job
 
 
@@ -41,7 +41,7 @@ def test_retrieve_resumes_a_partial_transfer(tmp_path):
     world, dep_id = ready_world(tmp_path)
     run_job(world.ctx, dep_id, inputs={}, poll_s=1)
     remote = world.host.root / "gh-workspace/outputs/J-000001.png"
-    partial = tmp_path / "outputs" / "J-000001" / "out.png.part"
+    partial = tmp_path / "outputs" / PARTIAL / partial_name("J-000001", ("out.png",))
     partial.parent.mkdir(parents=True)
     partial.write_bytes(remote.read_bytes()[:100])
     result = retrieve(world.ctx, dep_id, tmp_path / "outputs")
@@ -53,7 +53,7 @@ def test_retrieve_resumes_a_partial_transfer(tmp_path):
 def test_retrieve_refetches_a_corrupt_partial_from_byte_zero(tmp_path):
     world, dep_id = ready_world(tmp_path)
     run_job(world.ctx, dep_id, inputs={}, poll_s=1)
-    partial = tmp_path / "outputs" / "J-000001" / "out.png.part"
+    partial = tmp_path / "outputs" / PARTIAL / partial_name("J-000001", ("out.png",))
     partial.parent.mkdir(parents=True)
     partial.write_bytes(b"garbage")
     retrieve(world.ctx, dep_id, tmp_path / "outputs")

@@ -17,7 +17,7 @@ from lifecycle_fakes import OUTPUT, ready_with_output, wait_for
 
 from gpuharness.core.ledger import Ledger
 from gpuharness.demo.simulated_estate import SimulatedEstate
-from gpuharness.operations.retrieve import unsynced
+from gpuharness.operations.retrieve import PARTIAL, partial_name, unsynced
 
 DEP = "dep_fetch_01"
 
@@ -42,7 +42,7 @@ def kill_mid_transfer(lab: SimulatedEstate, to: Path) -> None:
     process = subprocess.Popen([sys.executable, "-m", "gpuharness", "retrieve", DEP, "--to", str(to),
                                 "--registry", str(lab.registry.root)], env=lab.env, cwd=lab.root,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: (to / "J-000001" / "out.png.part").exists(), "the transfer to start")
+    wait_for(lambda: (to / PARTIAL / partial_name("J-000001", ("out.png",))).exists(), "the transfer to start")
     os.kill(process.pid, signal.SIGKILL)
     assert process.wait(timeout=30) == -signal.SIGKILL
     stall_sftp(lab, 0.0)
@@ -82,7 +82,7 @@ def test_retrieve_ends_by_its_deadline_when_an_sftp_read_never_answers(lab, tmp_
     process = subprocess.Popen([sys.executable, "-m", "gpuharness", "retrieve", DEP, "--to", str(to), "--deadline",
                                 "4", "--registry", str(lab.registry.root)], env=lab.env, cwd=lab.root,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: (to / "J-000001" / "out.png.part").exists(), "the transfer to start")
+    wait_for(lambda: (to / PARTIAL / partial_name("J-000001", ("out.png",))).exists(), "the transfer to start")
     reading = time.monotonic()  # the stalled read has begun: from here only the deadline can end it
     _, stderr = process.communicate(timeout=120)
     took = time.monotonic() - reading

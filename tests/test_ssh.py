@@ -166,7 +166,8 @@ def test_sftp_get_file_resumes_a_partial_download(host, tmp_path):
     local = tmp_path / "big.bin"
     local.write_bytes(artifact.read_bytes()[:100_000])
     remote = open_remote(route_to(host))
-    moved = remote.get_file(str(artifact), str(local))
+    with local.open("ab") as sink:
+        moved = remote.get_file(str(artifact), sink, offset=local.stat().st_size)
     remote.close()
     assert moved == artifact.stat().st_size - 100_000
     assert local.read_bytes() == artifact.read_bytes()
@@ -175,7 +176,8 @@ def test_sftp_get_file_resumes_a_partial_download(host, tmp_path):
 def test_sftp_refuses_paths_outside_the_sandbox(host, tmp_path):
     remote = open_remote(route_to(host))
     with pytest.raises(RemoteError):
-        remote.get_file("/etc/passwd", str(tmp_path / "passwd"))
+        with (tmp_path / "passwd").open("wb") as sink:
+            remote.get_file("/etc/passwd", sink)
     remote.close()
 
 

@@ -100,7 +100,8 @@ def test_sftp_get_reports_bytes_chunk_by_chunk(tmp_path):
                                        key_file=str(host.client_key_path), known_hosts=str(host.known_hosts_path)))
         seen: list[int] = []
         try:
-            moved = remote.get_file("big.bin", str(tmp_path / "big.bin"), progress=seen.append)
+            with (tmp_path / "big.bin").open("wb") as sink:
+                moved = remote.get_file("big.bin", sink, progress=seen.append)
         finally:
             remote.close()
     assert moved == len(payload) == seen[-1]

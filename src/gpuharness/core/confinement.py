@@ -1,20 +1,23 @@
 """Paths made from names that came from outside (a host's output name, a ledger's job id): confined under a base.
 
 A remote name is data. It may name a file under a base directory, never the base's parent, an absolute path, or a
-name a terminal would act on. Every local writer and every remote script builds such paths here.
+name a terminal would act on. Every local writer and every remote script checks such names here; a local file is
+then written under its base by core.base_dir, which follows no link.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-from pathlib import Path
 from typing import Final
 
 from gpuharness.core.errors import UserError
 
-#: NUL, the C0 and C1 control characters and DEL: never part of a name this harness writes or sends.
-CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: NUL, the C0 and C1 control characters, DEL and the Unicode line and paragraph separators: never part of a name
+#: this harness writes or sends.
+CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: what str.splitlines() cuts a line at: a name holding one would split the line that names it.
+LINE_BREAK: Final = re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
 
 def _refuse(what: str, name: str, why: str, hint: str) -> UserError:
@@ -27,6 +30,8 @@ def relative_parts(name: str, *, what: str) -> tuple[str, ...]:
     hint = "a remote name is data: nothing was written for it"
     if not isinstance(name, str) or not name:
         raise _refuse(what, str(name), "is empty", hint)
+    if LINE_BREAK.search(name):
+        raise _refuse(what, name, "holds a line separator", hint)
     if CONTROL.search(name) or "\\" in name:
         raise _refuse(what, name, "holds a control character or a backslash", hint)
     if name.startswith("/"):
@@ -45,17 +50,6 @@ def plain_name(name: str, *, what: str) -> str:
     if len(parts) != 1 or parts[0] != name:
         raise _refuse(what, name, "is not a plain file name", "a remote name is data: nothing was written for it")
     return name
-
-
-def local_path(base: str | Path, *names: str, what: str) -> Path:
-    """base/names..., refused unless it stays under base once resolved (symlinks already there included)."""
-    parts = [part for name in names for part in relative_parts(name, what=what)]
-    root = Path(base).resolve()
-    resolved = root.joinpath(*parts).resolve()
-    if resolved != root and root not in resolved.parents:
-        raise _refuse(what, "/".join(names), f"leads outside {root}", "a remote name is data: nothing was written "
-                      "for it")
-    return Path(base).joinpath(*parts)
 
 
 def remote_path(workspace: str, *names: str, what: str) -> str:
@@ -79,3 +73,19 @@ def remote_within(workspace: str, path: str, *, what: str) -> str:
     if not normal.startswith(base.rstrip("/") + "/"):
         raise _refuse(what, path, f"is not under the workspace {workspace}", "nothing was read from it")
     return normal
+
+
+def remote_parts(workspace: str, path: str, *, what: str) -> tuple[str, ...]:
+    """The parts of a recorded remote path below the workspace ("ws/output/a/x.png" -> ("output", "a", "x.png")),
+    refused unless it lies under it."""
+    normal = remote_within(workspace, path, what=what)
+    base = posixpath.normpath(workspace)
+    rest = normal[len(base):] if base not in (".", "/") and normal.startswith(base + "/") else normal
+    return relative_parts(rest.lstrip("/"), what=what)
+
+
+def remote_join(workspace: str, parts: tuple[str, ...]) -> str:
+    """workspace/parts..., written as remote_within writes a path under it (the inverse of remote_parts)."""
+    base = posixpath.normpath(workspace)
+    return "/".join(parts) if base == "." else posixpath.join(base, *parts)
+

@@ -11,12 +11,12 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final, final
 
+from gpuharness.core.base_dir import replace_below
 from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.runtimes import RUNTIMES
@@ -68,19 +68,20 @@ def applies(deployment: Deployment) -> bool:
 
 
 def observe(fetch: CatalogFetch, deployment: Deployment, directory: Path,
-            scrub: Scrub | None) -> CatalogObservation:
+            scrub: Scrub | None, *, below: Path) -> CatalogObservation:
     """Fetch the deployment's catalog once and keep it in `directory` (content-addressed), scrubbed where it is
     recorded (`scrub`; None for the run's own copy)."""
     try:
         document = fetch(deployment)
     except CatalogUnavailable as exc:
         return CatalogObservation(error=f"GET /object_info failed: {exc}")
-    return store(document, directory, scrub)
+    return store(document, directory, scrub, below=below)
 
 
-def store(document: Mapping[str, Any], directory: Path, scrub: Scrub | None) -> CatalogObservation:
+def store(document: Mapping[str, Any], directory: Path, scrub: Scrub | None, *, below: Path) -> CatalogObservation:
     """Write the catalog, every string scrubbed (unless `scrub` is None), as `directory/sha256-<hex>.json` (kept if
-    already there)."""
+    already there). `below`: the folder directory lies under (the cassettes, the run's shared folder), followed as
+    named; the folders between and the file are never a link followed (core.base_dir)."""
     memo: dict[str, str] = {}  # a catalog repeats its strings ("INT", "default", ...) thousands of times
 
     def once(text: str) -> str:
@@ -92,13 +93,7 @@ def store(document: Mapping[str, Any], directory: Path, scrub: Scrub | None) -> 
     text = json.dumps(kept, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(text.encode()).hexdigest()
     path = directory / f"sha256-{digest}.json"
-    if not path.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=".catalog-")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text + "\n")
-        os.chmod(temporary, 0o644)  # a recording others read (mkstemp makes it private)
-        os.replace(temporary, path)
+    replace_below(below, path, (text + "\n").encode(), keep=True)
     return CatalogObservation(file=str(path), digest=f"sha256:{digest}")
 
 

@@ -67,8 +67,9 @@ class ProbeSession:
         if self.mode is Mode.RECORD:
             secrets = transcripts.known_secrets(self.registry)
             return server_catalog.observe(self.catalogs, deployment, transcripts.catalog_dir(self.cassettes),
-                                          lambda text: transcripts.scrub(text, secrets))
-        return server_catalog.observe(self.catalogs, deployment, self.shared_dir / server_catalog.CATALOG_DIR, None)
+                                          lambda text: transcripts.scrub(text, secrets), below=self.cassettes)
+        return server_catalog.observe(self.catalogs, deployment, self.shared_dir / server_catalog.CATALOG_DIR, None,
+                                      below=self.shared_dir)
 
     def _progress(self, deployment: Deployment, record: ProbeRecord) -> probing.ProgressObservation | None:
         """A running job's progress marker, observed once per run (journaled only when the probe was live)."""

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuharness.core.base_dir import replace_below
 from gpuharness.core.clock import now_ts
-from gpuharness.core.confinement import local_path
+from gpuharness.core.confinement import plain_name
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
@@ -37,7 +38,8 @@ def known_secrets(registry: Registry) -> tuple[str, ...]:
 
 
 def transcript_path(cassettes: Path, deployment_id: str) -> Path:
-    return local_path(cassettes / "ssh", f"{deployment_id}.json", what="deployment id")
+    """cassettes/ssh/<deployment>.json (the id confined to a plain file name)."""
+    return cassettes / "ssh" / plain_name(f"{deployment_id}.json", what="deployment id")
 
 
 def source_of(deployment: Deployment, route: HostRoute) -> str:
@@ -84,5 +86,5 @@ def write(path: Path, deployment: Deployment, route: HostRoute, result: ExecResu
                 "stderr": scrub(result.stderr, secrets), "exit_status": result.exit_status,
                 **server_catalog.transcript_entry(catalog, path),
                 **measuring.transcript_entry(measurement, lambda text: scrub(text, secrets))}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=2) + "\n")
+    # path is transcript_path's: the cassettes folder is the user's; ssh/ and the file are never a link followed
+    replace_below(path.parents[1], path, (json.dumps(document, indent=2) + "\n").encode())

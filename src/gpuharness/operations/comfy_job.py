@@ -49,8 +49,9 @@ class ComfyJobExecutor:
                         if item.get("subfolder") else ()
                 except UserError as exc:
                     return JobProgress("failed", log=f"refused the runtime's outputs: {exc.what}")
-                outputs.append({"name": name, "remote_path": remote_path(self.output_dir, *sub, name,
-                                                                         what="the runtime's output")})
+                # an output is known by its path relative to the output folder: a/x.png and b/x.png are two
+                outputs.append({"name": "/".join((*sub, name)),
+                                "remote_path": remote_path(self.output_dir, *sub, name, what="the runtime's output")})
         return JobProgress("completed", outputs=tuple(outputs))
 
     def cancel(self, handle: str) -> None:

@@ -3,23 +3,28 @@ recorded as new ledger lines (corrections: a terminal job's line is never rewrit
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Any, BinaryIO, Final, final
 
-from gpuharness.core.confinement import local_path, remote_within
+from gpuharness.core.base_dir import BaseDir, Folder
+from gpuharness.core.confinement import plain_name, relative_parts, remote_join, remote_parts
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.operations import retrieving
 from gpuharness.operations.context import Context
-from gpuharness.remote import Remote, RemoteError
-from gpuharness.remote.lines import lines_of
-from gpuharness.remote.script import ShellScript
+from gpuharness.remote import Remote, RemoteError, regular_files
+from gpuharness.remote.regular_files import Listed
 
 #: the retrieve phase's deadline by default: an hour of transfers
 DEFAULT_DEADLINE_S = 3600.0
+#: the folder under --to that holds unfinished transfers (a job id never names it)
+PARTIAL: Final = ".gpuharness-partial"
 
 
 @final
@@ -42,39 +47,31 @@ def unsynced(ledger: Ledger, deployment_id: str) -> dict[str, list[dict[str, Any
     return pending
 
 
-def sha256_file(path: Path) -> str:
+def _sha256(handle: BinaryIO) -> str:
+    """The sha256 of what handle holds from where it stands."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
+    for chunk in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(chunk)
     return digest.hexdigest()
 
 
-#: sums PATH...: "sha256 size path" of each remote file, or "MISSING 0 path".
-_SUMS: Final = ('sums() { for f in "$@"; do if [ -f "$f" ]; then printf "%s %s %s\\n" '
-                '"$(sha256sum "$f" | cut -d" " -f1)" "$(wc -c < "$f" | tr -d " ")" "$f"; '
-                'else printf "MISSING 0 %s\\n" "$f"; fi; done; }')
+def partial_name(job_id: str, parts: tuple[str, ...]) -> str:
+    """The name, in <to>/.gpuharness-partial, of an artifact's unfinished transfer (no output's name can be it)."""
+    key = f"{job_id}/{'/'.join(parts)}".encode(errors="surrogatepass")
+    return hashlib.sha256(key).hexdigest()[:32] + ".part"
 
 
-def _remote_sums(remote: Remote, workspace: str, paths: list[str], deadline_s: float) -> dict[str, tuple[str, int]]:
-    """sha256 and size of every remote file (each confined under the workspace), from one batched exec."""
-    script = ShellScript(workspace=workspace).code(_SUMS).call("sums", *paths)
-    result = remote.exec(script.text(), deadline_s=deadline_s)
-    if result.timed_out:
-        raise RemoteError("timeout", f"the checksums did not come back within {deadline_s:g} s",
-                          target=remote.target)
-    sums: dict[str, tuple[str, int]] = {}
-    for line in lines_of(result.stdout):
-        parts = line.split(" ", 2)
-        if len(parts) == 3:
-            sums[parts[2]] = (parts[0], int(parts[1]) if parts[1].isdigit() else 0)
-    return sums
+def label(job_id: str, name: str) -> str:
+    """job/name as one line shows it (a name that is not printable text is shown with escapes)."""
+    text = f"{job_id}/{name}"
+    return text if text.isprintable() else ascii(text)[1:-1]
 
 
 def retrieve(ctx: Context, deployment_id: str, to: str | Path, *,
              deadline_s: float = DEFAULT_DEADLINE_S) -> RetrieveResult:
     """Sync every unsynced artifact of the deployment into `to/<job>/<name>`; one connection for the phase, which
-    ends by deadline_s however the host behaves (what is not synced by then stays pending)."""
+    ends by deadline_s however the host behaves (what is not synced by then stays pending). Each refused artifact
+    gets one line with its reason; the others still sync."""
     registry = ctx.registry
     deployment = registry.deployment(deployment_id)
     ledger = Ledger(registry.ledger_path)
@@ -91,16 +88,18 @@ def retrieve(ctx: Context, deployment_id: str, to: str | Path, *,
         if not pending:
             held.next_action = f"gpuharness destroy {deployment_id} --confirm {deployment_id}"
             return RetrieveResult()
-        sync = _Sync(ctx, ctx.remotes(deployment), Path(to).resolve(), deployment.workspace,
-                     time.monotonic() + deadline_s)
-        try:
-            sync.all(ledger, pending)
-        except RemoteError as exc:
-            sync.problems.append(f"retrieve over {deployment.ssh_route} failed: {exc}")
-        finally:
-            sync.remote.close()
-            held.next_action = (f"gpuharness destroy {deployment_id} --confirm {deployment_id}" if not sync.problems
-                                else f"gpuharness retrieve {deployment_id}")
+        with BaseDir(Path(to).resolve()) as base:
+            sync = _Sync(ctx, ctx.remotes(deployment), base, deployment.workspace, time.monotonic() + deadline_s)
+            try:
+                sync.all(ledger, pending)
+            except RemoteError as exc:
+                sync.problems.append(f"retrieve over {deployment.ssh_route} failed: {exc}")
+            finally:
+                sync.remote.close()
+                with contextlib.suppress(OSError):  # the folder of unfinished transfers, once none is left
+                    os.rmdir(PARTIAL, dir_fd=base.fd)
+                held.next_action = (f"gpuharness destroy {deployment_id} --confirm {deployment_id}"
+                                    if not sync.problems else f"gpuharness retrieve {deployment_id}")
     if sync.problems:
         raise UserError(f"{len(sync.problems)} artifact(s) not synced: " + "; ".join(sync.problems),
                         place=deployment_id, hint="synced ones are recorded; re-run retrieve (transfers resume)")
@@ -108,13 +107,31 @@ def retrieve(ctx: Context, deployment_id: str, to: str | Path, *,
 
 
 @final
+@dataclass(frozen=True, slots=True)
+class _Artifact:
+    """A pending artifact, its names confined: its path below <to>/<job> and below the workspace."""
+
+    job: str
+    name: str  # as the ledger names it: its path relative to the job's output folder
+    parts: tuple[str, ...]
+    recorded_path: str  # the remote_path as the ledger has it (with name, what marks it synced)
+    remote_path: str  # the same, normalized
+    remote: tuple[str, ...]
+    reported: str | None  # the sha256 the runtime reported, if any
+
+    @property
+    def label(self) -> str:
+        return label(self.job, self.name)
+
+
+@final
 @dataclass(slots=True)
 class _Sync:
-    """One retrieve's transfers over its one connection: what was synced, and what was not and why."""
+    """One retrieve's transfers over its one connection into one base: what was synced, and what was not and why."""
 
     ctx: Context
     remote: Remote
-    destination: Path
+    base: BaseDir
     workspace: str
     end: float  # the phase deadline (time.monotonic())
     result: RetrieveResult = field(default_factory=RetrieveResult)
@@ -124,106 +141,143 @@ class _Sync:
         """Seconds left of the phase (at least a sliver, so the last call says why it stopped)."""
         return max(self.end - time.monotonic(), 0.01)
 
+    def refuse(self, shown: str, why: str) -> None:
+        """One line for an artifact not synced, with its reason."""
+        self.problems.append(f"{shown}: {why}")
+        self.ctx.say(f"  {shown}: not synced: {why}")
+
     def all(self, ledger: Ledger, pending: dict[str, list[dict[str, Any]]]) -> None:
         """Every pending artifact, job by job; each job's synced artifacts are recorded as one new ledger line."""
-        paths = [path for items in pending.values() for a in items if (path := self.remote_path(a))]
-        sums = _remote_sums(self.remote, self.workspace, paths, min(120.0, self.left())) if paths else {}
+        seen: dict[tuple[str, tuple[str, ...]], str] = {}
+        staged: list[tuple[str, _Artifact]] = []
         for job_id, items in sorted(pending.items()):
-            synced_now: dict[str, dict[str, Any]] = {}
-            for artifact in items:
-                synced = self.one(job_id, artifact, sums)
-                if synced is not None:
-                    synced_now[str(artifact["name"])] = synced
-            if synced_now:
+            staged.extend((job_id, named) for item in items if (named := self.named(job_id, item, seen)) is not None)
+        answers = regular_files.listed(self.remote, self.workspace, [a.remote for _, a in staged],
+                                       min(120.0, self.left()))
+        by_job = itertools.groupby(zip(staged, answers, strict=True), key=lambda pair: pair[0][0])
+        for job_id, group in by_job:  # staged job by job, in the order of pending
+            synced_now: dict[tuple[str, str], dict[str, Any]] = {}
+            for (_, artifact), listed in group:
+                if (synced := self.one(artifact, listed)) is not None:
+                    synced_now[(artifact.name, artifact.recorded_path)] = synced
+            if not synced_now:
+                continue
+            try:
                 _record(ledger, job_id, synced_now, self.ctx.now())
-                self.result.jobs.append(job_id)
-                self.result.synced.extend({"job": job_id, "name": n, **v} for n, v in synced_now.items())
+            except UserError as exc:  # the files are here, but no mark says so: they stay pending
+                self.refuse(label(job_id, ""), f"synced here, but the ledger refused the job's line: {exc.what}")
+                continue
+            self.result.jobs.append(job_id)
+            self.result.synced.extend({"job": job_id, "name": n, **v} for (n, _), v in synced_now.items())
 
-    def one(self, job_id: str, artifact: dict[str, Any], sums: dict[str, tuple[str, int]]) -> dict[str, Any] | None:
-        """Sync one artifact to <destination>/<job>/<name>: its sync record, or None (the problem is kept)."""
-        label = f"{job_id}/{artifact['name']}"
-        try:  # the job id, the name and the remote path came from the ledger and the host: all confined
-            local = local_path(self.destination, job_id, str(artifact["name"]), what="artifact")
-            remote_path = self.remote_path(artifact, refuse=True)
-        except UserError as exc:
-            self.problems.append(f"{label}: {exc.what}")
-            return None
-        expected, size = sums.get(remote_path, ("MISSING", 0))
-        problem = _not_syncable(artifact, expected)
-        if problem is None and local.exists() and sha256_file(local) != expected:
-            problem = f"{local} exists with other content; not overwritten (move it away, or retrieve --to another " \
-                      "directory)"
-        if problem is not None:
-            self.problems.append(f"{label}: {problem}")
-            return None
-        local.parent.mkdir(parents=True, exist_ok=True)
-        if not local.exists():
-            moved, problem = self.transfer(remote_path, local, expected, label, size)
-            if problem is not None:
-                self.problems.append(f"{label}: {problem}")
-                return None
-            self.result.bytes_transferred += moved
-        self.ctx.say(f"  {label} {local.stat().st_size:,} B sha256 {expected[:12]} ok")
-        return {"uri": local.as_uri(), "sha256": expected, "size": local.stat().st_size, "synced_at": self.ctx.now()}
-
-    def remote_path(self, artifact: dict[str, Any], *, refuse: bool = False) -> str:
-        """The artifact's remote path if it lies under the workspace; else "" (or, with refuse, the UserError)."""
-        if not artifact.get("remote_path"):
-            return ""
+    def named(self, job_id: str, artifact: dict[str, Any], seen: dict[tuple[str, tuple[str, ...]], str]
+              ) -> _Artifact | None:
+        """The artifact with its names confined (the job id, its name, its remote path), or None: refused (one line
+        says why), as is a second artifact of the job with the same path here but another on the host."""
+        name = str(artifact["name"])
         try:
-            return remote_within(self.workspace, str(artifact["remote_path"]), what="remote_path")
-        except UserError:
-            if refuse:
-                raise
-            return ""
+            job = plain_name(job_id, what="job id")
+            if job == PARTIAL:
+                raise UserError(f"job id {job!r} is the folder of unfinished transfers")
+            parts = relative_parts(name, what="artifact")
+            if not artifact.get("remote_path"):
+                raise UserError("no remote_path recorded")
+            remote = remote_parts(self.workspace, str(artifact["remote_path"]), what="remote_path")
+        except UserError as exc:
+            self.refuse(label(job_id, name), exc.what)
+            return None
+        path = remote_join(self.workspace, remote)
+        if seen.setdefault((job, parts), path) != path:
+            self.refuse(label(job_id, name), f"another artifact of {job} has the path {'/'.join(parts)}")
+            return None
+        return _Artifact(job, name, parts, str(artifact["remote_path"]), path, remote,
+                         str(artifact["sha256"]) if artifact.get("sha256") else None)
 
-    def transfer(self, remote_path: str, local: Path, expected: str, label: str,
-                 size: int) -> tuple[int, str | None]:
-        """Fetch into <name>.part (resumed from its size), renamed once its sha256 is right; a mismatch is fetched
-        again once from byte 0. The bytes show on ctx.transfers as they arrive. Returns (bytes moved, problem)."""
-        partial = local.with_name(local.name + ".part")
+    def one(self, artifact: _Artifact, listed: Listed) -> dict[str, Any] | None:
+        """Sync one artifact to <base>/<job>/<its path>: its sync record, or None (the line says why not)."""
+        why = listed.refused
+        if why is None and listed.sha256 is None:
+            why = f"{artifact.remote_path} is missing on the host"
+        if why is None and artifact.reported and artifact.reported != listed.sha256:
+            why = (f"the host's copy does not match the sha256 the runtime reported ({str(listed.sha256)[:12]} != "
+                   f"{artifact.reported[:12]})")
+        if why is not None:
+            self.refuse(artifact.label, why)
+            return None
+        assert listed.sha256 is not None
+        try:
+            with self.base.folder((artifact.job, *artifact.parts[:-1])) as folder:
+                local = self.land(folder, artifact, listed.sha256, listed.size)
+        except UserError as exc:
+            self.refuse(artifact.label, exc.what)
+            return None
+        size = listed.size
+        self.ctx.say(f"  {artifact.label} {size:,} B sha256 {listed.sha256[:12]} ok")
+        return {"uri": local.as_uri(), "sha256": listed.sha256, "size": size, "synced_at": self.ctx.now()}
+
+    def land(self, folder: Folder, artifact: _Artifact, sha256: str, size: int) -> Path:
+        """The artifact's file in folder, written unless an identical one is there; returns its path. Anything
+        else at its name (a link, a file with other names or other content) is refused and left as it is."""
+        leaf = self.base.fits(artifact.parts[-1])
+        existing = folder.open_regular(leaf, outcome="not replaced")
+        if existing is not None:
+            with os.fdopen(existing, "rb") as handle:
+                if _sha256(handle) != sha256:
+                    raise UserError(f"{folder.path / leaf} exists with other content; not overwritten (move it "
+                                    "away, or retrieve --to another directory)")
+        else:
+            with self.base.folder((PARTIAL,)) as partials:
+                name = partial_name(artifact.job, artifact.parts)
+                with os.fdopen(partials.resume(name), "r+b") as sink:
+                    self.result.bytes_transferred += self.fetch(sink, artifact, sha256, size)
+                    os.fsync(sink.fileno())
+                    folder.place(leaf, sink.fileno(), partials, name)
+        if not self.base.holds(folder):
+            if existing is None:
+                folder.remove(leaf)
+            raise UserError(f"{folder.path} was moved or replaced by a link while the file was written; not synced")
+        return folder.path / leaf
+
+    def fetch(self, sink: BinaryIO, artifact: _Artifact, sha256: str, size: int) -> int:
+        """Fetch into sink (resumed from its size), until its sha256 is right; a mismatch is fetched again once
+        from byte 0. The bytes show on ctx.transfers as they arrive. Returns the bytes moved."""
         moved = 0
-        meter = self.ctx.transfers
+        meter, shown = self.ctx.transfers, artifact.label
         for resume in (True, False):
-            start = partial.stat().st_size if resume and partial.exists() and partial.stat().st_size <= size else 0
-            meter.begin(label, size, start)
+            here = os.fstat(sink.fileno()).st_size
+            start = here if resume and here <= size else 0
+            sink.seek(start)
+            sink.truncate()
+            meter.begin(shown, size, start)
 
             def progress(n: int, start: int = start) -> None:
-                meter.advance(label, start + n)
+                meter.advance(shown, start + n)
 
             try:
-                moved += self.remote.get_file(remote_path, str(partial), resume=resume, progress=progress,
-                                              deadline_s=self.left())
+                moved += self.remote.get_file(artifact.remote_path, sink, offset=start, under=self.workspace,
+                                              progress=progress, deadline_s=self.left())
             except RemoteError as exc:
-                return moved, f"transfer failed: {exc} (re-run retrieve: it resumes)"
+                if exc.kind == "refused":
+                    raise UserError(f"refused on the host: {exc.message}") from None
+                raise UserError(f"transfer failed: {exc} (re-run retrieve: it resumes)") from None
             finally:
-                meter.end(label)
-            if sha256_file(partial) == expected:
-                partial.replace(local)
-                return moved, None
-            self.ctx.say(f"  {label}: checksum mismatch after transfer; fetching again from byte 0")
-            partial.unlink()
-        return moved, "checksum mismatch after re-transfer"
+                meter.end(shown)
+            sink.flush()
+            sink.seek(0)
+            if _sha256(sink) == sha256:
+                return moved
+            self.ctx.say(f"  {shown}: checksum mismatch after transfer; fetching again from byte 0")
+        raise UserError("checksum mismatch after re-transfer")
 
 
-def _not_syncable(artifact: dict[str, Any], expected: str) -> str | None:
-    """Why the artifact cannot be synced before any transfer: no path recorded, gone, or not what was reported."""
-    if not artifact.get("remote_path"):
-        return "no remote_path recorded"
-    if expected == "MISSING":
-        return f"{artifact['remote_path']} is missing on the host"
-    if artifact.get("sha256") and artifact["sha256"] != expected:
-        return (f"the host's copy does not match the sha256 the runtime reported ({expected[:12]} != "
-                f"{str(artifact['sha256'])[:12]})")
-    return None
-
-
-def _record(ledger: Ledger, job_id: str, synced: dict[str, dict[str, Any]], now: str) -> None:
-    """A new line for the job with its artifacts' uri and synced_at; the old lines stay as they are."""
+def _record(ledger: Ledger, job_id: str, synced: dict[tuple[str, str], dict[str, Any]], now: str) -> None:
+    """A new line for the job with its artifacts' uri and synced_at (each artifact known by its name and remote
+    path: two of one name in two folders are two); the old lines stay as they are."""
     current = ledger.current(job_id)
     if current is None:
         return
-    artifacts = [{**a, **synced[a["name"]]} if a["name"] in synced else a for a in current.get("artifacts") or []]
+    artifacts = [{**a, **synced[key]} if (key := (str(a["name"]), str(a.get("remote_path")))) in synced else a
+                 for a in current.get("artifacts") or []]
     line = {k: v for k, v in current.items() if k not in ("ts",)}
     line.update(artifacts=artifacts, ts=now)
     if current["status"] in ("completed", "failed", "cancelled", "interrupted"):

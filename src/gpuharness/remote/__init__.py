@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol, final
+from typing import BinaryIO, Literal, Protocol, final
 
-RemoteErrorKind = Literal["unreachable", "host_key_unknown", "host_key_changed", "auth", "timeout", "closed"]
+#: refused: the remote path is a link, not a regular file, or not the file looked at (nothing was read)
+RemoteErrorKind = Literal["unreachable", "host_key_unknown", "host_key_changed", "auth", "timeout", "closed", "refused"]
 
 
 @final
@@ -67,11 +68,15 @@ class Remote(Protocol):
         called with each complete stdout line as it arrives (a long script's progress), before the result."""
         ...
 
-    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
+    def get_file(self, remote_path: str, sink: BinaryIO, *, offset: int = 0, under: str | None = None,
                  progress: ByteSink | None = None, deadline_s: float | None = None) -> int:
-        """Copy a remote file (resumable); return bytes transferred. progress, when given, is called with the
-        bytes transferred so far by this call as they arrive. With deadline_s, never wait past it (RemoteError
-        timeout), however the peer behaves."""
+        """Copy the remote regular file, from byte offset, into sink (a local file the caller opened, positioned
+        where the bytes go); return bytes transferred. Never through a link: the file, and with `under` (the
+        workspace) every folder between it and the file, is looked at without following links first; a link,
+        anything but a regular file, or a file that is not the one looked at once opened, is refused (RemoteError
+        "refused") before a byte is read. progress, when given, is called with the bytes transferred so far by
+        this call as they arrive. With deadline_s, never wait past it (RemoteError timeout), however the peer
+        behaves."""
         ...
 
     def close(self) -> None: ...

@@ -9,9 +9,11 @@ import signal
 import subprocess
 import threading
 import time
-from pathlib import Path
-from typing import IO, final
+from typing import IO, BinaryIO, final
 
+from gpuharness.core.base_dir import BaseDir
+from gpuharness.core.confinement import remote_parts
+from gpuharness.core.errors import UserError
 from gpuharness.remote import ByteSink, ExecResult, LineSink, RemoteError, StreamLines
 
 _CHUNK = 32768
@@ -54,19 +56,21 @@ class LocalRemote:
         return ExecResult(out.decode(errors="replace"), err.decode(errors="replace"),
                           None if timed_out else proc.returncode, timed_out, time.monotonic() - started)
 
-    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
+    def get_file(self, remote_path: str, sink: BinaryIO, *, offset: int = 0, under: str | None = None,
                  progress: ByteSink | None = None, deadline_s: float | None = None) -> int:
-        source, dest = Path(remote_path), Path(local_path)
-        if not source.is_file():
+        """Copy the file from byte offset into sink; opened from `under` down (or by itself) without following a
+        link, so a link, or anything but a regular file of one name, is refused before a byte is read."""
+        try:
+            source = _open_regular(remote_path, under)
+        except UserError as exc:
+            raise RemoteError("refused", exc.what, target=self.target) from None
+        if source is None:
             raise RemoteError("closed", f"no such file {remote_path}", target=self.target)
-        offset = dest.stat().st_size if resume and dest.exists() else 0
-        if offset > source.stat().st_size:
-            offset = 0
         moved = 0
-        with source.open("rb") as src, dest.open("ab" if offset else "wb") as out:
+        with os.fdopen(source, "rb") as src:
             src.seek(offset)
             while chunk := src.read(_CHUNK):
-                out.write(chunk)
+                sink.write(chunk)
                 moved += len(chunk)
                 if progress is not None:
                     progress(moved)
@@ -74,6 +78,22 @@ class LocalRemote:
 
     def close(self) -> None:
         return None
+
+
+def _open_regular(path: str, under: str | None) -> int | None:
+    """The file at path, open for reading through the folders below `under` opened without following links (the
+    file alone not followed, without under); None when it is not there."""
+    if under is not None:
+        base, parts = under, remote_parts(under, path, what="the file")
+    else:
+        base, parts = os.path.dirname(path) or ".", (os.path.basename(path),)
+    try:
+        with BaseDir(base, create=False) as root, root.folder(parts[:-1], create=False) as folder:
+            return folder.open_regular(parts[-1])
+    except UserError:
+        if not os.path.lexists(path):
+            return None
+        raise
 
 
 def _feed(stdin: IO[bytes], data: bytes) -> None:

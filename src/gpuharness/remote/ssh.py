@@ -8,10 +8,12 @@ import select
 import stat
 import threading
 import time
-from typing import final
+from typing import BinaryIO, final
 
 import paramiko
 
+from gpuharness.core.confinement import remote_join, remote_parts
+from gpuharness.core.errors import UserError
 from gpuharness.remote import ByteSink, ExecResult, LineSink, RemoteError, StreamLines
 from gpuharness.remote.hostkeys import FirstUsePolicy, changed_key_error, load_known_hosts
 from gpuharness.remote.route import HostRoute
@@ -57,6 +59,11 @@ def _connect(route: HostRoute, timeout_s: float, sock: paramiko.Channel | parami
         raise RemoteError("unreachable", f"cannot connect to {route.label}: {type(exc).__name__}: {exc}",
                           target=route.target) from None
     return client, policy
+
+
+def _identity(attrs: paramiko.SFTPAttributes) -> tuple[int | None, int | None, int | None, int | None]:
+    """What SFTP v3 tells of a file that a swap would change: type and mode, size, mtime, owner."""
+    return attrs.st_mode, attrs.st_size, attrs.st_mtime, attrs.st_uid
 
 
 def _close_quietly(sftp: paramiko.SFTPClient) -> None:
@@ -147,11 +154,13 @@ class SSHRemote:
         return ExecResult(out.decode(errors="replace"), err.decode(errors="replace"), status, timed_out,
                           time.monotonic() - started)
 
-    def get_file(self, remote_path: str, local_path: str, *, resume: bool = True,
+    def get_file(self, remote_path: str, sink: BinaryIO, *, offset: int = 0, under: str | None = None,
                  progress: ByteSink | None = None, deadline_s: float | None = None) -> int:
-        """SFTP download; with resume, continue from the size already on disk; progress gets the bytes moved.
-        With deadline_s, every wait is bounded by it (each read's timeout is the time left) and a watchdog closes
-        the SFTP channel when it passes, so a read that never answers (or answers a byte at a time) ends by it."""
+        """SFTP download from byte offset into sink, never through a link: every folder below `under` and the file
+        are lstat-ed, and the open file's own attributes must be the ones lstat saw (SFTP v3 has no O_NOFOLLOW).
+        progress gets the bytes moved. With deadline_s, every wait is bounded by it (each read's timeout is the
+        time left) and a watchdog closes the SFTP channel when it passes, so a read that never answers (or answers
+        a byte at a time) ends by it."""
         end = None if deadline_s is None else time.monotonic() + max(deadline_s, 0.0)
         try:
             sftp = self.client.open_sftp()
@@ -163,7 +172,8 @@ class SSHRemote:
             watchdog.daemon = True
             watchdog.start()
         try:
-            return self._copy(sftp, remote_path, local_path, resume, end, progress)
+            looked = self._looked_at(sftp, remote_path, under)
+            return self._copy(sftp, remote_path, looked, sink, offset, end, progress)
         except FileNotFoundError:
             raise RemoteError("closed", f"no such remote file {remote_path}", target=self.target) from None
         except (OSError, EOFError, paramiko.SSHException) as exc:
@@ -176,9 +186,26 @@ class SSHRemote:
                 watchdog.cancel()
             sftp.close()
 
-    @staticmethod
-    def _copy(sftp: paramiko.SFTPClient, remote_path: str, local_path: str, resume: bool, end: float | None,
-              progress: ByteSink | None) -> int:
+    def _looked_at(self, sftp: paramiko.SFTPClient, remote_path: str, under: str | None) -> paramiko.SFTPAttributes:
+        """The file's attributes by lstat, after every folder between `under` and it: refused unless those are
+        folders and it is a regular file."""
+        try:
+            parts = remote_parts(under, remote_path, what="the remote file") if under is not None else ()
+        except UserError as exc:
+            raise RemoteError("refused", exc.what, target=self.target) from None
+        folders = [remote_join(str(under), parts[:n]) for n in range(1, len(parts))]
+        for folder in (*folders, remote_path):
+            attrs = sftp.lstat(folder)
+            mode = attrs.st_mode or 0
+            if stat.S_ISDIR(mode) if folder != remote_path else stat.S_ISREG(mode):
+                continue
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else \
+                "a FIFO" if stat.S_ISFIFO(mode) else "not a folder" if folder != remote_path else "not a regular file"
+            raise RemoteError("refused", f"{folder} is {kind}; nothing read", target=self.target)
+        return attrs
+
+    def _copy(self, sftp: paramiko.SFTPClient, remote_path: str, looked: paramiko.SFTPAttributes, sink: BinaryIO,
+              offset: int, end: float | None, progress: ByteSink | None) -> int:
         channel = sftp.get_channel()
 
         def bound() -> None:
@@ -189,20 +216,19 @@ class SSHRemote:
                 channel.settimeout(left)
 
         bound()
-        size = sftp.stat(remote_path).st_size or 0
-        offset = os.path.getsize(local_path) if resume and os.path.exists(local_path) else 0
-        if offset > size:
-            offset = 0
         moved = 0
-        bound()
-        with sftp.open(remote_path, "rb") as src, open(local_path, "ab" if offset else "wb") as out:
+        with sftp.open(remote_path, "rb") as src:
+            bound()
+            if _identity(src.stat()) != _identity(looked):
+                raise RemoteError("refused", f"{remote_path} is not the file lstat saw once opened (a link swapped "
+                                  "in?); nothing read", target=self.target)
             src.seek(offset)
             while True:
                 bound()
                 chunk = src.read(_CHUNK)
                 if not chunk:
                     return moved
-                out.write(chunk)
+                sink.write(chunk)
                 moved += len(chunk)
                 if progress is not None:
                     progress(moved)

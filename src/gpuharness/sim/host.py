@@ -350,6 +350,13 @@ class _StallingHandle(paramiko.SFTPHandle):
         self._stopping.wait(self._stall_s())
         return super().read(offset, length)
 
+    def stat(self) -> paramiko.SFTPAttributes | int:
+        """FSTAT: the open file's own attributes (as sftp-server answers it)."""
+        try:
+            return paramiko.SFTPAttributes.from_stat(os.fstat(self.readfile.fileno()))  # type: ignore[attr-defined]
+        except OSError as exc:
+            return paramiko.SFTPServer.convert_errno(exc.errno or errno.EIO)
+
 
 class _SandboxSFTP(paramiko.SFTPServerInterface):
     """Read-only SFTP confined to the sandbox directory."""
@@ -378,14 +385,24 @@ class _SandboxSFTP(paramiko.SFTPServerInterface):
         except OSError as exc:
             return paramiko.SFTPServer.convert_errno(exc.errno or errno.EIO)
 
-    lstat = stat
+    def lstat(self, path: str) -> paramiko.SFTPAttributes | int:
+        """The entry itself, a link not followed (its folder resolved and confined as stat's is)."""
+        full = path if os.path.isabs(path) else os.path.join(self.root, path)
+        folder = self._real(os.path.dirname(full) or "/")
+        name = os.path.basename(full.rstrip("/"))
+        if folder is None:
+            return SFTP_PERMISSION_DENIED
+        try:
+            return paramiko.SFTPAttributes.from_stat(os.lstat(os.path.join(folder, name) if name else folder), name)
+        except OSError as exc:
+            return paramiko.SFTPServer.convert_errno(exc.errno or errno.EIO)
 
     def list_folder(self, path: str) -> list[paramiko.SFTPAttributes] | int:
         real = self._real(path)
         if real is None:
             return SFTP_PERMISSION_DENIED
-        try:
-            return [paramiko.SFTPAttributes.from_stat(os.stat(os.path.join(real, name)), name)
+        try:  # as sftp-server lists a folder: each entry lstat-ed, a link shown as a link
+            return [paramiko.SFTPAttributes.from_stat(os.lstat(os.path.join(real, name)), name)
                     for name in sorted(os.listdir(real))]
         except OSError as exc:
             return paramiko.SFTPServer.convert_errno(exc.errno or errno.EIO)
