@@ -1,5 +1,6 @@
-"""Text shown on a terminal: a character that came from outside and prints as nothing, or steers the terminal, is
-shown as an escape, never obeyed; and text made only of such characters (or spaces) reads as empty."""
+"""Text shown on a terminal: redacted of secrets; a character that came from outside and prints as nothing, or steers
+the terminal, is shown as an escape, never obeyed; and text made only of such characters (or spaces) reads as
+empty."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import re
 import sys
 import unicodedata
 from typing import Final, TextIO
+
+from gpuharness.core import secrets
 
 #: Unicode categories that print as nothing or steer the terminal: controls (C0, DEL, C1: CSI 0x9b, OSC 0x9d),
 #: format characters (zero-width space and joiners, bidirectional marks, overrides and isolates, the soft hyphen,
@@ -40,6 +43,11 @@ def looks_empty(text: str | None) -> bool:
     return not text or all(unicodedata.category(char) in BLANK for char in text)
 
 
+def shown(text: str) -> str:
+    """text as a terminal may show it: redacted (core.secrets), then escaped."""
+    return escape(secrets.redact(text))
+
+
 def show(text: str, *, file: TextIO | None = None) -> None:
-    """Print text, escaped, and flush (progress lines must appear as they happen)."""
-    print(escape(text), file=file or sys.stdout, flush=True)
+    """Print text, redacted and escaped, and flush (progress lines must appear as they happen)."""
+    print(shown(text), file=file or sys.stdout, flush=True)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TextIO, final
 
+from gpuharness.core.secrets import clip
+
 Cause = Literal["cuda_oom", "driver_mismatch", "custom_node_import", "custom_node_missing", "model_missing",
                 "weights_corrupt", "disk_full", "bad_input", "unknown"]
 Symptom = Literal["host_oom_kill", "illegal_memory_access", "cuda_error"]
@@ -328,7 +330,7 @@ def _scan(batch: list[str], offset: int, best: dict[str, Evidence], evidence: li
         if "\r" in line:  # show the progress-bar segment that matched, not the whole bar
             line = next((part for part in line.split("\r") if _COMBINED.search(part)), line).strip()
         for label, strong in _labels(text):
-            found = Evidence(label=label, line_no=offset + index + 1, line=line[:500], strong=strong)
+            found = Evidence(label=label, line_no=offset + index + 1, line=clip(line, 500), strong=strong)
             previous = best.get(label)
             if previous is None or (strong and not previous.strong):
                 best[label] = found

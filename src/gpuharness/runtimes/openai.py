@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.core.secrets import clip
 from gpuharness.runtimes import (
     Artifact,
     GenerationRequest,
@@ -91,6 +92,6 @@ def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], re
     text = choice_text(response.json())
     if not text.strip():
         return failed("empty_output", "POST /v1/completions returned no text", started=started, clock=clock)
-    return Outcome(True, f"completion of {len(text)} chars: {text.strip()[:60]!r}",
+    return Outcome(True, f"completion of {len(text)} chars: {clip(text.strip(), 60)!r}",
                    outputs=(Artifact("completion.txt", "text/plain", len(text.encode())),),
                    duration_s=clock() - started)
