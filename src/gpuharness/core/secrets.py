@@ -38,7 +38,7 @@ PATTERNS: tuple[tuple[str, re.Pattern[bytes]], ...] = (
 #: Literals that every secret above contains: case-sensitive ones, then ones looked up in lowercased text.
 #: Only the lines holding one of them are matched against PATTERNS, so clean text costs a few fast scans.
 RAW_NEEDLES: tuple[bytes, ...] = (b"rpa_", b"PRIVATE KEY")
-LOWER_NEEDLES: tuple[bytes, ...] = (b"bearer", b"api", b"token", b"secret", b"pass", b"authoriz")
+LOWER_NEEDLES: tuple[bytes, ...] = (b"bearer", b"api", b"token", b"secret", b"pass")
 
 #: Values that are placeholders left by scrubbing, not secrets.
 PLACEHOLDERS = frozenset({b"redacted", b"***", b"filtered", b"<redacted>", b"xxxxxxxx", b"changeme-not-a-secret"})
@@ -289,6 +289,10 @@ def configured_values(env_names: Iterable[str | None] = ()) -> tuple[str, ...]:
 #: JSON's short escapes (a value's `"` is written `\"` in a JSON file).
 _JSON_SHORT: Final = {'"': b'\\"', "\\": b"\\\\", "/": b"\\/", "\b": b"\\b", "\f": b"\\f", "\n": b"\\n",
                       "\r": b"\\r", "\t": b"\\t"}
+#: The bytes an escape starts with (_markers); `+` last (a space, only for a value that has one).
+_ESCAPE_LEADS: Final = (b"%", b"\\", b"&#", b"+")
+
+
 def _markers(characters: str) -> re.Pattern[bytes]:
     """The escapes that stand for one of these characters (a percent escape of one of their UTF-8 bytes, a JSON
     \\u of one of their UTF-16 units or their short JSON escape, an HTML character reference, `+` for a space): an
@@ -367,7 +371,7 @@ class Redactor:
     characters percent-, JSON- or HTML-escaped), then the secrets no value names (PATTERNS, REDACTION_PATTERNS,
     private key blocks)."""
 
-    __slots__ = ("_escaped", "_literals", "_markers", "_texts", "_window", "values")
+    __slots__ = ("_escaped", "_leads", "_literals", "_markers", "_texts", "_window", "values")
 
     def __init__(self, values: Iterable[str] = ()) -> None:
         self.values = tuple(sorted({v for v in values if v and len(v) >= MIN_VALUE_LENGTH}, key=len, reverse=True))
@@ -377,6 +381,7 @@ class Redactor:
             "utf-8", "surrogatepass"))} | set(self.values), key=len, reverse=True))
         self._window = max((len(t) for t in self._texts), default=0) * _LONGEST_ESCAPE
         self._markers = _markers("".join(self._texts)) if self._texts else None
+        self._leads = _ESCAPE_LEADS if any(" " in t for t in self._texts) else _ESCAPE_LEADS[:-1]
         self._escaped: re.Pattern[bytes] | None = None  # compiled when an escape is first met (most text has none)
 
     def value_spans(self, data: bytes, limit: int | None = None) -> list[tuple[int, int]]:
@@ -395,10 +400,20 @@ class Redactor:
         return _merged(spans)
 
     def _windows(self, data: bytes, stop: int) -> list[tuple[int, int]]:
-        """The stretches of data[:stop] where an escaped form can be: around each escape."""
+        """The stretches of data[:stop] where an escaped form can be: around each escape (found from the bytes an
+        escape starts with, so text without any costs a few fast scans)."""
+        if self._markers is None:
+            return []
+        found: list[int] = []
+        for lead in self._leads:
+            at = data.find(lead, 0, stop)
+            while at >= 0:
+                if self._markers.match(data, at, stop) is not None:
+                    found.append(at)
+                at = data.find(lead, at + 1, stop)
         windows: list[tuple[int, int]] = []
-        for marker in self._markers.finditer(data, 0, stop) if self._markers is not None else ():
-            start, end = max(0, marker.start() - self._window), min(stop, marker.end() + self._window)
+        for at in sorted(found):
+            start, end = max(0, at - self._window), min(stop, at + _LONGEST_ESCAPE + self._window)
             if windows and start <= windows[-1][1]:
                 windows[-1] = (windows[-1][0], end)
             else:
@@ -463,12 +478,22 @@ PRIVATE_KEY_BLOCK: Final = re.compile(
     rb"|(?:[A-Za-z0-9+/=:\s-]|\\[nr])*)", re.S)
 
 
+_AUTHORIZATION: Final = re.compile(rb"(?i)authorization")
+
+
+def _line_around(data: bytes, offset: int) -> tuple[int, int]:
+    end = data.find(b"\n", offset)
+    return data.rfind(b"\n", 0, offset) + 1, len(data) if end < 0 else end
+
+
 def pattern_spans(data: bytes) -> list[tuple[int, int]]:
     """(start, end) of each secret that a pattern finds in data (no configured value needed); sorted, merged."""
     spans: list[tuple[int, int]] = []
     if b"PRIVATE KEY-----" in data:
         spans += [m.span() for m in PRIVATE_KEY_BLOCK.finditer(data)]
-    for start, end in candidate_lines(data):
+    lines = candidate_lines(data)
+    authorizations = [_line_around(data, m.start()) for m in _AUTHORIZATION.finditer(data)]  # not an audit needle
+    for start, end in sorted(set(lines).union(authorizations)) if authorizations else lines:
         segment = data[start:end]
         for pattern in (*(p for _, p in PATTERNS), *REDACTION_PATTERNS):
             for match in pattern.finditer(segment):
