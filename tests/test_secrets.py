@@ -42,7 +42,7 @@ def test_every_scrubber_has_the_same_minimum_length() -> None:
     assert redact(text, short, long) == f"{short} and ***"
     assert cassette.Scrubber([short, long]).text(text) == f"{short} and REDACTED"
     assert scrub(text, (short, long)) == f"{short} and REDACTED"
-    assert secrets.redact_values(text, [short, long]) == f"{short} and REDACTED"
+    assert secrets.redact(text, [short, long]) == f"{short} and REDACTED"
     assert len(long) == secrets.MIN_VALUE_LENGTH
 
 
@@ -74,7 +74,7 @@ def test_a_credential_is_found_as_written_in_json_and_named_never_shown(monkeypa
 def test_free_text_loses_private_keys_bearer_tokens_and_key_value_credentials() -> None:
     text = ("Authorization: Bearer abc.def.ghi\napi_key=0123456789abcdef\n-----BEGIN " + "RSA PRIVATE KEY-----\n"
             "MIIEow\n-----END RSA PRIVATE KEY-----\nplain line")
-    scrubbed = secrets.scrub_text(text, [KEY])
+    scrubbed = secrets.redact(text, [KEY])
     assert "abc.def.ghi" not in scrubbed and "0123456789abcdef" not in scrubbed and "MIIEow" not in scrubbed
     assert "Authorization: Bearer REDACTED" in scrubbed and "api_key=REDACTED" in scrubbed
     assert scrubbed.endswith("plain line")

@@ -73,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        Registry.locate(getattr(args, "registry", None))  # its providers' keys are redacted from all it prints
         handler: Handler = args.handler
         return handler(args)
     except UserError as exc:

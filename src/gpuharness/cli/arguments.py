@@ -8,12 +8,14 @@ from collections.abc import Callable
 from typing import Final, NoReturn
 
 from gpuharness.core.errors import UserError
+from gpuharness.core.secrets import redact
 
 #: More digits than any amount, count or duration this harness takes (Python's int() gives up at 4,300).
 MAX_DIGITS: Final = 30
 
 
 def _shown(text: str) -> str:
+    text = redact(text)  # before the cut: a key cut in two is no longer found
     return repr(text if len(text) <= 40 else f"{text[:16]}…{text[-8:]} ({len(text)} characters)")
 
 

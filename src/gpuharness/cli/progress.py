@@ -9,6 +9,7 @@ import sys
 from typing import TextIO, final
 
 from rich.console import Console
+from rich.markup import escape as markup_escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -19,6 +20,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from gpuharness.core.terminal import shown
 from gpuharness.operations.transfers import QuietTransfers, Transfers
 
 
@@ -48,7 +50,8 @@ class TerminalTransfers:
                                       TransferSpeedColumn(), TimeRemainingColumn(),
                                       console=Console(file=self._stream), transient=False)
             self._progress.start()
-        self._tasks[label] = self._progress.add_task(label, total=total, completed=done)
+        # a host's file name: redacted and escaped as every line shown, and never read as rich markup
+        self._tasks[label] = self._progress.add_task(markup_escape(shown(label)), total=total, completed=done)
 
     def advance(self, label: str, done: int) -> None:
         task = self._tasks.get(label)

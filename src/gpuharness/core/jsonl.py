@@ -10,7 +10,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from gpuharness.core import json_text
+from gpuharness.core import json_text, secrets
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 
@@ -42,8 +42,8 @@ def _quarantine_torn_tail(fd: int, path: Path) -> list[str]:
         return []
     quarantine = path.with_name(path.name + ".torn")
     with open(quarantine, "ab") as handle:
-        handle.write(orjson.dumps({"offset": start, "fragment": fragment.decode("utf-8", "replace"),
-                                   "quarantined_at": now_ts()}) + b"\n")
+        handle.write(secrets.redact(orjson.dumps({"offset": start, "fragment": fragment.decode("utf-8", "replace"),
+                                                  "quarantined_at": now_ts()}) + b"\n"))
     os.ftruncate(fd, start)
     return [f"{path}: byte {start}: a torn last line (a writer died mid-write) was moved to "
             f"{quarantine.name}; it had never been acknowledged"]
@@ -51,13 +51,13 @@ def _quarantine_torn_tail(fd: int, path: Path) -> list[str]:
 
 def append_record(path: Path, record: dict[str, Any],
                   precheck: Callable[[], str | None] | None = None) -> list[str]:
-    """Append record as one line with one os.write under an exclusive flock, then fsync.
+    """Append record as one line, redacted (core.secrets), with one os.write under an exclusive flock, then fsync.
 
     precheck runs under the lock; a returned message refuses the append. Returns warnings.
     """
     json_text.check_writable(record, path, what="nothing was appended")  # orjson writes NaN as null
     try:
-        line = orjson.dumps(record) + b"\n"
+        line = secrets.redact(orjson.dumps(record)) + b"\n"
     except orjson.JSONEncodeError as exc:  # an integer beyond 64 bits
         raise UserError(f"cannot be written as JSON: {exc}", path=path, hint="nothing was appended") from None
     try:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, final
 
-from gpuharness.core import schema
+from gpuharness.core import schema, secrets
 from gpuharness.core.deployment import Deployment, json_value
 from gpuharness.core.errors import UserError
 from gpuharness.core.statefile import atomic_write_json, exclusive_lock, read_json, sweep_stale_temps
@@ -65,6 +65,7 @@ class Registry:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self.warnings: list[str] = []
+        secrets.watch_providers(self.path("providers.json"))  # every sink redacts this registry's providers' keys
 
     @classmethod
     def locate(cls, explicit: str | Path | None = None) -> Registry:

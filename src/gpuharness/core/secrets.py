@@ -1,16 +1,19 @@
 """Secrets, in one place: the patterns that find them in text (API keys, bearer tokens, private keys, passwords), the
-configured credential values to look for, and redaction. Errors, cassettes, health evidence and the audit all use
-this module: one minimum length, one placeholder, redaction always before any cut."""
+names of the fields, parameters and headers that hold them, the configured credential values and every form they
+take (plain, base64 at any alignment, percent-, JSON- and HTML-escaped, UTF-16), and the one redactor that every
+sink writes through (the terminal, state files and the journal, reports, transcripts, cassettes, audit findings):
+one minimum length, one placeholder, redaction always before any cut."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, final
+from typing import Any, Final, final, overload
 
 #: Environment variable whose value tests plant as an API key; always treated as a configured secret.
 TEST_SECRET_ENV: Final = "GPUHARNESS_TEST_SECRET"
@@ -39,6 +42,13 @@ LOWER_NEEDLES: tuple[bytes, ...] = (b"bearer", b"api", b"token", b"secret", b"pa
 
 #: Values that are placeholders left by scrubbing, not secrets.
 PLACEHOLDERS = frozenset({b"redacted", b"***", b"filtered", b"<redacted>", b"xxxxxxxx", b"changeme-not-a-secret"})
+
+
+def placeholder(value: bytes) -> bool:
+    """Whether a found value is no secret: a placeholder left by scrubbing, a `$VARIABLE` reference, or stars."""
+    lowered = value.lower()
+    return (lowered in PLACEHOLDERS or lowered.strip(b"<>") in PLACEHOLDERS or value.startswith(b"$")
+            or set(value) <= set(b"*xX."))
 
 
 @final
@@ -155,10 +165,7 @@ def find_secrets(data: bytes, limit: int | None = None, credentials: Iterable[Cr
         for (kind, pattern), needles in zip(PATTERNS, PATTERN_NEEDLES, strict=True):
             for match in _matches(pattern, segment, lowered, needles):
                 value = match.group("value")
-                lowered = value.lower()
-                if lowered in PLACEHOLDERS or lowered.strip(b"<>") in PLACEHOLDERS:
-                    continue
-                if value.startswith(b"$") or set(value) <= set(b"*xX."):
+                if placeholder(value):
                     continue
                 yield SecretHit(kind, start + match.start("value"), shown(value))
     yield from credential_hits(data, credentials, limit)
@@ -210,47 +217,363 @@ def scan_tree(root: Path, *, skip: tuple[str, ...] = (), credentials: tuple[Cred
             yield path, lineno, hit
 
 
+#: The environment variables whose values are configured secrets, besides TEST_SECRET_ENV: the `credential_env` of
+#: each providers.json this process has seen (watch_providers), kept for the life of the process.
+_NAMES: dict[str, None] = {}
+#: providers.json files watched (the latest few registries), by path: their (mtime_ns, size) when last read.
+_WATCHED: dict[Path, tuple[int, int] | None] = {}
+WATCH_AT_MOST: Final = 4
+
+
+def watch_providers(path: Path) -> None:
+    """Take the `credential_env` names of a providers.json (now, and whenever it changes) as configured secrets: a
+    registry calls it for its own file, so every sink redacts its providers' keys."""
+    _WATCHED.pop(path, None)
+    _WATCHED[path] = None
+    while len(_WATCHED) > WATCH_AT_MOST:
+        del _WATCHED[next(iter(_WATCHED))]
+    _refresh(path)
+
+
+def _refresh(path: Path) -> None:
+    try:
+        status = path.stat()
+    except OSError:
+        return
+    signature = (status.st_mtime_ns, status.st_size)
+    if _WATCHED.get(path) == signature:
+        return
+    _WATCHED[path] = signature
+    try:
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return  # the registry reports a broken file; the names it held before are still known
+    entries = document.get("providers") if isinstance(document, dict) else None
+    for entry in entries if isinstance(entries, list) else ():
+        name = entry.get("credential_env") if isinstance(entry, dict) else None
+        if isinstance(name, str) and name:
+            _NAMES[name] = None
+
+
+#: Values this process holds as keys (a provider client's key, a key generated for the simulator), whatever variable
+#: they came from: at most REMEMBER_AT_MOST, the oldest forgotten first.
+_REMEMBERED: dict[str, None] = {}
+REMEMBER_AT_MOST: Final = 16
+
+
+def remember(value: str | None) -> None:
+    """Take a value this process uses as a key (at least MIN_VALUE_LENGTH long) as a configured secret."""
+    if value and len(value) >= MIN_VALUE_LENGTH:
+        _REMEMBERED.pop(value, None)
+        _REMEMBERED[value] = None
+        while len(_REMEMBERED) > REMEMBER_AT_MOST:
+            del _REMEMBERED[next(iter(_REMEMBERED))]
+
+
+def configured_names(env_names: Iterable[str | None] = ()) -> tuple[str, ...]:
+    """TEST_SECRET_ENV, the watched providers' credential_env names and env_names, each once."""
+    for path in list(_WATCHED):
+        _refresh(path)
+    return tuple(dict.fromkeys([TEST_SECRET_ENV, *_NAMES, *[n for n in env_names if n]]))
+
+
 def configured_values(env_names: Iterable[str | None] = ()) -> tuple[str, ...]:
-    """The credential values to keep out of every output: the planted test secret plus each named environment
-    variable that is set (a provider's `credential_env`), at least MIN_VALUE_LENGTH long, longest first."""
-    names = [TEST_SECRET_ENV, *[n for n in env_names if n]]
-    values = {os.environ[n] for n in names if os.environ.get(n)}
+    """The credential values to keep out of every output: those of configured_names(env_names) that are set, at
+    least MIN_VALUE_LENGTH long, longest first."""
+    values = {os.environ[n] for n in configured_names(env_names) if os.environ.get(n)}
     return tuple(sorted((v for v in values if len(v) >= MIN_VALUE_LENGTH), key=len, reverse=True))
 
 
-def redact_values(text: str, values: Iterable[str], mask: str = REDACTED) -> str:
-    """`text` with each value (at least MIN_VALUE_LENGTH long) replaced by `mask`. Redact before cutting a text to
-    length: a cut value is no longer found."""
-    for value in sorted((v for v in values if v and len(v) >= MIN_VALUE_LENGTH), key=len, reverse=True):
-        text = text.replace(value, mask)
-    return text
+# How a value is written where it leaks: every form below is matched, so none is written.
+
+#: JSON's short escapes (a value's `"` is written `\"` in a JSON file).
+_JSON_SHORT: Final = {'"': b'\\"', "\\": b"\\\\", "/": b"\\/", "\b": b"\\b", "\f": b"\\f", "\n": b"\\n",
+                      "\r": b"\\r", "\t": b"\\t"}
+#: The bytes an escape starts with (_markers); `+` last (a space, only for a value that has one).
+_ESCAPE_LEADS: Final = (b"%", b"\\", b"&#", b"+")
 
 
-#: Secrets in free text (transcripts, logs) that no configured value names: private key blocks, bearer tokens and
-#: `key: value` / `key=value` credentials; the part before the secret is kept.
-TEXT_PATTERNS: Final = (
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
-    re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"),
-    re.compile(r"(?i)((?:api[_-]?key|token|password|secret)\s*[=:]\s*)\S+"),
+def _markers(characters: str) -> re.Pattern[bytes]:
+    """The escapes that stand for one of these characters (a percent escape of one of their UTF-8 bytes, a JSON
+    \\u of one of their UTF-16 units or their short JSON escape, an HTML character reference, `+` for a space): an
+    escaped form holds at least one."""
+    chars = set(characters)
+    utf8 = sorted({b for c in chars for b in c.encode("utf-8", "surrogatepass")})
+    units = sorted({u for c in chars for u in _utf16_units(c)})
+    shorts = sorted(_JSON_SHORT[c][1:] for c in chars if c in _JSON_SHORT)
+    parts = [b"%(?:" + b"|".join(_hex(b, 2) for b in utf8) + b")", rb"\\u(?:" + b"|".join(_hex(u, 4) for u in units)
+             + b")", rb"&#"]
+    if shorts:
+        parts.append(rb"\\[" + re.escape(b"".join(shorts)) + b"]")
+    if " " in chars:
+        parts.append(rb"\+")
+    return re.compile(b"|".join(parts))
+
+
+#: The longest escape of one character (a JSON surrogate pair in a JSON string, `\\ud83d\\ude00`).
+_LONGEST_ESCAPE: Final = 14
+
+
+def _hex(number: int, width: int) -> bytes:
+    """A regex for number in hex, either case: exactly width digits, or (width 0) any number of leading zeros."""
+    digits = format(number, f"0{width}x") if width else format(number, "x")
+    return (b"" if width else b"0*") + "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in digits).encode()
+
+
+def _utf16_units(char: str) -> tuple[int, ...]:
+    """The UTF-16 code units of a character (a surrogate pair beyond the BMP), as JSON's \\u writes them."""
+    code = ord(char)
+    if code < 0x10000:
+        return (code,)
+    return (0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF))
+
+
+def _character(char: str) -> bytes:
+    """A regex for one character of a value as written raw or escaped: UTF-8, percent-encoded, JSON \\u (a
+    surrogate pair beyond the BMP; escaped once more in a JSON text inside a JSON string) or its short escape, an
+    HTML character reference, `+` for a space."""
+    raw = char.encode("utf-8", "surrogatepass")
+    code = ord(char)
+    forms = [re.escape(raw), b"".join(b"%" + _hex(byte, 2) for byte in raw),
+             b"".join(b"\\\\{1,2}u" + _hex(unit, 4) for unit in _utf16_units(char)),
+             b"&#0*" + str(code).encode() + b";", b"&#[xX]" + _hex(code, 0) + b";"]
+    if char in _JSON_SHORT:
+        forms.append(re.escape(_JSON_SHORT[char]))
+    if char == " ":
+        forms.append(rb"\+")
+    return b"(?:" + b"|".join(forms) + b")"
+
+
+def base64_forms(value: bytes) -> tuple[bytes, ...]:
+    """The characters of value's base64 (standard and URL-safe alphabets) that its bytes alone decide, at each of
+    the three alignments it can have inside a longer blob (`Basic base64(user:key)`, `base64(Bearer key)`)."""
+    forms: list[bytes] = []
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + value)
+        core = encoded[-(-8 * offset // 6):8 * (offset + len(value)) // 6]
+        forms += [core, core.translate(_URLSAFE)]
+    return tuple(dict.fromkeys(forms))
+
+
+_URLSAFE: Final = bytes.maketrans(b"+/", b"-_")
+
+
+def value_forms(value: str) -> tuple[bytes, ...]:
+    """The literal byte forms of a value: UTF-8, base64_forms, UTF-16 (either byte order)."""
+    plain = value.encode("utf-8", "surrogatepass")
+    wide = (value.encode("utf-16-le", "surrogatepass"), value.encode("utf-16-be", "surrogatepass"))
+    return tuple(dict.fromkeys((plain, *base64_forms(plain), *wide)))
+
+
+@final
+class Redactor:
+    """Finds and masks secrets: configured values in every form (value_forms, and those forms with any of their
+    characters percent-, JSON- or HTML-escaped), then the secrets no value names (PATTERNS, REDACTION_PATTERNS,
+    private key blocks)."""
+
+    __slots__ = ("_escaped", "_leads", "_literals", "_markers", "_texts", "_window", "values")
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        self.values = tuple(sorted({v for v in values if v and len(v) >= MIN_VALUE_LENGTH}, key=len, reverse=True))
+        forms = sorted({f for v in self.values for f in value_forms(v)}, key=len, reverse=True)
+        self._literals = tuple(forms)
+        self._texts = tuple(sorted({f.decode("ascii") for v in self.values for f in base64_forms(v.encode(
+            "utf-8", "surrogatepass"))} | set(self.values), key=len, reverse=True))
+        self._window = max((len(t) for t in self._texts), default=0) * _LONGEST_ESCAPE
+        self._markers = _markers("".join(self._texts)) if self._texts else None
+        self._leads = _ESCAPE_LEADS if any(" " in t for t in self._texts) else _ESCAPE_LEADS[:-1]
+        self._escaped: re.Pattern[bytes] | None = None  # compiled when an escape is first met (most text has none)
+
+    def value_spans(self, data: bytes, limit: int | None = None) -> list[tuple[int, int]]:
+        """(start, end) of each configured value in data[:limit], in any form; sorted, overlaps merged."""
+        stop = len(data) if limit is None else limit
+        spans: list[tuple[int, int]] = []
+        for form in self._literals:
+            found = data.find(form, 0, stop)
+            while found >= 0:
+                spans.append((found, found + len(form)))
+                found = data.find(form, found + len(form), stop)
+        for start, end in self._windows(data, stop):
+            if self._escaped is None:
+                self._escaped = re.compile(b"|".join(b"".join(map(_character, t)) for t in self._texts))
+            spans += [(m.start(), m.end()) for m in self._escaped.finditer(data, start, end)]
+        return _merged(spans)
+
+    def _windows(self, data: bytes, stop: int) -> list[tuple[int, int]]:
+        """The stretches of data[:stop] where an escaped form can be: around each escape (found from the bytes an
+        escape starts with, so text without any costs a few fast scans)."""
+        if self._markers is None:
+            return []
+        found: list[int] = []
+        for lead in self._leads:
+            at = data.find(lead, 0, stop)
+            while at >= 0:
+                if self._markers.match(data, at, stop) is not None:
+                    found.append(at)
+                at = data.find(lead, at + 1, stop)
+        windows: list[tuple[int, int]] = []
+        for at in sorted(found):
+            start, end = max(0, at - self._window), min(stop, at + _LONGEST_ESCAPE + self._window)
+            if windows and start <= windows[-1][1]:
+                windows[-1] = (windows[-1][0], end)
+            else:
+                windows.append((start, end))
+        return windows
+
+    def bytes(self, data: bytes, mask: str = REDACTED) -> bytes:
+        """data without secrets: each value's form, then each pattern's secret, replaced by mask."""
+        replacement = mask.encode()
+        if self.values:
+            data = _replaced(data, self.value_spans(data), replacement)
+        return _replaced(data, pattern_spans(data), replacement)
+
+    def text(self, text: str, mask: str = REDACTED) -> str:
+        """text without secrets (as bytes() on its UTF-8)."""
+        return self.bytes(text.encode("utf-8", "surrogatepass"), mask).decode("utf-8", "surrogatepass")
+
+    def data(self, value: Any, mask: str = REDACTED) -> Any:
+        """A JSON value without secrets: every string in it (keys too) redacted."""
+        if isinstance(value, str):
+            return self.text(value, mask)
+        if isinstance(value, dict):
+            return {self.text(str(k), mask): self.data(v, mask) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.data(v, mask) for v in value]
+        return value
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _replaced(data: bytes, spans: list[tuple[int, int]], replacement: bytes) -> bytes:
+    if not spans:
+        return data
+    parts: list[bytes] = []
+    position = 0
+    for start, end in spans:
+        parts += [data[position:start], replacement]
+        position = end
+    parts.append(data[position:])
+    return b"".join(parts)
+
+
+#: Secrets in free text that the audit's PATTERNS leave (they are stricter, to keep its findings exact): key=value
+#: credentials of any length and Authorization headers; group "value" is the secret. No value class holds a quote,
+#: `<`, `&` or `,`: redacting a JSON or HTML text keeps it JSON or HTML.
+REDACTION_PATTERNS: Final = (
+    re.compile(rb"(?i:api[_-]?key|token|password|secret)\s*[=:]\s*(?P<value>[^\s\"'&,;<>]+)"),
+    re.compile(rb"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?:(?i:bearer|basic|token|digest)\s+)?"
+               rb"(?P<value>[^\s\"'&,;<>]+)"),
 )
+#: A private key block: its header to its footer, or without a footer the key material after the header.
+PRIVATE_KEY_BLOCK: Final = re.compile(
+    rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.{0,16384}?-----END [A-Z0-9 ]*PRIVATE KEY-----"
+    rb"|(?:[A-Za-z0-9+/=:\s-]|\\[nr])*)", re.S)
 
 
-def scrub_text(text: str, values: Iterable[str] = ()) -> str:
-    """Free text without secrets: configured values, then private key blocks, bearer tokens and key=value
-    credentials, each replaced by REDACTED."""
-    text = redact_values(text, values)
-    for pattern in TEXT_PATTERNS:
-        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)
-    return text
+_AUTHORIZATION: Final = re.compile(rb"(?i)authorization")
+
+
+def _line_around(data: bytes, offset: int) -> tuple[int, int]:
+    end = data.find(b"\n", offset)
+    return data.rfind(b"\n", 0, offset) + 1, len(data) if end < 0 else end
+
+
+def pattern_spans(data: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each secret that a pattern finds in data (no configured value needed); sorted, merged."""
+    spans: list[tuple[int, int]] = []
+    if b"PRIVATE KEY-----" in data:
+        spans += [m.span() for m in PRIVATE_KEY_BLOCK.finditer(data)]
+    lines = candidate_lines(data)
+    authorizations = [_line_around(data, m.start()) for m in _AUTHORIZATION.finditer(data)]  # not an audit needle
+    for start, end in sorted(set(lines).union(authorizations)) if authorizations else lines:
+        segment = data[start:end]
+        for pattern in (*(p for _, p in PATTERNS), *REDACTION_PATTERNS):
+            for match in pattern.finditer(segment):
+                if not placeholder(match.group("value")):
+                    spans.append((start + match.start("value"), start + match.end("value")))
+    return _merged(spans)
+
+
+_REDACTORS: dict[tuple[str, ...], Redactor] = {}
+
+
+def redactor(values: Iterable[str | None] = ()) -> Redactor:
+    """The redactor of the configured values (configured_values), the remembered ones and these."""
+    wanted = tuple(sorted({*configured_values(), *_REMEMBERED,
+                           *(v for v in values if v and len(v) >= MIN_VALUE_LENGTH)}))
+    found = _REDACTORS.get(wanted)
+    if found is None:
+        if len(_REDACTORS) >= 16:
+            _REDACTORS.clear()
+        found = _REDACTORS[wanted] = Redactor(wanted)
+    return found
+
+
+@overload
+def redact(data: str, values: Iterable[str | None] = (), *, mask: str = REDACTED) -> str: ...
+@overload
+def redact(data: bytes, values: Iterable[str | None] = (), *, mask: str = REDACTED) -> bytes: ...
+def redact(data: str | bytes, values: Iterable[str | None] = (), *, mask: str = REDACTED) -> str | bytes:
+    """What every sink writes: data without the configured values (and these) in any form, nor a secret that a
+    pattern finds, each replaced by mask."""
+    found = redactor(values)
+    return found.bytes(data, mask) if isinstance(data, bytes) else found.text(data, mask)
+
+
+def clip(text: str, limit: int, values: Iterable[str | None] = (), *, tail: bool = False) -> str:
+    """text redacted, then cut to its first (or, with tail, last) limit characters: a cut key is no longer found,
+    so nothing is cut before it is redacted."""
+    clean = redact(text, values)
+    return clean[-limit:] if tail else clean[:limit]
+
+
+#: JSON fields and query parameters whose values are secrets wherever they appear.
+SECRET_FIELDS: Final = frozenset({
+    "api_key", "apikey", "instance_api_key", "jupyter_token", "password", "accesssecret", "access_secret",
+    "secret", "token", "private_key", "ssh_private_key", "authorization",
+})
+#: Query parameters that carry a key (Vast and RunPod GraphQL accept ?api_key=; `key` is a key in a query only).
+SECRET_PARAMS: Final = SECRET_FIELDS | {"key"}
+#: Request headers that carry a credential (recorded as REDACTED, compared by scheme only).
+CREDENTIAL_HEADERS: Final = frozenset({"authorization", "proxy-authorization", "x-api-key", "cookie"})
+#: Response headers that carry session material (dropped from recordings).
+SESSION_HEADERS: Final = frozenset({"set-cookie", "authorization", "www-authenticate", "proxy-authenticate"})
+#: `name=value` of a secret query parameter in a URL or request line.
+_QUERY_SECRET: Final = re.compile(r"(?i)\b((?:" + "|".join(sorted(SECRET_PARAMS, key=len, reverse=True))
+                                  + r")=)[^&\s#]+")
+
+
+def secret_field(name: object) -> bool:
+    """Whether a JSON field of this name holds a secret."""
+    return str(name).lower() in SECRET_FIELDS
+
+
+def secret_param(name: object) -> bool:
+    """Whether a query parameter of this name carries a key."""
+    return str(name).lower() in SECRET_PARAMS
+
+
+def mask_query(text: str, mask: str = REDACTED) -> str:
+    """text with each secret query parameter's value (api_key=..., token=..., key=...) replaced by mask."""
+    return _QUERY_SECRET.sub(lambda m: m.group(1) + mask, text)
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class Credential:
-    """A configured credential: its variable's name and the byte forms its value takes in a file (never shown)."""
+    """A configured credential: its variable's name, its length, and what finds its value in any form (never
+    shown)."""
 
     name: str
-    needles: tuple[bytes, ...]
+    finder: Redactor
     length: int
 
 
@@ -261,24 +584,13 @@ def configured_credentials(env_names: Iterable[str | None] = ()) -> tuple[Creden
     for name in dict.fromkeys([TEST_SECRET_ENV, *[n for n in env_names if n]]):
         value = os.environ.get(name)
         if value and len(value) >= MIN_VALUE_LENGTH:
-            credentials.append(Credential(name, value_needles(value), len(value)))
+            credentials.append(Credential(name, Redactor((value,)), len(value)))
     return tuple(credentials)
 
 
-def value_needles(value: str) -> tuple[bytes, ...]:
-    """The byte forms a value takes in a JSON file: its UTF-8, and its JSON-escaped form when that differs (a value
-    with a quote, a backslash, a control or non-ASCII character)."""
-    plain = value.encode("utf-8", "surrogatepass")
-    escaped = json.dumps(value)[1:-1].encode("ascii")
-    return tuple(dict.fromkeys((plain, escaped)))
-
-
 def credential_hits(data: bytes, credentials: Iterable[Credential], limit: int | None = None) -> Iterator[SecretHit]:
-    """Where in data[:limit] a configured credential's value is written: named by its variable, never shown."""
-    stop = len(data) if limit is None else limit
+    """Where in data[:limit] a configured credential's value is written, in any form: named by its variable, never
+    shown."""
     for credential in credentials:
-        for needle in credential.needles:
-            found = data.find(needle, 0, stop)
-            while found >= 0:
-                yield SecretHit(f"the value of ${credential.name}", found, f"({credential.length} chars)")
-                found = data.find(needle, found + len(needle), stop)
+        for start, _ in credential.finder.value_spans(data, limit):
+            yield SecretHit(f"the value of ${credential.name}", start, f"({credential.length} chars)")

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpuharness.core import json_text
+from gpuharness.core import json_text, secrets
 from gpuharness.core.errors import UserError
 
 
@@ -55,10 +55,12 @@ def fsync_dir(directory: Path) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace path with data atomically: temp file, fsync, os.replace, fsync dir; keeps the mode.
+    """Replace path with data, redacted (core.secrets), atomically: temp file, fsync, os.replace, fsync dir; keeps
+    the mode.
 
     A symlinked state file (dotfiles) stays a symlink: its target is the file replaced.
     """
+    data = secrets.redact(data)
     if path.is_symlink():
         path = path.resolve()
     directory = path.parent

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, final
 
+from gpuharness.core import secrets as core_secrets
 from gpuharness.core import terminal
 from gpuharness.core.registry import Registry
 from gpuharness.health.gpu_classes import nvidia_smi_name
@@ -70,6 +71,7 @@ class SimulatedEstate:
         self.env = dict(os.environ)
         for variable in KEY_ENVS.values():  # the simulator accepts any key: generated here, never stored
             self.env[variable] = f"sim-{secrets.token_hex(16)}"
+            core_secrets.remember(self.env[variable])
         self.env["GPUHARNESS_REGISTRY"] = str(self.registry.root)
         self.sim = Simulator(ready_delay_s=ready_delay_s, host_factory=self._make_host)
         options = PhaseOptions(sleep=sleep) if sleep is not None else PhaseOptions()
@@ -138,9 +140,9 @@ class SimulatedEstate:
         except subprocess.TimeoutExpired as exc:
             partial = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
                        for x in (exc.stdout, exc.stderr)]
-            log.write_text("".join(partial) + f"\nkilled after {timeout_s:g} s\n")
+            log.write_text(core_secrets.redact("".join(partial) + f"\nkilled after {timeout_s:g} s\n"))
             return 124
-        log.write_text(completed.stdout + completed.stderr)
+        log.write_text(core_secrets.redact(completed.stdout + completed.stderr))
         return completed.returncode
 
     def cli(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:

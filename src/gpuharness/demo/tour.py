@@ -13,6 +13,7 @@ from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
+from gpuharness.core.secrets import redact
 from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
 from gpuharness.health.diagnose import REMEDIES
 from gpuharness.operations.context import Context
@@ -176,7 +177,7 @@ def _capped(estate: SimulatedEstate, summary: Summary) -> None:
     summary.capped = (f"status {capped.status}; failed check: {health.get('check')}; cause {health.get('cause')}: "
                       f"{figure})")
     history = estate.cli("gpus", "--history", "--registry", str(estate.registry.root), "--gpu", "RTX 4090")
-    (estate.root / "reports" / "gpus-history.txt").write_text(history.stdout + history.stderr)
+    (estate.root / "reports" / "gpus-history.txt").write_text(redact(history.stdout + history.stderr))
     stands_out = [line.strip() for line in history.stdout.splitlines() if line.strip().startswith(CAPPED)
                   and "stands out" in line]
     if history.returncode != 0 or not stands_out:
@@ -196,7 +197,7 @@ def _make_plan(estate: SimulatedEstate) -> None:
                             "--cassette", str(root / "cassettes" / "http" / "plan.yaml"))
     except subprocess.TimeoutExpired:
         raise UserError("`gpuharness plan make` did not finish", path=root / "reports") from None
-    (root / "reports" / "plan-make.log").write_text(completed.stdout + completed.stderr)
+    (root / "reports" / "plan-make.log").write_text(redact(completed.stdout + completed.stderr))
     if completed.returncode != 0:
         raise UserError("`gpuharness plan make` failed", path=root / "reports" / "plan-make.log")
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TextIO, final
 
+from gpuharness.core.secrets import clip
 from gpuharness.remote.lines import lines_of
 
 Cause = Literal["cuda_oom", "driver_mismatch", "custom_node_import", "custom_node_missing", "model_missing",
@@ -330,7 +331,7 @@ def _scan(batch: list[str], offset: int, best: dict[str, Evidence], evidence: li
         if "\r" in line:  # show the progress-bar segment that matched, not the whole bar
             line = next((part for part in line.split("\r") if _COMBINED.search(part)), line).strip()
         for label, strong in _labels(text):
-            found = Evidence(label=label, line_no=offset + index + 1, line=line[:500], strong=strong)
+            found = Evidence(label=label, line_no=offset + index + 1, line=clip(line, 500), strong=strong)
             previous = best.get(label)
             if previous is None or (strong and not previous.strong):
                 best[label] = found

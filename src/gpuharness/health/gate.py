@@ -12,6 +12,7 @@ from gpuharness.core.clock import now_ts
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
+from gpuharness.core.secrets import clip
 from gpuharness.health.checks_table import HEALTH_CHECKS, HealthChecks
 from gpuharness.health.readiness import CheckResult, Verdict, decide
 
@@ -78,12 +79,12 @@ def _record_failure(registry: Registry, deployment: Deployment, decisive: tuple[
     name, result = decisive
     count = int((deployment.health or {}).get("failures", 0)) + 1
     health = {"status": "failed", "failed_at": now_ts(), "check": name, "cause": result.cause or name,
-              "message": result.message[:500], "failures": count, "failed_checks": failed_checks,
+              "message": clip(result.message, 500), "failures": count, "failed_checks": failed_checks,
               "probe_digest": evidence.probe_digest, "report": evidence.report, **_figures(evidence)}
     target = "error" if count >= FAILURES_TO_ERROR else "health-checking"
     extra: dict[str, Any] = {"health": health}
     if target == "error":
-        extra["error"] = f"health failed twice: {health['cause']}: {result.message[:200]}"
+        extra["error"] = f"health failed twice: {health['cause']}: {clip(result.message, 200)}"
     lifecycle.transition(registry, deployment.id, target, route=evidence.route, marker=evidence.probe_digest,
                          note=f"health: {name} failed ({health['cause']})",
                          next_action="investigate, fix, re-run checks/health" if target != "error"

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, final
 
+from gpuharness.core.secrets import clip
 from gpuharness.remote.lines import lines_of
 
 #: The probe's query before the performance fields (transcripts recorded by probe v1 and v2).
@@ -302,7 +303,7 @@ def parse_output(text: str, fields: Sequence[str] | None = None) -> SmiReport:
         if not csv_rows:
             if error:
                 return _error_report(error)
-            what = "nvidia-smi printed nothing" if not rows else f"unexpected output: {rows[0].strip()[:200]}"
+            what = "nvidia-smi printed nothing" if not rows else f"unexpected output: {clip(rows[0].strip(), 200)}"
             return SmiReport(layout="none", error="nvidia_smi_crashed", error_line=what)
         fields = infer_fields([_split_csv(r) for r in csv_rows])
     return _parse_csv(text, tuple(fields) if fields is not None else (), has_header=header)
@@ -594,7 +595,7 @@ def _parse_csv(text: str, fields: tuple[str, ...], *, has_header: bool) -> SmiRe
                 error_class = "gpu_lost" if value == "gpu is lost" else "gpu_requires_reset"
                 return _with_error(report, error_class, f"GPU {gpu.index} ({gpu.name}): {name} = {raw.strip()}")
     if unexpected is not None:
-        return _with_error(report, "nvidia_smi_crashed", f"unexpected output: {unexpected[:200]}")
+        return _with_error(report, "nvidia_smi_crashed", f"unexpected output: {clip(unexpected, 200)}")
     return report
 
 

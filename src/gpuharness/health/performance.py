@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, final
 
+from gpuharness.core.secrets import clip
 from gpuharness.health import gpu_classes
 from gpuharness.health.gpu_classes import GpuClass
 from gpuharness.health.gpu_measurement import DeviceFigures, Measurement
@@ -295,7 +296,7 @@ def evidence(report: PerformanceReport, measurement: Measurement | None, measure
     """What a deployment's health record keeps of the judgement (`health.performance`): every figure with its
     expectation, the measurement's outcome, and when it was taken; `gpuharness gpus --history` reads it."""
     cause, line = message(report)
-    return {"measured_at": measured_at, "cause": cause, "message": line[:500], **report.to_json(),
+    return {"measured_at": measured_at, "cause": cause, "message": clip(line, 500), **report.to_json(),
             "measurement": None if measurement is None else {
                 "status": measurement.status, "reason": measurement.reason,
                 "torch_version": measurement.torch_version, "cuda_version": measurement.cuda_version,

@@ -14,7 +14,7 @@ from gpuharness.core.confinement import plain_name
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.core.secrets import configured_values, scrub_text
+from gpuharness.core.secrets import configured_values, redact
 from gpuharness.health import measuring, probe, probe_framing, server_catalog
 from gpuharness.health.measuring import MeasurementRecord
 from gpuharness.health.server_catalog import CatalogObservation
@@ -24,8 +24,9 @@ if TYPE_CHECKING:  # the route module imports paramiko (~0.4 s): only a live pro
     from gpuharness.remote.route import HostRoute
 
 def scrub(text: str, secrets: tuple[str, ...]) -> str:
-    """Remove secrets from a transcript: known values, private key blocks, bearer tokens, key=value secrets."""
-    return scrub_text(text, secrets)
+    """Remove secrets from a transcript (core.secrets' one redactor): known values in any form, private key blocks,
+    bearer tokens, key=value secrets."""
+    return redact(text, secrets)
 
 
 def known_secrets(registry: Registry) -> tuple[str, ...]:
@@ -87,4 +88,4 @@ def write(path: Path, deployment: Deployment, route: HostRoute, result: ExecResu
                 **server_catalog.transcript_entry(catalog, path),
                 **measuring.transcript_entry(measurement, lambda text: scrub(text, secrets))}
     # path is transcript_path's: the cassettes folder is the user's; ssh/ and the file are never a link followed
-    replace_below(path.parents[1], path, (json.dumps(document, indent=2) + "\n").encode())
+    replace_below(path.parents[1], path, redact((json.dumps(document, indent=2) + "\n").encode(), secrets))

@@ -21,6 +21,7 @@ import httpx
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
+from gpuharness.core.secrets import clip
 from gpuharness.operations.run import ExecutorSeams, JobProgress
 from gpuharness.remote import Remote, RemoteError
 from gpuharness.remote.script import ShellScript
@@ -152,7 +153,7 @@ class OpenAIJobExecutor:
         written = result.stdout.split(" ", 1)[0].strip() if result.stdout else ""
         if result.exit_status != 0 or written != sha:
             raise RuntimeError(f"writing {target} failed (exit {result.exit_status}, sha256 {written or 'none'} "
-                               f"!= {sha[:12]}): {result.stderr.strip()[-300:]}")
+                               f"!= {sha[:12]}): {clip(result.stderr.strip(), 300, tail=True)}")
         return {"name": ARTIFACT, "remote_path": target, "sha256": sha, "size": len(data.encode())}
 
     def cancel(self, handle: str) -> None:

@@ -15,6 +15,7 @@ from gpuharness.core.lifecycle import journal, transition
 from gpuharness.core.policy import Action, Policy
 from gpuharness.core.spend import today_and_month
 from gpuharness.core.stewardship import local_user
+from gpuharness.core.terminal import looks_empty
 from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
 from gpuharness.operations.launch import launch_instance
@@ -338,14 +339,16 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
 
 
 def stewarded(request: ProvisionRequest) -> ProvisionRequest:
-    """The request with its cleanup owner (the local user unless given; an empty one is refused) and its reason
-    (what it runs on which GPU unless given): every paid resource has both."""
+    """The request with its cleanup owner (the local user unless given; one that shows nothing is refused) and its
+    reason (what it runs on which GPU unless one that shows something is given): every paid resource has both."""
     owner = local_user() if request.owner is None else request.owner.strip()
-    if not owner:
-        raise UserError("a paid resource needs a cleanup owner" + (": --owner is empty" if request.owner is not None
-                        else " and the local user is unknown"), place="provision",
-                        hint="pass --owner NAME (who destroys it when the work is done); nothing was launched")
-    reason = (request.reason or "").strip() or (
+    if looks_empty(owner):
+        raise UserError("a paid resource needs a cleanup owner" + (
+            ": --owner shows nothing (empty, spaces or invisible characters)" if request.owner is not None
+            else " and the local user is unknown"), place="provision",
+            hint="pass --owner NAME (who destroys it when the work is done); nothing was launched")
+    given = (request.reason or "").strip()
+    reason = given if not looks_empty(given) else (
         f"run {request.workflow or request.model or request.image} on {request.gpu_count} x {request.gpu}")
     return replace(request, owner=owner, reason=reason)
 

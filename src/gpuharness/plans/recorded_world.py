@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, final
 
+from gpuharness.core import terminal
 from gpuharness.core.deployment import Deployment, ShutdownRule
 from gpuharness.core.registry import Registry
 from gpuharness.plans.plan import LaunchRequest, make_plan, save_plan
@@ -119,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=Path("."), help="repository root (default .)")
     args = parser.parse_args(argv)
     for path in record(layout(args.root)):
-        print(path)
+        terminal.show(path)
     return 0
 
 

@@ -11,6 +11,7 @@ import httpx
 from vcr.errors import CannotOverwriteExistingCassetteException
 
 from gpuharness.core.errors import UserError
+from gpuharness.core.secrets import clip, secret_param
 from gpuharness.plans.plan import MUTATIONS
 from gpuharness.providers import cassette
 from gpuharness.providers.base import Instance, InventorySource, LaunchSpec, Provider
@@ -59,7 +60,7 @@ def as_call(request: Any) -> dict[str, Any]:
             body = json.loads(text)
         except ValueError:
             body = text
-    query = [[k, v] for k, v in request.query if k.lower() not in cassette.SECRET_FIELDS]
+    query = [[k, v] for k, v in request.query if not secret_param(k)]
     return {"method": request.method, "path": request.path, "query": query, "body": body}
 
 
@@ -84,7 +85,7 @@ def replay_calls(steps: Iterable[Mapping[str, Any]], path: Path) -> dict[str, st
                     break
                 if response.status_code >= 400:
                     problem = (f"call {n}: {call.get('method')} {call.get('path')} was answered HTTP "
-                               f"{response.status_code} when recorded: {response.text[:160]}")
+                               f"{response.status_code} when recorded: {clip(response.text, 160)}")
                     break
             results[str(step["id"])] = problem
     return results

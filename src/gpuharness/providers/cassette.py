@@ -26,13 +26,6 @@ TEST_SECRET_ENV = core_secrets.TEST_SECRET_ENV
 REDACTED = core_secrets.REDACTED
 secret_values = core_secrets.configured_values
 SIMULATOR = "the gpuharness simulator"
-#: JSON fields whose values are secrets wherever they appear in a request or response body.
-SECRET_FIELDS = frozenset({
-    "api_key", "apikey", "instance_api_key", "jupyter_token", "password", "accesssecret", "access_secret",
-    "secret", "token", "private_key", "ssh_private_key", "authorization",
-})
-#: Response headers dropped from recordings (they carry session material).
-DROPPED_RESPONSE_HEADERS = frozenset({"set-cookie", "authorization", "www-authenticate"})
 MATCH_ON = ("method", "path", "gh_query", "gh_body")
 
 
@@ -61,7 +54,8 @@ class Mode(Enum):
 
 @final
 class Scrubber:
-    """Removes secrets from recorded requests and responses: by value, by field name, and from the URI."""
+    """Removes secrets from recorded requests and responses through the one redactor (core.secrets): the configured
+    values and these in any form, bodies in any encoding, every header, secret fields by name, and the URI."""
 
     __slots__ = ("secrets",)
 
@@ -69,14 +63,14 @@ class Scrubber:
         self.secrets = tuple(s for s in secrets if s)
 
     def text(self, value: str) -> str:
-        """value with every known secret replaced by REDACTED."""
-        return core_secrets.redact_values(value, self.secrets)
+        """value with every secret replaced by REDACTED."""
+        return core_secrets.redact(value, self.secrets)
 
     def data(self, value: Any) -> Any:
         """Scrub a decoded JSON value: secret fields are replaced, strings are scrubbed by value."""
         if isinstance(value, dict):
-            return {k: (REDACTED if str(k).lower() in SECRET_FIELDS and v not in (None, "")
-                        else self.data(v)) for k, v in value.items()}
+            return {self.text(str(k)): (REDACTED if core_secrets.secret_field(k) and v not in (None, "")
+                                        else self.data(v)) for k, v in value.items()}
         if isinstance(value, list):
             return [self.data(v) for v in value]
         if isinstance(value, str):
@@ -84,49 +78,65 @@ class Scrubber:
         return value
 
     def body(self, raw: bytes | str | None) -> bytes | str | None:
-        """Scrub a body; JSON bodies are scrubbed structurally, anything else as text."""
+        """Scrub a body; JSON bodies are scrubbed structurally, anything else (text or bytes in any encoding) by the
+        redactor's byte forms."""
         if raw is None or raw in (b"", ""):
             return raw
-        was_bytes = isinstance(raw, bytes)
-        try:
-            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        except UnicodeDecodeError:
-            return raw  # undecodable even after decompression: not text we can leak through
+        if isinstance(raw, bytes):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:  # not UTF-8 (or compressed beyond what vcrpy decodes): redacted as bytes
+                return core_secrets.redact(raw, self.secrets)
+        else:
+            text = raw
         try:
             parsed = json.loads(text)
         except ValueError:
             scrubbed = self.text(text)
         else:
             scrubbed = json.dumps(self.data(parsed)) if isinstance(parsed, (dict, list)) else self.text(text)
-        return scrubbed.encode("utf-8") if was_bytes else scrubbed
+        return scrubbed.encode("utf-8") if isinstance(raw, bytes) else scrubbed
 
     def uri(self, uri: str) -> str:
         """uri with credential query parameters and secret values replaced."""
         parts = urlsplit(uri)
-        query = [(k, REDACTED if k.lower() in SECRET_FIELDS else self.text(v))
+        query = [(k, REDACTED if core_secrets.secret_param(k) else v)
                  for k, v in parse_qsl(parts.query, keep_blank_values=True)]
         return self.text(urlunsplit(parts._replace(query=urlencode(query))))
+
+    def headers(self, headers: Mapping[str, Any], dropped: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """Headers without secrets: a credential header's value is REDACTED, those named in dropped are left out,
+        every other value is redacted (a header may carry base64 of `Bearer <key>`)."""
+        kept: dict[str, Any] = {}
+        for name, value in headers.items():
+            if name.lower() in dropped:
+                continue
+            if name.lower() in core_secrets.CREDENTIAL_HEADERS:
+                kept[self.text(name)] = REDACTED if not isinstance(value, list) else [REDACTED] * len(value)
+            elif isinstance(value, list):
+                kept[self.text(name)] = [self.text(str(v)) for v in value]
+            else:
+                kept[self.text(name)] = self.text(str(value))
+        return kept
 
     def request(self, request: Any) -> Any:
         """vcrpy before_record_request hook."""
         request.uri = self.uri(request.uri)
+        scrubbed = self.headers(dict(request.headers))
         for name in list(request.headers):
-            if name.lower() in ("authorization", "x-api-key", "cookie"):
-                request.headers[name] = REDACTED
-            else:
-                request.headers[name] = self.text(str(request.headers[name]))
+            del request.headers[name]
+        for name, value in scrubbed.items():
+            request.headers[name] = value
         request.body = self.body(request.body)
         return request
 
     def response(self, response: dict[str, Any]) -> dict[str, Any]:
         """vcrpy before_record_response hook (runs after decode_compressed_response)."""
         response = copy.deepcopy(response)
-        headers = response.get("headers") or {}
-        for name in list(headers):
-            if name.lower() in DROPPED_RESPONSE_HEADERS:
-                del headers[name]
-            else:
-                headers[name] = [self.text(str(v)) for v in headers[name]]
+        headers = response["headers"] = self.headers(response.get("headers") or {}, core_secrets.SESSION_HEADERS)
+        status = response.get("status")
+        if isinstance(status, dict) and isinstance(status.get("message"), str):
+            status["message"] = self.text(status["message"])
         body = response.get("body") or {}
         if "string" in body:
             body["string"] = self.body(body["string"])
@@ -138,7 +148,7 @@ class Scrubber:
 
 
 def _query_without_keys(request: Any) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in request.query if k.lower() not in SECRET_FIELDS]
+    return [(k, v) for k, v in request.query if not core_secrets.secret_param(k)]
 
 
 def gh_query(r1: Any, r2: Any) -> None:
@@ -150,7 +160,7 @@ def gh_query(r1: Any, r2: Any) -> None:
 
 def _masked(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: REDACTED if str(k).lower() in SECRET_FIELDS else _masked(v) for k, v in value.items()}
+        return {k: REDACTED if core_secrets.secret_field(k) else _masked(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_masked(v) for v in value]
     return value
@@ -192,8 +202,8 @@ def recorder(mode: Mode, *, secrets: Iterable[str] = ()) -> vcr.VCR:
     machine = vcr.VCR(
         record_mode=record_mode,
         match_on=MATCH_ON,
-        filter_headers=[("authorization", REDACTED)],
-        filter_query_parameters=[("api_key", REDACTED)],
+        filter_headers=[(name, REDACTED) for name in sorted(core_secrets.CREDENTIAL_HEADERS)],
+        filter_query_parameters=[(name, REDACTED) for name in sorted(core_secrets.SECRET_PARAMS)],
         decode_compressed_response=True,
         before_record_request=scrubber.request,
         before_record_response=scrubber.response,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpuharness.core.secrets import redact_values
+from gpuharness.core import secrets
 from gpuharness.providers.base import ErrorKind, ProviderError
 
 # Capacity refusals arrive as 500 (RunPod), 400/404/410 (RunPod v2, Vast) or 503: match the words.
@@ -23,9 +23,10 @@ RATE_TEXT = ("too frequent", "rate limit", "too many requests", "too many attemp
 _MESSAGE_KEYS = ("error", "msg", "message", "detail", "title")
 
 
-def redact(text: str, *secrets: str | None) -> str:
-    """Replace every secret in text with *** (core.secrets: values shorter than MIN_VALUE_LENGTH are left)."""
-    return redact_values(text, [s for s in secrets if s], mask="***")
+def redact(text: str, *values: str | None) -> str:
+    """Replace every secret in text with *** (core.secrets' one redactor: these values and the configured ones in
+    any form; values shorter than MIN_VALUE_LENGTH are left)."""
+    return secrets.redact(text, values, mask="***")
 
 
 def message_of(body_text: str) -> str:

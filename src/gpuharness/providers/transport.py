@@ -14,6 +14,7 @@ from typing import Any, final
 
 import httpx
 
+from gpuharness.core import secrets
 from gpuharness.core.clock import WallClock, utcnow
 from gpuharness.providers.base import ProviderError, UnknownOutcome
 from gpuharness.providers.deadline import DeadlineTransport
@@ -102,6 +103,7 @@ class ProviderHttp:
         self.deadline = monotonic() + deadline_s
         self.calls: list[CallRecord] = []
         self._secret = api_key
+        secrets.remember(api_key)  # whatever variable it came from, no sink of this process writes it
         all_headers = {"Accept": "application/json", "User-Agent": "gpuharness/0.1"}
         if api_key:
             all_headers["Authorization"] = f"Bearer {api_key}"

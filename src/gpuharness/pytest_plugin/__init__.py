@@ -46,6 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--gpu-mode") not in MODES:
         raise pytest.UsageError(f"${MODE_ENV}={os.environ.get(MODE_ENV)!r}: expected one of {', '.join(MODES)}")
     _check_deployment_ids(config)
+    Registry(registry_root(config))  # its providers' keys are redacted from every report and line of this run
     for name in FAMILIES:
         if not config.pluginmanager.has_plugin(name):
             config.pluginmanager.import_plugin(name)

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gpuharness.audit import rules
+from gpuharness.core import secrets
 from gpuharness.core.clock import parse_ts, utcnow
 from gpuharness.core.rules import Rule
 from gpuharness.core.statefile import read_json
-from gpuharness.core.terminal import escape
+from gpuharness.core.terminal import shown
 from gpuharness.pytest_plugin import cassette_dir, registry_root
 
 if TYPE_CHECKING:  # the engine, the summary and the chart load when an audit runs: this plugin loads for every suite
@@ -197,7 +198,7 @@ class AuditSession:
             terminalreporter.write_line(f"gpuharness audit: {run.state.line_count} ledger lines, "
                                         f"{run.lines_validated} validated ({mode})")
             for warning in run.warnings[:20]:
-                terminalreporter.write_line(escape(f"gpuharness audit warning: {warning}"))
+                terminalreporter.write_line(shown(f"gpuharness audit warning: {warning}"))
         if self.checkpoint_note:
             terminalreporter.write_line(self.checkpoint_note)
 
@@ -209,13 +210,14 @@ class AuditSession:
         from gpuharness.audit.spend_chart import daily_spend_png
         from gpuharness.audit.summary import to_html
 
-        prefix.append(to_html(data, daily_spend_png(data["day_provider"], _ceiling(data), title=CHART_TITLE)))
+        prefix.append(secrets.redact(to_html(data, daily_spend_png(data["day_provider"], _ceiling(data),
+                                                                   title=CHART_TITLE))))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_report_title(self, report: Any) -> None:
         if any(is_audit_path(Path(str(arg).split("::")[0]).resolve()) for arg in self.config.args):
             root = registry_root(self.config)
-            report.title = f"gpuharness audit of {root}"
+            report.title = secrets.redact(f"gpuharness audit of {root}")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -14,7 +14,7 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
-from gpuharness.core.terminal import escape
+from gpuharness.core.terminal import shown
 from gpuharness.health import gate, targets
 from gpuharness.health.checks_table import HEALTH_CHECKS, TEST_PREFIX
 from gpuharness.health.readiness import CheckResult
@@ -178,7 +178,7 @@ class ReadyGate:
         if self.lines:
             terminalreporter.section("gpuharness ready gate")
             for line in self.lines:
-                terminalreporter.write_line(escape(line))  # messages quote hosts' logs and runtimes' answers
+                terminalreporter.write_line(shown(line))  # messages quote hosts' logs and runtimes' answers
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -23,7 +23,7 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
-from gpuharness.core.terminal import escape
+from gpuharness.core.terminal import shown
 from gpuharness.health import performance, rules, server_catalog, targets, workflow_fit
 from gpuharness.health.performance import PerformanceFloor
 from gpuharness.health.probe import ProbeResult, ProbeTargets
@@ -74,10 +74,10 @@ class HealthTarget:
         each of them (probe_corrupt) when the probe's output cannot be believed."""
         if self._probe is None:
             if self.record.not_applicable:
-                pytest.skip(escape(f"{self.id}: {self.record.not_applicable}"))
+                pytest.skip(shown(f"{self.id}: {self.record.not_applicable}"))
             if self.record.failure or self.record.transcript is None:
                 kind = self.record.failure.kind if self.record.failure else "no transcript"
-                pytest.skip(escape(f"no probe of {self.id}: {kind} (see test_host_reachable[{self.id}])"))
+                pytest.skip(shown(f"no probe of {self.id}: {kind} (see test_host_reachable[{self.id}])"))
             parsed = self.record.transcript.parse()
             corrupt = rules.probe_corrupt(parsed)
             if corrupt is not None:
@@ -94,7 +94,7 @@ class HealthTarget:
             pytest.fail(f"{self.id}: the probe observed no progress: the deployment was not running when it was "
                         "taken", pytrace=False)
         if observation.problem:
-            pytest.fail(escape(f"{self.id}: cannot observe progress: {observation.problem}"), pytrace=False)
+            pytest.fail(shown(f"{self.id}: cannot observe progress: {observation.problem}"), pytrace=False)
         return observation
 
     @functools.cached_property
@@ -105,7 +105,7 @@ class HealthTarget:
 
     def warn(self, text: str) -> None:
         """Report a finding that does not fail the check (escaped: its text may quote a host's log)."""
-        text = escape(text)
+        text = shown(text)
         self.node.user_properties.append((PROPERTY + "_warning", text))
         print(f"gpuharness warning: {self.id}: {text}")  # the captured output: -rA, the HTML report
         with warnings.catch_warnings():
@@ -120,7 +120,7 @@ class HealthTarget:
         measurement = self.record.measurement.parse() if self.record.measurement is not None else None
         evidence = performance.evidence(report, measurement, self.record.probed_at)
         self.node.user_properties.append((PROPERTY + "_performance", evidence))
-        print(escape(f"gpuharness performance: {self.id}: {evidence['message']}"))  # the captured output: -rA, HTML
+        print(shown(f"gpuharness performance: {self.id}: {evidence['message']}"))  # the captured output: -rA, HTML
         return verdict
 
     def service_health(self) -> runtimes.Outcome:
@@ -134,7 +134,7 @@ class HealthTarget:
     def fail(self, verdict: rules.Verdict) -> NoReturn:
         """Fail the check with the verdict's message; its cause goes to the gate with the report."""
         self.node.user_properties.append((PROPERTY + "_cause", verdict.cause))
-        pytest.fail(escape(f"{self.id}: {verdict.message}"), pytrace=False)
+        pytest.fail(shown(f"{self.id}: {verdict.message}"), pytrace=False)
 
     def judge(self, verdict: rules.Verdict) -> str:
         """Pass, skip (only optional checks return skips) or fail with the verdict's actionable message; a passing
@@ -142,7 +142,7 @@ class HealthTarget:
         for text in verdict.warnings:
             self.warn(text)
         if verdict.skip:
-            pytest.skip(escape(verdict.message))
+            pytest.skip(shown(verdict.message))
         if not verdict.ok:
             self.fail(verdict)
         return verdict.message

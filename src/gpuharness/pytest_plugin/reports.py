@@ -1,14 +1,20 @@
 """Reports for every check suite: unless the user passed --html or --junitxml, a run of checks/<suite> writes
 reports/<suite>-<UTC time>.html (self-contained, pytest-html) and reports/<suite>-<UTC time>.xml (JUnit),
-relative to the invocation directory.
+relative to the invocation directory. Every test report is redacted (core.secrets) as it is made, before the
+terminal, the JUnit XML or the HTML report reads it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Generator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from gpuharness.core import secrets
 
 REPORTS_DIR = "reports"
 
@@ -107,3 +113,48 @@ def run_report(config: pytest.Config) -> str | None:
         if isinstance(logfile, str) and logfile.endswith(".xml"):
             return logfile
     return None
+
+
+#: The parts of a report that carry text from the run: the failure (longrepr), the captured output (sections), the
+#: properties (user_properties: JUnit) and pytest-html's extras.
+REPORT_TEXT = ("longrepr", "sections", "user_properties", "extras", "extra")
+
+
+def redacted(value: Any) -> Any:
+    """value with every string in it redacted: strings, lists, tuples, dicts and pytest's dataclass reprs (their
+    fields changed in place)."""
+    if isinstance(value, str):
+        return secrets.redact(value)
+    if isinstance(value, list):
+        return [redacted(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(redacted(v) for v in value)
+    if isinstance(value, dict):
+        return {k: redacted(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            object.__setattr__(value, field.name, redacted(getattr(value, field.name)))
+    return value
+
+
+def redact_report(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """Redact a report's text in place (REPORT_TEXT)."""
+    for name in REPORT_TEXT:
+        if getattr(report, name, None) is not None:
+            setattr(report, name, redacted(getattr(report, name)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    redact_report(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport,
+                                                                         pytest.CollectReport]:
+    report = yield
+    redact_report(report)
+    return report

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, final
 import httpx
 
 from gpuharness.core.runtimes import runtime as runtime_entry
+from gpuharness.core.secrets import clip
 from gpuharness.health.diagnose import classify_text
 from gpuharness.runtimes.outputs import Served, judge, shortfall
 
@@ -83,7 +84,7 @@ def get_health(client: httpx.Client | RuntimeHttp, path: str, *, hint: str = "")
     except httpx.HTTPError as exc:
         return transport_failure(exc, label, started=started)
     if response.status_code != 200:
-        return failed("unhealthy", f"{label} answered {response.status_code}: {response.text[:200]}"
+        return failed("unhealthy", f"{label} answered {response.status_code}: {clip(response.text, 200)}"
                       + (f" ({hint})" if hint else ""), started=started)
     return response
 

@@ -17,6 +17,7 @@ from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
 from gpuharness.core.comfy_problems import Problem, cause, problems
 from gpuharness.core.comfy_validation import Verdict, validate
 from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.core.secrets import clip
 from gpuharness.remote.lines import lines_of
 from gpuharness.runtimes import (
     GenerationRequest,
@@ -51,7 +52,7 @@ class PromptRejected(Exception):
         self.cause = cause(found) or "prompt_rejected"
         first = found[0] if found else None
         self.remedy = first.remedy if first else "read the server's answer"
-        lines = "; ".join(p.line() for p in found[:5]) or json.dumps(body)[:300]
+        lines = "; ".join(p.line() for p in found[:5]) or clip(json.dumps(body), 300)
         super().__init__(f"ComfyUI refused the graph (HTTP {status}): {lines}{_server_said(body)}")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.core.secrets import clip
 from gpuharness.runtimes import (
     GenerationRequest,
     Outcome,
@@ -103,4 +104,4 @@ def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], re
                              spec.get("expected_outputs") or [], started=started, clock=clock)
     if not outcome.ok:
         return outcome
-    return replace(outcome, message=f"completion of {len(text)} chars: {text.strip()[:60]!r}")
+    return replace(outcome, message=f"completion of {len(text)} chars: {clip(text.strip(), 60)!r}")

@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
+from gpuharness.core import secrets
+
 #: enough for any one test's comparison; older requests fall off
 KEEP = 10_000
-#: headers that say how a client speaks (the key itself never kept)
+#: headers that say how a client speaks (a credential header's scheme only: core.secrets names them)
 KEPT_HEADERS = ("authorization", "content-type", "accept", "user-agent")
-#: query parameters that carry a key (Vast and RunPod GraphQL accept ?api_key=)
-SECRET_PARAMS = ("api_key", "token", "key")
 
 
 @final
@@ -35,18 +35,18 @@ class RecordedRequest:
 
 
 def kept_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The headers worth comparing, with the credential reduced to its scheme ("Bearer ***")."""
+    """The headers worth comparing, with a credential reduced to its scheme ("Bearer ***")."""
     kept = {name: headers[name] for name in KEPT_HEADERS if name in headers}
-    auth = kept.get("authorization")
-    if auth is not None:
-        scheme, _, rest = auth.partition(" ")
-        kept["authorization"] = f"{scheme} ***" if rest else "***"
+    for name, value in kept.items():
+        if name in secrets.CREDENTIAL_HEADERS:
+            scheme, _, rest = value.partition(" ")
+            kept[name] = f"{scheme} ***" if rest else "***"
     return kept
 
 
 def kept_query(params: Mapping[str, list[str]]) -> dict[str, list[str]]:
-    """The query with any key-bearing parameter (api_key, token, key) masked."""
-    return {name: ["***"] * len(values) if name.lower() in SECRET_PARAMS else list(values)
+    """The query with any key-bearing parameter (core.secrets.SECRET_PARAMS: api_key, token, key, ...) masked."""
+    return {name: ["***"] * len(values) if secrets.secret_param(name) else list(values)
             for name, values in params.items()}
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -12,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
+from gpuharness.core.secrets import mask_query
 from gpuharness.sim.routing import SimRequest, SimResponse, json_response
 
-_REDACT = re.compile(r"((?:api_key|token|key)=)[^&\s]+", re.IGNORECASE)
 #: the most a request body may be (RunPod's /runsync takes up to 20 MB)
 MAX_BODY = 20 * 1024 * 1024
 
@@ -146,7 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
         log = self.server.sim.log
         if log is not None:
             # the request line only: never headers, so never a key
-            line = _REDACT.sub(r"\1***", format % args)
+            line = mask_query(format % args, "***")
             log(f"{self.address_string()} {line}")
 
 
