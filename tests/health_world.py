@@ -125,3 +125,11 @@ class HealthWorld:
             host.stop()
         for server in self.endpoints.values():
             server.stop()
+
+
+def run_checks(pytester: Any, world: HealthWorld, *args: str, mode: str = "live") -> Any:
+    """The packaged health suite copied into pytester's directory and run in-process against the world's registry;
+    -vv and -rA print every outcome on a line of its own (`test_health.py::test_x[dep] PASSED`, `FAILED ...`)."""
+    checks = world.install_checks(pytester.path)
+    return pytester.runpytest_inprocess(str(checks), "--registry", str(world.registry.root), "--gpu-mode", mode,
+                                        "-p", "no:cacheprovider", "-rA", "-vv", *args)

@@ -6,7 +6,7 @@ called with the same label), and the list stays one call plus pages."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,6 @@ from gpuharness.sim.graphql_syntax import Field, parse
 KEY = "sim-wire-key-0123456789abcdef"
 ENV = {"SIM_KEY": KEY}
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(ready_delay_s=0.0) as simulator:
-        yield simulator
 
 
 def adapter(sim: Simulator, kind: str) -> Any:

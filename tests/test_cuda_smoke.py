@@ -9,26 +9,15 @@ import os
 import subprocess
 import uuid
 
-import pytest
-from health_world import HealthWorld
+from health_world import run_checks
 
 from gpuharness.health import probe, rules
 from gpuharness.remote.local import LocalRemote
 from gpuharness.sim.host import HostSpec, python_environment, torch_stand_in, with_fault
 
 
-@pytest.fixture
-def world(tmp_path):
-    made = HealthWorld(tmp_path / "world")
-    yield made
-    made.close()
-
-
 def smoke_check(pytester, world, dep):
-    checks = world.install_checks(pytester.path)
-    result = pytester.runpytest_inprocess(str(checks), "--registry", str(world.registry.root), "--gpu-mode", "live",
-                                          "-p", "no:cacheprovider", "-rA", "-vv", "-k", "cuda_smoke_test",
-                                          "--deployment", dep)
+    result = run_checks(pytester, world, "-k", "cuda_smoke_test", "--deployment", dep)
     lines = [line for line in result.outlines if line.startswith(("PASSED", "FAILED", "SKIPPED")) and dep in line]
     assert lines, "\n".join(result.outlines[-30:])
     return lines[0]

@@ -7,29 +7,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from health_world import HealthWorld
+from health_world import HealthWorld, run_checks
 
 from gpuharness.sim.host import HostSpec, with_fault
 
 CHECK = "test_gpu_performs_like_its_class"
 
 
-@pytest.fixture
-def world(tmp_path):
-    made = HealthWorld(tmp_path / "world")
-    yield made
-    made.close()
-
-
 def measure(world: HealthWorld, **floor: object) -> None:
     with world.registry.update("policy.json") as doc:
         doc["performance_floor"] = {"measure": True, **floor}
-
-
-def run_checks(pytester, world, *args, mode="live"):
-    checks = world.install_checks(pytester.path)
-    return pytester.runpytest_inprocess(str(checks), "--registry", str(world.registry.root), "--gpu-mode", mode,
-                                        "-p", "no:cacheprovider", "-rA", "-vv", *args)
 
 
 def outcome(result, dep: str) -> str:

@@ -8,23 +8,9 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-import pytest
-from health_world import AUDIO_CLASSES, HealthWorld
+from health_world import AUDIO_CLASSES, run_checks
 
 from gpuharness.sim.host import HostSpec, with_fault
-
-
-@pytest.fixture
-def world(tmp_path):
-    made = HealthWorld(tmp_path / "world")
-    yield made
-    made.close()
-
-
-def run_checks(pytester, world, *args, mode="live"):
-    checks = world.install_checks(pytester.path)
-    return pytester.runpytest_inprocess(str(checks), "--registry", str(world.registry.root), "--gpu-mode", mode,
-                                        "-p", "no:cacheprovider", "-rA", "-vv", *args)
 
 
 def outcomes(result):

@@ -7,25 +7,11 @@ import json
 from dataclasses import replace
 
 import paramiko
-import pytest
-from health_world import HealthWorld
+from health_world import run_checks
 
 from gpuharness.health import transcripts
 from gpuharness.sim.host import HostSpec, with_fault
 from gpuharness.sim.runtimes import RuntimeFaults
-
-
-@pytest.fixture
-def world(tmp_path):
-    made = HealthWorld(tmp_path / "world")
-    yield made
-    made.close()
-
-
-def run_checks(pytester, world, *args):
-    checks = world.install_checks(pytester.path)
-    return pytester.runpytest_inprocess(str(checks), "--registry", str(world.registry.root), "--gpu-mode", "live",
-                                        "-p", "no:cacheprovider", "-rfs", "-vv", *args)
 
 
 def assert_fails(pytester, world, spec, check, *messages, dep="dep_bad", **fields):

@@ -5,7 +5,6 @@ get_pod, create_pod, podRentInterruptable, stop, resume, terminate), over the sa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,9 @@ def runpod() -> Path:
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(ready_delay_s=0.2, api_keys={"runpod": KEY, "runpod-serverless": KEY}) as simulator:
-        simulator.host_factory = lambda _instance: PlaceholderHost(ssh_port=43_022, http_ports={8188: 18_188})
-        yield simulator
+def sim_options() -> dict[str, Any]:
+    return {"ready_delay_s": 0.2, "api_keys": {"runpod": KEY, "runpod-serverless": KEY},
+            "host_factory": lambda _instance: PlaceholderHost(ssh_port=43_022, http_ports={8188: 18_188})}
 
 
 def sdk(python: Path, sim: Simulator, home: Path, body: str, key: str = KEY) -> Any:

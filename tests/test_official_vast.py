@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +29,9 @@ def vastai() -> Path:
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(ready_delay_s=0.2, api_keys={"vast": KEY}) as simulator:
-        simulator.host_factory = lambda _instance: PlaceholderHost(ssh_port=SSH_PORT, http_ports={8188: 18_188})
-        yield simulator
+def sim_options() -> dict[str, Any]:
+    return {"ready_delay_s": 0.2, "api_keys": {"vast": KEY},
+            "host_factory": lambda _instance: PlaceholderHost(ssh_port=SSH_PORT, http_ports={8188: 18_188})}
 
 
 class VastCli:

@@ -8,9 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from health_world import HealthWorld
-
 from gpuharness.core.lifecycle import read_journal
 from gpuharness.health import progress
 from gpuharness.health.probing import ProbeRecord
@@ -18,13 +15,6 @@ from gpuharness.health.session import ProbeSession
 from gpuharness.providers.cassette import Mode
 from gpuharness.remote.connections import record_probe
 from gpuharness.remote.route import HostRoute
-
-
-@pytest.fixture
-def world(tmp_path):
-    made = HealthWorld(tmp_path / "world")
-    yield made
-    made.close()
 
 
 def session(world, tmp_path, mode=Mode.LIVE, run="run-1"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,9 +20,8 @@ GOOD = "sim-good-key-0123456789abcdef"
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(ready_delay_s=0.0, api_keys={"runpod": GOOD, "vast": GOOD, "massed": GOOD}) as simulator:
-        yield simulator
+def sim_options() -> dict[str, Any]:
+    return {"ready_delay_s": 0.0, "api_keys": {"runpod": GOOD, "vast": GOOD, "massed": GOOD}}
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -27,9 +27,9 @@ def clock() -> SimClock:
 
 
 @pytest.fixture
-def sim(clock: SimClock) -> Iterator[Simulator]:
-    with Simulator(ready_delay_s=30.0, clock=clock) as simulator:
-        yield simulator
+def sim_options(clock: SimClock) -> dict[str, Any]:
+    """Instances run 30 s after launch, by the test's clock."""
+    return {"ready_delay_s": 30.0, "clock": clock}
 
 
 def build(sim: Simulator, kind: str):

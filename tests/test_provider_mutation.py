@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,12 +14,6 @@ from gpuharness.sim import Simulator
 
 ENV = {"SIM_KEY": "sim-key-0123456789abcdefghij"}
 GPU = {"runpod": "NVIDIA GeForce RTX 4090", "vast": "RTX 4090", "massed": "gpu_1x_a6000"}
-
-
-@pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(ready_delay_s=0.0) as simulator:
-        yield simulator
 
 
 def provider(sim: Simulator, kind: str, fake: FakeTime | None = None):

@@ -6,23 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from health_world import HealthWorld
+from health_world import HealthWorld, run_checks
 
 from gpuharness.core.lifecycle import read_journal
 from gpuharness.sim.host import HostSpec, with_fault
-
-
-@pytest.fixture
-def world(tmp_path):
-    made = HealthWorld(tmp_path / "world")
-    yield made
-    made.close()
-
-
-def run_checks(pytester, world, *args, mode="live"):
-    checks = world.install_checks(pytester.path)
-    return pytester.runpytest_inprocess(str(checks), "--registry", str(world.registry.root), "--gpu-mode", mode,
-                                        "-p", "no:cacheprovider", "-rfs", "-vv", *args)
 
 
 def verdicts(world):

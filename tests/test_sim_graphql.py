@@ -18,12 +18,6 @@ fragment Basics on Pod { name desiredStatus costPerHr env ports }"""
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(ready_delay_s=0.0) as simulator:
-        yield simulator
-
-
-@pytest.fixture
 def client(sim: Simulator) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=sim.base_url, headers={"Authorization": f"Bearer {KEY}"}, timeout=10) as c:
         yield c

@@ -4,7 +4,6 @@ real HTTP to the simulator, then a real SSH probe of the host shows the fault.""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -23,10 +22,10 @@ def ordered(gpu: str, count: int = 1) -> Deployment:
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(ready_delay_s=0.0) as simulator:
-        simulator.host_factory = host_factory(counter=simulator.state.increment)
-        yield simulator
+def sim(sim: Simulator) -> Simulator:
+    """The shared simulator, its running instances served by simulated hosts."""
+    sim.host_factory = host_factory(counter=sim.state.increment)
+    return sim
 
 
 def running(sim: Simulator, provider: str = "vast") -> tuple[str, SimHost]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -13,12 +12,6 @@ import pytest
 from gpuharness.sim import Simulator
 
 KEY = "sim-parser-key-0123456789abcdef"
-
-
-@pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(ready_delay_s=0.0) as simulator:
-        yield simulator
 
 
 def raw_exchange(sim: Simulator, request: bytes) -> tuple[int, dict[str, str], bytes]:

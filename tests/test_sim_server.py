@@ -14,12 +14,6 @@ KEY = "sim-test-key-0123456789abcdef"
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(ready_delay_s=0.0) as simulator:
-        yield simulator
-
-
-@pytest.fixture
 def client(sim: Simulator) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=sim.base_url, headers={"Authorization": f"Bearer {KEY}"}, timeout=10) as c:
         yield c

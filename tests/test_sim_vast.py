@@ -15,12 +15,6 @@ KEY = "sim-vast-key-0123456789abcdef"
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(ready_delay_s=0.0) as simulator:
-        yield simulator
-
-
-@pytest.fixture
 def vast(sim: Simulator) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=sim.url("vast"), headers={"Authorization": f"Bearer {KEY}"}, timeout=10) as client:
         yield client
