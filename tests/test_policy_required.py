@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from conftest import build_deployment
 from gpuharness.demo.simulated_estate import SimulatedEstate
 
 PROVISION = ("provision", "--provider", "vast", "--gpu", "RTX 4090", "--image", "comfyui:1", "--cost-hr", "0.40",
@@ -38,9 +37,9 @@ def test_provision_without_a_price_refuses_without_policy_json_before_reading_of
     assert sum(lab.sim.stats()["requests"].values()) == 0
 
 
-def test_run_refuses_without_policy_json_and_appends_nothing(lab):
+def test_run_refuses_without_policy_json_and_appends_nothing(lab, deployment_item):
     with lab.registry.update("deployments.json") as document:
-        document["deployments"].append(build_deployment("dep_ready", "ready", workflow="h3-text-to-image"))
+        document["deployments"].append(deployment_item("dep_ready", "ready", workflow="h3-text-to-image"))
     result = lab.cli("run", "dep_ready", "--inputs", '{"text": "a cat"}', "--registry", str(lab.registry.root))
     assert result.returncode == 2, result.stderr
     assert "no policy.json" in result.stderr and "gpuharness init" in result.stderr

@@ -9,7 +9,6 @@ import json
 
 import pytest
 
-from conftest import build_deployment
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.lifecycle import transition
@@ -49,9 +48,9 @@ def test_provision_refuses_an_empty_owner_before_any_provider_call(lab):
     assert sum(lab.sim.stats()["requests"].values()) == 0 and lab.registry.deployments() == []
 
 
-def test_a_live_paid_deployment_cannot_lose_its_owner(registry):
+def test_a_live_paid_deployment_cannot_lose_its_owner(registry, deployment_item):
     with registry.update("deployments.json") as document:
-        document["deployments"].append(build_deployment("dep_owned", owner="ana", reason="renders"))
+        document["deployments"].append(deployment_item("dep_owned", owner="ana", reason="renders"))
     before = registry.path("deployments.json").read_bytes()
     for empty in (None, ""):
         with pytest.raises(UserError, match=r"owner .* refused for live paid deployment dep_owned"):
@@ -59,10 +58,10 @@ def test_a_live_paid_deployment_cannot_lose_its_owner(registry):
     assert registry.path("deployments.json").read_bytes() == before
 
 
-def test_a_live_paid_deployment_is_not_added_with_a_null_owner(registry):
+def test_a_live_paid_deployment_is_not_added_with_a_null_owner(registry, deployment_item):
     with pytest.raises(UserError, match="refused for live paid deployment dep_null"):
         with registry.update("deployments.json") as document:
-            document["deployments"].append(build_deployment("dep_null", owner=None))
+            document["deployments"].append(deployment_item("dep_null", owner=None))
     assert [d.id for d in registry.deployments()] == ["dep_a"]
 
 
@@ -72,12 +71,12 @@ def test_an_old_record_without_an_owner_can_still_be_cleaned_up(registry):
     assert transition(registry, "dep_a", "destroyed").status == "destroyed"
 
 
-def test_the_audit_rule_lists_live_paid_deployments_without_owner_or_reason():
-    records = [build_deployment("dep_ok", owner="ana", reason="renders"),
-               build_deployment("dep_no_owner", reason="renders"),
-               build_deployment("dep_nothing"),
-               build_deployment("dep_free", cost_hr=0.0),
-               build_deployment("dep_gone", "destroyed", destroyed_at="2026-11-02T12:00:00Z")]
+def test_the_audit_rule_lists_live_paid_deployments_without_owner_or_reason(deployment_item):
+    records = [deployment_item("dep_ok", owner="ana", reason="renders"),
+               deployment_item("dep_no_owner", reason="renders"),
+               deployment_item("dep_nothing"),
+               deployment_item("dep_free", cost_hr=0.0),
+               deployment_item("dep_gone", "destroyed", destroyed_at="2026-11-02T12:00:00Z")]
     found = {r["id"]: missing_steward(Deployment.from_json(r)) for r in records}
     assert {dep: missing for dep, missing in found.items() if missing} == {"dep_no_owner": ("owner",),
                                                                            "dep_nothing": ("owner", "reason")}
