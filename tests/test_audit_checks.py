@@ -274,13 +274,6 @@ def test_duplicate_provider_fails_the_unique_ids_check(pytester, reg):
     says(result, ["*providers.json:$.providers[3]: duplicate name=vast (first at index 1)*"])
 
 
-def test_unknown_deployment_provider_fails(pytester, reg):
-    edit_deployment(reg, "dep_rp_h100_01", provider="lambda")
-    result = audit(pytester, reg)
-    assert failed(result) == ["test_every_deployment_provider_is_in_providers_json"]
-    says(result, ["*deployment dep_rp_h100_01: provider 'lambda' is not in providers.json*"])
-
-
 def test_job_on_an_unknown_deployment_fails(pytester, reg):
     job = completed_on(reg, "dep_rp_4090_01")
     append(reg / "jobs.jsonl", dict(job, id="J-ghost-1", deployment_id="dep_ghost"))
@@ -391,21 +384,53 @@ def test_spend_beyond_a_ceiling_fails(pytester, reg, rule, policy, expected):
     says(result, [expected])
 
 
+#: a deployment of the demo registry with fields changed (... removes one) -> the one check that fails, and its line
+BROKEN_DEPLOYMENTS = [
+    pytest.param("dep_rp_h100_01", {"provider": "lambda"}, "test_every_deployment_provider_is_in_providers_json",
+                 "*deployment dep_rp_h100_01: provider 'lambda' is not in providers.json*",
+                 id="a-provider-absent-from-providers-json"),
+    pytest.param("dep_h3_01", {"destroyed_at": ...}, "test_destroyed_deployment_keeps_destroyed_at[dep_h3_01]",
+                 "*deployment dep_h3_01: status is destroyed but destroyed_at is missing*",
+                 id="destroyed-without-destroyed-at"),
+    pytest.param("dep_rp_4090_04", {"destroyed_at": "2026-11-30T12:00:00Z"},
+                 "test_destroyed_deployment_keeps_destroyed_at[dep_rp_4090_04]",
+                 "*has destroyed_at 2026-11-30T12:00:00Z but status running*", id="live-with-destroyed-at"),
+    pytest.param("dep_rp_4090_04", {"shutdown_rule": None},
+                 "test_live_paid_deployment_has_a_shutdown_rule[dep_rp_4090_04]",
+                 "*deployment dep_rp_4090_04: live at $0.69/hr with no shutdown_rule*",
+                 id="live-and-paid-without-a-shutdown-rule"),
+    pytest.param("dep_rp_4090_04", {"health": None},
+                 "test_ready_only_after_a_passed_test_generation[dep_rp_4090_04]",
+                 "*deployment dep_rp_4090_04: was ready without health evidence of a passed test generation*"
+                 "pytest checks/health --gpu-mode live --deployment dep_rp_4090_04*",
+                 id="ready-without-test-generation-evidence"),
+    pytest.param("dep_vast_5090_03", {"health": {"test_generation": "passed", "at": "2026-12-01T00:00:00.000Z"}},
+                 "test_ready_only_after_a_passed_test_generation[dep_vast_5090_03]",
+                 "*health evidence taken at 2026-12-01T00:00:00.000Z, after ready_at*ready came before its proof*",
+                 id="ready-before-its-evidence"),
+    pytest.param("dep_vast_5090_03", {"status": "stopped"}, "test_status_matches_its_journal[dep_vast_5090_03]",
+                 "*deployment dep_vast_5090_03: status is stopped in deployments.json but its journal ends at "
+                 "running*", id="status-changed-without-a-journal-entry"),
+    pytest.param("dep_rp_4090_04", {"shutdown_rule": {"idle_minutes": 20, "deadline": "2026-11-30T12:00:00Z"}},
+                 "test_live_paid_deployment_is_within_its_stop_condition[dep_rp_4090_04]",
+                 "*deployment dep_rp_4090_04: still live 6.2 h past its deadline 2026-11-30T12:00:00Z at "
+                 "$0.69/hr*destroy it*", id="live-past-its-deadline"),
+    pytest.param("dep_vast_5090_03", {"shutdown_rule": {"idle_minutes": 20, "max_hours": 24}},
+                 "test_live_paid_deployment_is_within_its_stop_condition[dep_vast_5090_03]",
+                 "*deployment dep_vast_5090_03: live for * h > its max_hours 24 at $*/hr*raise max_hours*",
+                 id="live-past-its-max-hours"),
+]
+
+
+@pytest.mark.parametrize(("dep_id", "fields", "check", "message"), BROKEN_DEPLOYMENTS)
+def test_a_deployment_record_broken_one_way_fails_its_one_check(pytester, reg, dep_id, fields, check, message):
+    edit_deployment(reg, dep_id, **fields)
+    result = audit(pytester, reg)
+    assert failed(result) == [check]
+    says(result, [message])
+
+
 # --- history -------------------------------------------------------------------------------------------
-
-
-def test_destroyed_deployment_without_destroyed_at_fails(pytester, reg):
-    edit_deployment(reg, "dep_h3_01", destroyed_at=...)
-    result = audit(pytester, reg)
-    assert failed(result) == ["test_destroyed_deployment_keeps_destroyed_at[dep_h3_01]"]
-    says(result, ["*deployment dep_h3_01: status is destroyed but destroyed_at is missing*"])
-
-
-def test_live_deployment_with_destroyed_at_fails(pytester, reg):
-    edit_deployment(reg, "dep_rp_4090_04", destroyed_at="2026-11-30T12:00:00Z")
-    result = audit(pytester, reg)
-    assert failed(result) == ["test_destroyed_deployment_keeps_destroyed_at[dep_rp_4090_04]"]
-    says(result, ["*has destroyed_at 2026-11-30T12:00:00Z but status running*"])
 
 
 def test_artifact_synced_after_destroy_fails(pytester, reg):
@@ -445,13 +470,6 @@ def test_job_left_running_on_a_destroyed_deployment_fails(pytester, reg):
 
 
 # --- shutdown ------------------------------------------------------------------------------------------
-
-
-def test_live_paid_deployment_without_shutdown_rule_fails(pytester, reg):
-    edit_deployment(reg, "dep_rp_4090_04", shutdown_rule=None)
-    result = audit(pytester, reg)
-    assert failed(result) == ["test_live_paid_deployment_has_a_shutdown_rule[dep_rp_4090_04]"]
-    says(result, ["*deployment dep_rp_4090_04: live at $0.69/hr with no shutdown_rule*"])
 
 
 def test_live_paid_deployment_without_an_owner_or_a_reason_fails(pytester, reg):
@@ -593,21 +611,6 @@ def test_deployment_option_audits_only_that_deployment_and_writes_no_checkpoint(
     assert failed(result) == ["test_live_paid_deployment_has_a_shutdown_rule[dep_rp_4090_04]"]
 
 
-def test_ready_without_test_generation_evidence_fails(pytester, reg):
-    edit_deployment(reg, "dep_rp_4090_04", health=None)
-    result = audit(pytester, reg)
-    assert failed(result) == ["test_ready_only_after_a_passed_test_generation[dep_rp_4090_04]"]
-    says(result, ["*deployment dep_rp_4090_04: was ready without health evidence of a passed test generation*"
-                  "pytest checks/health --gpu-mode live --deployment dep_rp_4090_04*"])
-
-
-def test_ready_before_its_evidence_fails(pytester, reg):
-    edit_deployment(reg, "dep_vast_5090_03", health={"test_generation": "passed", "at": "2026-12-01T00:00:00.000Z"})
-    result = audit(pytester, reg)
-    assert failed(result) == ["test_ready_only_after_a_passed_test_generation[dep_vast_5090_03]"]
-    says(result, ["*health evidence taken at 2026-12-01T00:00:00.000Z, after ready_at*ready came before its proof*"])
-
-
 def test_ready_straight_from_stopped_fails(pytester, reg):
     """Leaving stopped goes through health again: stopped -> ready skips the proof."""
     line = _journal_next(reg)
@@ -621,14 +624,6 @@ def test_ready_straight_from_stopped_fails(pytester, reg):
                   "not from health-checking*"])
 
 
-def test_status_changed_without_a_journal_entry_fails(pytester, reg):
-    edit_deployment(reg, "dep_vast_5090_03", status="stopped")
-    result = audit(pytester, reg)
-    assert failed(result) == ["test_status_matches_its_journal[dep_vast_5090_03]"]
-    says(result, ["*deployment dep_vast_5090_03: status is stopped in deployments.json but its journal ends at "
-                  "running*"])
-
-
 def test_journal_that_skips_a_lifecycle_step_fails(pytester, reg):
     line = _journal_next(reg)
     append(reg / "transitions.jsonl", {"ts": "2026-11-30T18:01:00.000Z", "deployment": "dep_vast_5090_03",
@@ -640,16 +635,3 @@ def test_journal_that_skips_a_lifecycle_step_fails(pytester, reg):
                   "transition*"])
 
 
-def test_live_deployment_past_its_deadline_fails(pytester, reg):
-    edit_deployment(reg, "dep_rp_4090_04", shutdown_rule={"idle_minutes": 20, "deadline": "2026-11-30T12:00:00Z"})
-    result = audit(pytester, reg)
-    assert failed(result) == ["test_live_paid_deployment_is_within_its_stop_condition[dep_rp_4090_04]"]
-    says(result, ["*deployment dep_rp_4090_04: still live 6.2 h past its deadline 2026-11-30T12:00:00Z at "
-                  "$0.69/hr*destroy it*"])
-
-
-def test_live_deployment_past_its_max_hours_fails(pytester, reg):
-    edit_deployment(reg, "dep_vast_5090_03", shutdown_rule={"idle_minutes": 20, "max_hours": 24})
-    result = audit(pytester, reg)
-    assert failed(result) == ["test_live_paid_deployment_is_within_its_stop_condition[dep_vast_5090_03]"]
-    says(result, ["*deployment dep_vast_5090_03: live for * h > its max_hours 24 at $*/hr*raise max_hours*"])

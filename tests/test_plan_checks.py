@@ -51,107 +51,100 @@ def test_the_recorded_plan_passes_every_rule_offline(pytester, world):
     result.assert_outcomes(passed=19)
 
 
-def test_terminate_of_an_instance_absent_from_the_inventory_fails_rule_target(pytester, world):
-    plan = _plan(world)
+def _terminate_an_absent_instance(plan: dict) -> None:
     step = _step(plan, "s3")
     step["target"]["instance_id"] = step["confirm"] = "nosuchpod00000"
-    result = _run(pytester, world, plan)
-    result.stdout.fnmatch_lines(["*step s3 (terminate nosuchpod00000): rule target: instance 'nosuchpod00000' "
-                                 "does not exist at runpod in the recorded inventory*"])
-    assert result.ret == 1
 
 
-def test_launch_reusing_the_key_of_an_existing_instance_fails_rule_no_duplicate(pytester, world):
-    plan = _plan(world)
+def _launch_with_a_taken_key(plan: dict) -> None:
     _step(plan, "s1")["target"]["idempotency_key"] = "gh-runpod-00000"
-    result = _run(pytester, world, plan)
-    result.stdout.fnmatch_lines(["*step s1 (launch gh-runpod-00000): rule no-duplicate: instance * at runpod "
-                                 "already carries key 'gh-runpod-00000'*"])
-    assert result.ret == 1  # a check failed, not merely printed
 
 
-
-def test_launch_over_the_hourly_ceiling_fails_rule_budget(pytester, world):
-    plan = _plan(world)
+def _launch_over_the_hourly_ceiling(plan: dict) -> None:
     _step(plan, "s1")["expected_cost_hr"] = 9.5
-    result = _run(pytester, world, plan)
-    result.stdout.fnmatch_lines(["*step s1 (launch *): rule budget: live burn would be $*/hr * > max_cost_hr "
-                                 "$10.00/hr*"])
-    assert result.ret == 1  # a check failed, not merely printed
 
 
-
-def test_launch_whose_stop_condition_outspends_the_day_fails_rule_budget(pytester, world):
-    plan = _plan(world)
+def _launch_outspending_the_day(plan: dict) -> None:
     _step(plan, "s1")["stop_condition"] = {"max_hours": 100}
-    result = _run(pytester, world, plan)
-    result.stdout.fnmatch_lines(["*step s1 (launch *): rule budget: projected spend $69.00 * > daily_usd $50.00*"])
-    assert result.ret == 1  # a check failed, not merely printed
 
 
-
-def test_launch_without_a_stop_condition_fails_rule_stop_condition(pytester, world):
-    plan = _plan(world)
+def _launch_without_a_stop_condition(plan: dict) -> None:
     _step(plan, "s1")["stop_condition"] = None
-    result = _run(pytester, world, plan)
-    result.stdout.fnmatch_lines(["*step s1 (launch *): rule stop-condition: a paid resource without a stop "
-                                 "condition*"])
-    assert result.ret == 1  # a check failed, not merely printed
 
 
-
-def test_terminate_without_an_earlier_retrieve_fails_rule_sync_before_terminate(pytester, world):
-    plan = _plan(world)
+def _terminate_without_a_retrieve(plan: dict) -> None:
     plan["steps"] = [s for s in plan["steps"] if s["id"] != "s2"]
-    result = _run(pytester, world, plan)
-    result.stdout.fnmatch_lines(["*step s3 (terminate *): rule sync-before-terminate: no earlier retrieve step "
-                                 "syncs the artifacts of deployment dep-runpod-2*"])
-    assert result.ret == 1  # a check failed, not merely printed
 
 
-
-def test_terminate_whose_confirm_is_not_the_exact_id_fails_rule_sync_before_terminate(pytester, world):
-    plan = _plan(world)
+def _terminate_confirming_part_of_the_id(plan: dict) -> None:
     step = _step(plan, "s5")
     step["confirm"] = step["confirm"][:4]
-    result = _run(pytester, world, plan)
-    result.stdout.fnmatch_lines(["*step s5 (terminate *): rule sync-before-terminate: confirm must equal the "
-                                 "exact instance id*"])
-    assert result.ret == 1  # a check failed, not merely printed
 
 
-
-def test_unbounded_retries_fail_rule_bounded_retries(pytester, world):
-    plan = _plan(world)
+def _unbounded_retries(plan: dict) -> None:
     _step(plan, "s1")["max_retries"] = 5
     _step(plan, "s3")["max_retries"] = 1
-    result = _run(pytester, world, plan)
-    result.stdout.fnmatch_lines([
-        "*step s1 (launch *): rule bounded-retries: max_retries 5 allows 6 attempts > retry.max_launch_attempts 2*",
-        "*step s3 (terminate *): rule bounded-retries: a terminate is never retried blind*"], consecutive=False)
-    assert result.ret == 1  # a check failed, not merely printed
 
 
-
-def test_a_call_absent_from_the_cassette_fails_rule_replay(pytester, world):
-    plan = _plan(world)
+def _a_call_absent_from_the_cassette(plan: dict) -> None:
     step = _step(plan, "s1")
     step["spec"]["image"] = step["calls"][0]["body"]["image"] = "evil/miner:latest"
-    result = _run(pytester, world, plan)
-    result.stdout.fnmatch_lines(["*step s1 (launch *): rule replay: call 1: no recorded interaction for POST "
-                                 "/runpod/v2/pods (no_match); closest recorded: POST /runpod/v2/pods (body differs)*"])
-    assert result.ret == 1  # a check failed, not merely printed
 
 
-
-def test_a_step_edited_after_rehearsal_fails_rule_replay(pytester, world):
-    plan = _plan(world)
+def _a_step_edited_after_rehearsal(plan: dict) -> None:
     _step(plan, "s1")["spec"]["image"] = "evil/miner:latest"
-    result = _run(pytester, world, plan)
-    result.stdout.fnmatch_lines(["*step s1 (launch *): rule replay: the recorded calls do not carry "
-                                 "'evil/miner:latest' of this step*"])
-    assert result.ret == 1  # a check failed, not merely printed
 
+
+def _an_unknown_action(plan: dict) -> None:
+    _step(plan, "s5")["action"] = "nuke"
+
+
+#: a bad plan (the recorded one, edited) -> the lines its failing check prints, naming the step and the rule
+BAD_PLANS = [
+    pytest.param(_terminate_an_absent_instance, [
+        "*step s3 (terminate nosuchpod00000): rule target: instance 'nosuchpod00000' does not exist at runpod in the "
+        "recorded inventory*"], id="terminate-of-an-instance-absent-from-the-inventory-fails-rule-target"),
+    pytest.param(_launch_with_a_taken_key, [
+        "*step s1 (launch gh-runpod-00000): rule no-duplicate: instance * at runpod already carries key "
+        "'gh-runpod-00000'*"], id="launch-reusing-the-key-of-an-existing-instance-fails-rule-no-duplicate"),
+    pytest.param(_launch_over_the_hourly_ceiling, [
+        "*step s1 (launch *): rule budget: live burn would be $*/hr * > max_cost_hr $10.00/hr*"],
+        id="launch-over-the-hourly-ceiling-fails-rule-budget"),
+    pytest.param(_launch_outspending_the_day, [
+        "*step s1 (launch *): rule budget: projected spend $69.00 * > daily_usd $50.00*"],
+        id="launch-whose-stop-condition-outspends-the-day-fails-rule-budget"),
+    pytest.param(_launch_without_a_stop_condition, [
+        "*step s1 (launch *): rule stop-condition: a paid resource without a stop condition*"],
+        id="launch-without-a-stop-condition-fails-rule-stop-condition"),
+    pytest.param(_terminate_without_a_retrieve, [
+        "*step s3 (terminate *): rule sync-before-terminate: no earlier retrieve step syncs the artifacts of "
+        "deployment dep-runpod-2*"], id="terminate-without-an-earlier-retrieve-fails-rule-sync-before-terminate"),
+    pytest.param(_terminate_confirming_part_of_the_id, [
+        "*step s5 (terminate *): rule sync-before-terminate: confirm must equal the exact instance id*"],
+        id="terminate-whose-confirm-is-not-the-exact-id-fails-rule-sync-before-terminate"),
+    pytest.param(_unbounded_retries, [
+        "*step s1 (launch *): rule bounded-retries: max_retries 5 allows 6 attempts > retry.max_launch_attempts 2*",
+        "*step s3 (terminate *): rule bounded-retries: a terminate is never retried blind*"],
+        id="unbounded-retries-fail-rule-bounded-retries"),
+    pytest.param(_a_call_absent_from_the_cassette, [
+        "*step s1 (launch *): rule replay: call 1: no recorded interaction for POST /runpod/v2/pods (no_match); "
+        "closest recorded: POST /runpod/v2/pods (body differs)*"],
+        id="a-call-absent-from-the-cassette-fails-rule-replay"),
+    pytest.param(_a_step_edited_after_rehearsal, [
+        "*step s1 (launch *): rule replay: the recorded calls do not carry 'evil/miner:latest' of this step*"],
+        id="a-step-edited-after-rehearsal-fails-rule-replay"),
+    pytest.param(_an_unknown_action, ["*plan.json:$.steps[[]4[]].action: 'nuke' is not one of*"],
+                 id="an-unreadable-plan-fails-naming-the-file-and-the-place"),
+]
+
+
+@pytest.mark.parametrize(("edit", "lines"), BAD_PLANS)
+def test_a_bad_plan_fails_offline_naming_the_step_and_the_rule(pytester, world, edit, lines):
+    plan = _plan(world)
+    edit(plan)
+    result = _run(pytester, world, plan)
+    result.stdout.fnmatch_lines(lines)
+    assert result.ret == 1  # a check failed, not merely printed
 
 
 def test_a_registry_changed_since_the_plan_fails_the_fingerprint(pytester, world, tmp_path):
@@ -166,14 +159,6 @@ def test_a_registry_changed_since_the_plan_fails_the_fingerprint(pytester, world
                                  "the plan is stale*"])
     assert result.ret == 1  # a check failed, not merely printed
 
-
-
-def test_an_unreadable_plan_fails_naming_the_file_and_the_place(pytester, world):
-    plan = _plan(world)
-    _step(plan, "s5")["action"] = "nuke"
-    result = _run(pytester, world, plan)
-    result.stdout.fnmatch_lines(["*plan.json:$.steps[[]4[]].action: 'nuke' is not one of*"])
-    assert result.ret == 1
 
 
 def test_a_missing_cassette_fails_clearly(pytester, world, tmp_path):
