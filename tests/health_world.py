@@ -7,12 +7,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from checkout import ROOT
+
 from gpuharness.core.registry import Registry
 from gpuharness.sim.comfyui import CUSTOM_NODE, safetensors_bytes
 from gpuharness.sim.host import HostSpec, SimHost
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
-CHECKS = Path(__file__).resolve().parents[1] / "checks" / "health" / "test_health.py"
+CHECKS = ROOT / "checks" / "health" / "test_health.py"
 
 MODEL = {"name": "sdxl-base", "files": [{"path": "models/checkpoints/sdxl.safetensors", "sha256": "a" * 64,
                                          "size": 6_938_078_334}], "min_vram_gb": 12, "min_driver": "550.0"}

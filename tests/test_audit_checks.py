@@ -14,10 +14,10 @@ from typing import Any
 import hypothesis  # noqa: F401  (pytester restores sys.modules after each run; its plugin imports this at the end)
 import orjson
 import pytest
+from checkout import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
-CHECKS = REPO / "checks" / "audit"
-DEMO = REPO / "fixtures" / "demo" / ".pi" / "gpu"
+CHECKS = ROOT / "checks" / "audit"
+DEMO = ROOT / "fixtures" / "demo" / ".pi" / "gpu"
 #: A time shortly after the demo ledger ends (the live deployments' open jobs keep them busy anyway).
 DEMO_NOW = "2026-11-30T18:10:00Z"
 

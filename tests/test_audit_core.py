@@ -7,13 +7,14 @@ from pathlib import Path
 
 import orjson
 import pytest
+from checkout import ROOT
 
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit import run_audit
 from gpuharness.core.clock import parse_ts
 from gpuharness.core.secrets import PATTERNS, find_secrets, shown
 
-DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu"
+DEMO = ROOT / "fixtures" / "demo" / ".pi" / "gpu"
 NOW = parse_ts("2026-11-30T18:10:00Z")
 
 

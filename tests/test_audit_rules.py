@@ -7,15 +7,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
 from gpuharness.audit import rules, run_audit
 from gpuharness.core.clock import parse_ts
 from gpuharness.core.rules import Rule
 from gpuharness.pytest_plugin.audit import RULE_MARK
 
-REPO = Path(__file__).resolve().parents[1]
-CHECKS = REPO / "checks" / "audit"
-DEMO = REPO / "fixtures" / "demo" / ".pi" / "gpu"
+CHECKS = ROOT / "checks" / "audit"
+DEMO = ROOT / "fixtures" / "demo" / ".pi" / "gpu"
 
 
 def rule_of(item: pytest.Item) -> Rule | None:

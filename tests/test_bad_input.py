@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkout import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mutants import mutant
@@ -25,7 +26,7 @@ from mutants import mutant
 from gpuharness.cli import main
 from gpuharness.core.registry import Registry
 
-BAD = Path(__file__).resolve().parent.parent / "fixtures" / "bad"
+BAD = ROOT / "fixtures" / "bad"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((BAD / "expected.json").read_text())
 PLACE = re.compile(r"^(\d+:\d+|\$\S*|\d+:\$\S*)$")
 

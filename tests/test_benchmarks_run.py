@@ -9,11 +9,11 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+BENCH = ROOT / "bench"
 
 #: each benchmark with the arguments that make it smallest (crash_matrix and fault_matrix run as their own tests)
 SMALLEST = {

@@ -9,10 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from checkout import ROOT
+
 from gpuharness.plans.recorded_world import layout, record
 from gpuharness.providers import cassette
 
-CHECKS = Path(__file__).resolve().parents[1] / "checks"
+CHECKS = ROOT / "checks"
 
 
 def _hits(root: Path, secret: str) -> list[str]:

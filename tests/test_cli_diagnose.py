@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+from checkout import ROOT
+
+FIXTURES = ROOT / "fixtures"
 LOGS = FIXTURES / "logs"
 SMI = FIXTURES / "nvidia-smi"
 
@@ -112,7 +114,7 @@ def test_gpus_missing_file_exit_2(tmp_path):
 
 
 def test_gpus_without_nvidia_smi_on_path_is_nvidia_smi_missing_exit_2(tmp_path):
-    env = {"PATH": str(tmp_path), "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+    env = {"PATH": str(tmp_path), "PYTHONPATH": str(ROOT / "src")}
     done = gpuharness("gpus", "--json", env=env)
     assert done.returncode == 2
     assert json.loads(done.stdout)["error"] == "nvidia_smi_missing"
@@ -125,7 +127,7 @@ def test_gpus_runs_the_local_nvidia_smi(tmp_path):
     exe.write_text(f"#!/bin/sh\ncase \"$*\" in\n  *--query-gpu*) echo 'No devices were found'; exit 6;;\n"
                    f"  *) cat '{table}';;\nesac\n")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")}
     done = gpuharness("gpus", "--json", env=env)
     payload = json.loads(done.stdout)
     assert payload["source"] == "nvidia-smi"

@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from checkout import ROOT
 from health_world import CHECKPOINT, sdxl_graph
 
 from gpuharness.core.registry import Registry
 from gpuharness.sim.comfyui import RECORDED_CATALOG, safetensors_bytes
 from gpuharness.sim.runtimes import RuntimeServer
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = json.loads((ROOT / "fixtures" / "comfyui" / "examples.json").read_text())
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import httpx
 import pytest
+from checkout import ROOT
 from health_world import CHECKPOINT, sdxl_graph
 from PIL import Image
 
@@ -22,7 +22,6 @@ from gpuharness.runtimes.http import RuntimeHttp
 from gpuharness.sim.comfyui import CUSTOM_NODE, safetensors_bytes
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = json.loads((ROOT / "fixtures" / "comfyui" / "examples.json").read_text())
 
 

@@ -5,17 +5,16 @@ validate_inputs) and comfy_execution/validation.py (validate_node_input)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from checkout import ROOT
 
 from gpuharness.core.comfy_catalog import NodeCatalog
 from gpuharness.core.comfy_problems import cause, problems
 from gpuharness.core.comfy_validation import GraphError, graph_of, output_nodes, validate
 from gpuharness.sim.comfyui import recorded_catalog
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = json.loads((ROOT / "fixtures" / "comfyui" / "examples.json").read_text())
 CATALOG = recorded_catalog()
 

@@ -3,9 +3,7 @@ adapter sends must come with `python -m gpuharness.plans.recordings`, or these f
 
 from __future__ import annotations
 
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from checkout import ROOT
 
 
 def test_the_committed_plan_replays_offline_with_todays_adapters(pytester):

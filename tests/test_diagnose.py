@@ -6,13 +6,13 @@ import json
 import re
 import tracemalloc
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
 from gpuharness.health.diagnose import _RULES, CAUSES, REMEDIES, classify_file, classify_lines, classify_text
 
-LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
+LOGS = ROOT / "fixtures" / "logs"
 
 # file -> (cause, symptom, decisive 1-based line number); sources in fixtures/logs/SOURCES.md
 CORPUS: dict[str, tuple[str, str | None, int | None]] = {

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import orjson
 import pytest
+from checkout import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -132,7 +132,7 @@ def test_our_own_lines_take_the_cheap_path(job_line, monkeypatch):
 
 
 def test_fixtures_hold_no_repeated_keys():
-    root = Path(__file__).resolve().parent.parent / "fixtures"
+    root = ROOT / "fixtures"
     for path in root.rglob("*.jsonl"):
         for raw in path.read_bytes().splitlines():
             try:

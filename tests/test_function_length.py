@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "gpuharness"
+from checkout import ROOT
+
+SRC = ROOT / "src" / "gpuharness"
 MAX_LINES = 80
 #: Long functions left for work in progress elsewhere ("module:qualified.name"), each with why. It only
 #: shrinks: an entry whose function is short again, or gone, fails the test until it is removed here. Empty

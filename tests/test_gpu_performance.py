@@ -4,9 +4,9 @@ measurements, each with its source: the figure, the expectation from the class t
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
 from gpuharness.health import gpu_classes
 from gpuharness.health.gpu_classes import GPU_CLASSES, HOST_LINKS
@@ -14,7 +14,7 @@ from gpuharness.health.gpu_measurement import DeviceFigures, Measurement
 from gpuharness.health.nvidia_smi import GpuInfo, parse_output
 from gpuharness.health.performance import PerformanceFloor, judge, message
 
-SMI = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi"
+SMI = ROOT / "fixtures" / "nvidia-smi"
 FLOOR = PerformanceFloor()
 
 

@@ -5,9 +5,10 @@ import hashlib
 import json
 from pathlib import Path
 
+from checkout import ROOT
+
 from gpuharness.health import transcripts
 
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "health"
 
 

@@ -1,10 +1,10 @@
 """Which deployments checks/health looks at, and what it says when there is none."""
 
-from pathlib import Path
+from checkout import ROOT
 
 from gpuharness.core.registry import Registry
 
-CHECKS = Path(__file__).resolve().parents[1] / "checks" / "health"
+CHECKS = ROOT / "checks" / "health"
 
 
 def test_no_deployment_awaiting_health_is_said_plainly(pytester, tmp_path):

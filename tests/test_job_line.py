@@ -18,6 +18,7 @@ import msgspec
 import mutants
 import orjson
 import pytest
+from checkout import ROOT
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +28,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.job_line import INPUT_DEPTH, JobLine, Refusal, decode_block, decode_job_line, read_job_line
 from gpuharness.core.ledger import Ledger
 
-DEMO_LEDGER = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu" / "jobs.jsonl"
+DEMO_LEDGER = ROOT / "fixtures" / "demo" / ".pi" / "gpu" / "jobs.jsonl"
 DEMO_LINES = DEMO_LEDGER.read_bytes().splitlines()
 DEMO_RECORDS = [orjson.loads(line) for line in DEMO_LINES]
 TIMESTAMP_FIELDS = ("ts", "started_at", "completed_at")

@@ -7,8 +7,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "gpuharness"
+SRC = ROOT / "src" / "gpuharness"
 
 # Highest first. A package may import the packages listed after it (and itself), never those before it.
 LAYERS = ["cli", "demo", "pytest_plugin", "plans", "operations", "audit", "runtimes", "health", "providers",

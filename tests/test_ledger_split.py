@@ -4,6 +4,7 @@ per-deployment facts and job states, wherever the cut falls, with a real forked 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 import msgspec
 import orjson
 import pytest
+from checkout import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +25,7 @@ from gpuharness.audit import ledger_split, run_audit
 from gpuharness.audit.ledger_pass import PassContext, PassResult, scan
 from gpuharness.core.clock import parse_ts
 
-DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu"
+DEMO = ROOT / "fixtures" / "demo" / ".pi" / "gpu"
 DEMO_LINES = (DEMO / "jobs.jsonl").read_bytes().splitlines()
 DEMO_RECORDS = [orjson.loads(line) for line in DEMO_LINES]
 RATES = {d["id"]: float(d["cost_hr"]) for d in orjson.loads((DEMO / "deployments.json").read_bytes())["deployments"]}
@@ -118,12 +120,13 @@ def big_ledger(tmp_path: Path) -> Path:
 
 
 #: Run in a fresh interpreter, which runs one thread (a test process may hold others, and then no child is forked):
-#: split the ledger at argv[2] with a forked child (made to fail when argv[3] is "fail"), print the verdict.
+#: split the ledger at argv[2] with a forked child (made to fail when argv[3] is "fail"), print the verdict; argv[4]
+#: names the folders this module and its helpers import from.
 SPLIT_IN_A_FRESH_PROCESS = r"""
 import os, sys
 from pathlib import Path
 import orjson
-sys.path.insert(0, sys.argv[4])
+sys.path[:0] = sys.argv[4].split(os.pathsep)
 from test_ledger_split import RATES, verdict
 from gpuharness.audit import ledger_split
 from gpuharness.audit.ledger_pass import PassContext
@@ -152,7 +155,8 @@ def split_in_a_fresh_process(path: Path, how: str) -> dict[str, Any]:
     size = path.stat().st_size
     cut = size // 2 + 1 + path.read_bytes()[size // 2:].index(b"\n")
     done = subprocess.run([sys.executable, "-c", SPLIT_IN_A_FRESH_PROCESS, str(path), str(cut), how,
-                           str(Path(__file__).parent)], capture_output=True, text=True, timeout=300)
+                           os.pathsep.join([str(Path(__file__).parent), str(ROOT / "tests")])],
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     printed: dict[str, Any] = orjson.loads(done.stdout)
     return printed

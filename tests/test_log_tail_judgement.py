@@ -5,15 +5,14 @@ startup logs (fixtures/logs, SOURCES.md) judged against the recorded ComfyUI 0.8
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from checkout import ROOT
 from health_world import CHECKPOINT, WITH_AUDIO, WORKFLOW, sdxl_graph
 
 from gpuharness.health import probe, probe_framing, rules, workflow_fit
 from gpuharness.sim.comfyui import recorded_catalog
 
-LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
+LOGS = ROOT / "fixtures" / "logs"
 SERVER = recorded_catalog().with_model_files({"checkpoints": [CHECKPOINT]})
 
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkout import ROOT
 from lifecycle_fakes import make_world
 
 from gpuharness.cli import main
@@ -29,7 +30,6 @@ from gpuharness.providers import cassette
 from gpuharness.sim.host import SimHost
 from gpuharness.sim.server import Simulator
 
-ROOT = Path(__file__).resolve().parents[1]
 DEMO_LEDGER = ROOT / "fixtures" / "demo" / ".pi" / "gpu" / "jobs.jsonl"
 LIVE_RUN = "pytest checks/health --gpu-mode live --deployment {}"
 

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
 from gpuharness.health.nvidia_smi import (
     ERROR_REMEDIES,
@@ -28,7 +29,7 @@ from gpuharness.health.nvidia_smi import (
     run_local,
 )
 
-SMI = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi"
+SMI = ROOT / "fixtures" / "nvidia-smi"
 #: Real captures with the link, power and clock fields (tests/test_nvidia_smi_performance_fields.py reads them).
 PERFORMANCE_CAPTURES = tuple(p.name for p in SMI.glob("csv-header-units-*-*-*.txt"))
 

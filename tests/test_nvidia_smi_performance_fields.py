@@ -7,9 +7,8 @@ dropped, as `--format=csv,noheader,nounits` prints them."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from checkout import ROOT
 
 from gpuharness.health.nvidia_smi import (
     PERFORMANCE_FIELDS,
@@ -20,7 +19,7 @@ from gpuharness.health.nvidia_smi import (
     parse_probe_csv,
 )
 
-SMI = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi"
+SMI = ROOT / "fixtures" / "nvidia-smi"
 
 # file -> (name, gen, gen max, width, width max, power limit, enforced, default, max limit, SM MHz, SM max MHz)
 CAPTURES = {

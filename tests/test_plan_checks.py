@@ -7,11 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
 from gpuharness.plans.recorded_world import World, layout, record
 from gpuharness.providers import cassette
 
-CHECKS = Path(__file__).resolve().parents[1] / "checks" / "plan"
+CHECKS = ROOT / "checks" / "plan"
 
 
 @pytest.fixture(scope="module")

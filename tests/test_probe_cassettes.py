@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.health import probe, rules
@@ -16,7 +16,7 @@ def ordered(gpu: str, count: int = 1) -> Deployment:
     return Deployment(id="dep", provider="vast", status="health-checking", cost_hr=0.0, created_at="", gpu=gpu,
                       gpu_count=count)
 
-CASSETTES = Path(__file__).resolve().parents[1] / "cassettes" / "ssh"
+CASSETTES = ROOT / "cassettes" / "ssh"
 TRANSCRIPTS = sorted(CASSETTES.glob("*.json"))
 
 

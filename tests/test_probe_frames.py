@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from checkout import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,6 @@ from gpuharness.health import probe, probe_framing, probe_legacy, probing, rules
 from gpuharness.health.probe_framing import Frame
 from gpuharness.remote.local import LocalRemote
 
-ROOT = Path(__file__).resolve().parents[1]
 NONCE = "0123456789abcdef0123456789abcdef"
 NAMES = ("gpus", "log")
 

@@ -9,10 +9,10 @@ import re
 import subprocess
 import sys
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import pytest
+from checkout import ROOT
 from health_world import CUSTOM_SAMPLER, MODEL, WORKFLOW
 
 from gpuharness.core.comfy_catalog import NodeCatalog
@@ -22,7 +22,6 @@ from gpuharness.demo.simulated_estate import GRAPH, seed
 from gpuharness.runtimes.comfyui import build_test_graph, job_graph
 from gpuharness.sim.comfyui import recorded_catalog, with_custom_node
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_REGISTRIES = [ROOT / "fixtures" / "demo" / ".pi" / "gpu", ROOT / "fixtures" / "health" / ".pi" / "gpu"]
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
 from gpuharness.core import schema
 from gpuharness.core.errors import UserError
@@ -14,7 +14,7 @@ from gpuharness.providers.base import InventorySource, ProviderKind
 from gpuharness.providers.factory import ADAPTERS, capabilities_of, kind_of
 from gpuharness.providers.inventory import listed_providers
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "gpuharness"
+SRC = ROOT / "src" / "gpuharness"
 
 
 def test_a_kind_is_parsed_once_and_a_typo_is_one_line_naming_the_kinds():

@@ -12,12 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = ROOT / "README.md"
 MARKER = "<!-- try-it-by-hand -->"
 
 #: What each line must print (stdout), by the command it starts with; every line must also exit 0.

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
 from gpuharness.plans.recorded_world import World, layout, record
 from gpuharness.providers import cassette
 
-CHECK = Path(__file__).resolve().parents[1] / "checks" / "audit" / "test_inventory.py"
+CHECK = ROOT / "checks" / "audit" / "test_inventory.py"
 
 
 @pytest.fixture

@@ -17,12 +17,12 @@ from pathlib import Path
 import hypothesis  # noqa: F401
 import PIL.Image  # noqa: F401
 import pytest
+from checkout import ROOT
 
 from gpuharness.pytest_plugin.reports import report_paths, suite_name
 
-REPO = Path(__file__).resolve().parents[1]
-CHECKS = REPO / "checks" / "audit"
-DEMO = REPO / "fixtures" / "demo" / ".pi" / "gpu"
+CHECKS = ROOT / "checks" / "audit"
+DEMO = ROOT / "fixtures" / "demo" / ".pi" / "gpu"
 
 
 @pytest.fixture

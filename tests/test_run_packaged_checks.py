@@ -8,11 +8,9 @@ import subprocess
 import sys
 import venv
 import zipfile
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from checkout import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from pathlib import Path
+
+from checkout import ROOT
 
 from gpuharness.cli import build_parser
 from gpuharness.core.runtimes import GENERATING, NAMES, RUNTIMES
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "gpuharness"
+SRC = ROOT / "src" / "gpuharness"
 #: where a runtime's name may be written: the table, its clients, its simulator half (the sim module the table names)
 OWNERS = ("core/runtimes.py", "runtimes/")
 SIMULATOR_HALVES = frozenset(f"sim/{entry.simulator}.py" for entry in RUNTIMES.values() if entry.simulator)

@@ -8,6 +8,7 @@ from typing import Any
 
 import mutants
 import pytest
+from checkout import ROOT
 from jsonschema import Draft202012Validator
 
 from gpuharness.core import schema
@@ -119,9 +120,8 @@ def test_a_leap_second_is_a_date_time_as_rfc_3339_says() -> None:
 
 
 def _documents() -> list[tuple[str, object]]:
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / ".pi" / "gpu"
+    root = ROOT / "fixtures" / "demo" / ".pi" / "gpu"
     docs: list[tuple[str, object]] = []
     for name in ("providers", "machines", "deployments", "models", "workflows", "connections", "policy"):
         docs.append((name, json.loads((root / f"{name}.json").read_text())))

@@ -15,10 +15,10 @@ import json
 import random
 import struct
 import zlib
-from pathlib import Path
 
 import httpx
 import pytest
+from checkout import ROOT
 from health_world import run_checks
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -37,7 +37,7 @@ SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp", "ima
           "text/plain": ".txt", "application/json": ".json", "video/mp4": ".mp4", "video/webm": ".webm",
           "audio/flac": ".flac"}
 #: real media files made by FFmpeg (fixtures/outputs/README.md)
-MEDIA = Path(__file__).resolve().parents[2] / "fixtures" / "outputs"
+MEDIA = ROOT / "fixtures" / "outputs"
 MODES = {"PNG": ("1", "L", "LA", "P", "RGB", "RGBA", "I;16"), "JPEG": ("L", "RGB", "CMYK"),
          "WEBP": ("RGB", "RGBA"), "GIF": ("1", "L", "P")}
 #: Pillow's MAX_IMAGE_PIXELS as it ships (its DecompressionBombWarning above it, its error above twice it)
