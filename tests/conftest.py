@@ -1,5 +1,5 @@
-"""The fixtures every test folder shares: a fresh registry, builders of valid records, the provider simulator and
-the health world (simulated hosts behind a registry)."""
+"""The fixtures every test folder shares: a fresh registry, builders of valid records, the provider simulator, the
+health world (simulated hosts behind a registry) and a real OpenSSH sshd."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openssh_server
 import pytest
 from health_world import HealthWorld
 
 from gpuharness.core.registry import Registry
+from gpuharness.remote.route import HostRoute
 from gpuharness.sim.server import Simulator
 
 
@@ -101,3 +103,10 @@ def world(tmp_path: Path) -> Iterator[HealthWorld]:
     made = HealthWorld(tmp_path / "world")
     yield made
     made.close()
+
+
+@pytest.fixture
+def sshd() -> Iterator[tuple[HostRoute, Path, bool]]:
+    """A real OpenSSH sshd on a free loopback port: (its route, its folder, whether it serves SFTP). Skips where
+    none can run, and fails there instead under GPUHARNESS_REQUIRE_SSHD=1 (CI installed one)."""
+    yield from openssh_server.running()
