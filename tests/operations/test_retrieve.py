@@ -32,7 +32,7 @@ def test_retrieve_copies_verifies_and_appends_a_correction_line(tmp_path):
     assert result.bytes_transferred == local.stat().st_size
     assert world.registry.deployment(dep_id).status == "ready"
     assert world.host.connections == 1
-    # one result line per file (the live bar is the terminal's: tests/test_transfer_progress.py)
+    # one result line per file (the live bar is the terminal's: tests/operations/test_transfer_progress.py)
     assert any(f"J-000001/out.png {local.stat().st_size:,} B sha256 {artifact['sha256'][:12]} ok" in s
                for s in world.said)
 
