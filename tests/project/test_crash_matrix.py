@@ -4,7 +4,7 @@ is held, a host that never answers a read, an instance that never comes up).
 
 After each kill, `status --refresh` must report every billing instance (none unreported). After the recovery the
 command's own message names, the refresh is clean, no key has two instances, no deployment is stuck mid-step, and
-the audit passes. `pytest tests/test_crash_matrix.py -s` prints one `CRASH|` row per cell; bench/crash_matrix.py
+the audit passes. `pytest tests/project/test_crash_matrix.py -s` prints one `CRASH|` row per cell; bench/crash_matrix.py
 makes the README's table.
 """
 

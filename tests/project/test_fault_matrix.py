@@ -2,7 +2,7 @@
 
 Every cell must show 0 duplicate launches, 0 lost or rewritten ledger lines, 0 destroys with unsynced
 artifacts, 0 deployments ready without a passing test generation, and a clear classified message.
-`pytest tests/test_fault_matrix.py -s` prints one `MATRIX|` row per cell; bench/fault_matrix.py makes the table.
+`pytest tests/project/test_fault_matrix.py -s` prints one `MATRIX|` row per cell; bench/fault_matrix.py makes the table.
 """
 
 from __future__ import annotations
