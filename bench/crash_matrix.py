@@ -1,6 +1,6 @@
-"""Print the crash matrix as a Markdown table (runs tests/test_crash_matrix.py and collects its rows): kill -9 of a
-real `gpuharness` process at each step of provision, destroy, retrieve and plan apply, then what status --refresh
-said, the recovery its message names, and the invariants after it.
+"""Print the crash matrix as a Markdown table (runs tests/project/test_crash_matrix.py and collects its rows):
+kill -9 of a real `gpuharness` process at each step of provision, destroy, retrieve and plan apply, then what
+status --refresh said, the recovery its message names, and the invariants after it.
 
     python bench/crash_matrix.py            # about two minutes on 2 cores
 """
@@ -20,8 +20,9 @@ HEADER = ("cell", "killed", "state after the kill", "status --refresh after the 
 
 def main() -> int:
     started = time.monotonic()
-    completed = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "tests" / "test_crash_matrix.py"), "-q",
-                                "-s", "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
+    matrix = ROOT / "tests" / "project" / "test_crash_matrix.py"
+    completed = subprocess.run([sys.executable, "-m", "pytest", str(matrix), "-q", "-s", "-p", "no:cacheprovider"],
+                               cwd=ROOT, capture_output=True, text=True)
     rows = [line.split("CRASH|", 1)[1].split("|") for line in completed.stdout.splitlines() if "CRASH|" in line]
     print("| " + " | ".join(HEADER) + " |")
     print("|" + "---|" * len(HEADER))

@@ -1,4 +1,4 @@
-"""Print the lifecycle fault matrix as a Markdown table (runs tests/test_fault_matrix.py and collects its rows).
+"""Print the lifecycle fault matrix as a Markdown table (runs tests/project/test_fault_matrix.py and collects its rows).
 
     python bench/fault_matrix.py            # about a minute on 2 cores
 """
@@ -17,8 +17,9 @@ HEADER = ("cell", "duplicate launches", "lost/rewritten ledger lines", "destroys
 
 def main() -> int:
     started = time.monotonic()
-    completed = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "tests" / "test_fault_matrix.py"), "-q",
-                                "-s", "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
+    matrix = ROOT / "tests" / "project" / "test_fault_matrix.py"
+    completed = subprocess.run([sys.executable, "-m", "pytest", str(matrix), "-q", "-s", "-p", "no:cacheprovider"],
+                               cwd=ROOT, capture_output=True, text=True)
     rows = [line.split("MATRIX|", 1)[1].split("|") for line in completed.stdout.splitlines() if "MATRIX|" in line]
     print("| " + " | ".join(HEADER) + " |")
     print("|" + "---|" * len(HEADER))

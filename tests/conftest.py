@@ -1,13 +1,19 @@
-"""Shared fixtures of the core tests: a fresh registry and builders of valid records."""
+"""The fixtures every test folder shares: a fresh registry, builders of valid records, the provider simulator, the
+health world (simulated hosts behind a registry) and a real OpenSSH sshd."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openssh_server
 import pytest
+from health_world import HealthWorld
 
 from gpuharness.core.registry import Registry
+from gpuharness.remote.route import HostRoute
+from gpuharness.sim.server import Simulator
 
 
 def build_job(job_id: str = "J-000001", status: str = "completed", **fields: Any) -> dict[str, Any]:
@@ -76,3 +82,31 @@ def seeded_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
         registry = Registry(tmp_path / "registry")
         seed(sim, registry)
         yield sim, registry
+
+
+@pytest.fixture
+def sim_options() -> dict[str, Any]:
+    """The keyword arguments the `sim` fixture gives Simulator; a module overrides this fixture to change them."""
+    return {"ready_delay_s": 0.0}
+
+
+@pytest.fixture
+def sim(sim_options: dict[str, Any]) -> Iterator[Simulator]:
+    """The provider simulator serving on a free loopback port (instances run at once unless sim_options says)."""
+    with Simulator(**sim_options) as simulator:
+        yield simulator
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[HealthWorld]:
+    """A health world under tmp_path: add deployments with `world.add(dep_id, HostSpec(...))`; hosts stop after."""
+    made = HealthWorld(tmp_path / "world")
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def sshd() -> Iterator[tuple[HostRoute, Path, bool]]:
+    """A real OpenSSH sshd on a free loopback port: (its route, its folder, whether it serves SFTP). Skips where
+    none can run, and fails there instead under GPUHARNESS_REQUIRE_SSHD=1 (CI installed one)."""
+    yield from openssh_server.running()

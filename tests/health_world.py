@@ -7,12 +7,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from checkout import ROOT
+
 from gpuharness.core.registry import Registry
 from gpuharness.sim.comfyui import CUSTOM_NODE, safetensors_bytes
 from gpuharness.sim.host import HostSpec, SimHost
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
-CHECKS = Path(__file__).resolve().parents[1] / "checks" / "health" / "test_health.py"
+CHECKS = ROOT / "checks" / "health" / "test_health.py"
 
 MODEL = {"name": "sdxl-base", "files": [{"path": "models/checkpoints/sdxl.safetensors", "sha256": "a" * 64,
                                          "size": 6_938_078_334}], "min_vram_gb": 12, "min_driver": "550.0"}
@@ -125,3 +127,11 @@ class HealthWorld:
             host.stop()
         for server in self.endpoints.values():
             server.stop()
+
+
+def run_checks(pytester: Any, world: HealthWorld, *args: str, mode: str = "live") -> Any:
+    """The packaged health suite copied into pytester's directory and run in-process against the world's registry;
+    -vv and -rA print every outcome on a line of its own (`test_health.py::test_x[dep] PASSED`, `FAILED ...`)."""
+    checks = world.install_checks(pytester.path)
+    return pytester.runpytest_inprocess(str(checks), "--registry", str(world.registry.root), "--gpu-mode", mode,
+                                        "-p", "no:cacheprovider", "-rA", "-vv", *args)

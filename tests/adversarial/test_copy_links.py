@@ -30,7 +30,6 @@ import pytest
 from health_world import HealthWorld
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_openssh_interop import sshd as _sshd  # noqa: F401  (the fixture: a real OpenSSH sshd)
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
@@ -431,11 +430,11 @@ def test_outputs_named_alike_in_two_folders_are_two_artifacts(tmp_path: Path) ->
 
 
 @pytest.mark.sshd
-def test_a_real_openssh_host_gives_no_file_through_a_link(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def test_a_real_openssh_host_gives_no_file_through_a_link(sshd: tuple[HostRoute, Path, bool], tmp_path: Path) -> None:
     """The same rule against OpenSSH's own sshd and sftp-server: an output folder holding a link to the login's
     private key, a folder link to the folder that holds it, a hard link and a FIFO gives none of them; the regular
     file beside them is synced."""
-    route, directory, has_sftp = request.getfixturevalue("_sshd")
+    route, directory, has_sftp = sshd
     if not has_sftp:
         pytest.skip("this sshd has no sftp-server")
     workspace = directory / "ws"

@@ -15,11 +15,11 @@ import json
 import random
 import struct
 import zlib
-from pathlib import Path
 
 import httpx
 import pytest
-from health_world import HealthWorld
+from checkout import ROOT
+from health_world import run_checks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -37,7 +37,7 @@ SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp", "ima
           "text/plain": ".txt", "application/json": ".json", "video/mp4": ".mp4", "video/webm": ".webm",
           "audio/flac": ".flac"}
 #: real media files made by FFmpeg (fixtures/outputs/README.md)
-MEDIA = Path(__file__).resolve().parents[2] / "fixtures" / "outputs"
+MEDIA = ROOT / "fixtures" / "outputs"
 MODES = {"PNG": ("1", "L", "LA", "P", "RGB", "RGBA", "I;16"), "JPEG": ("L", "RGB", "CMYK"),
          "WEBP": ("RGB", "RGBA"), "GIF": ("1", "L", "P")}
 #: Pillow's MAX_IMAGE_PIXELS as it ships (its DecompressionBombWarning above it, its error above twice it)
@@ -361,13 +361,6 @@ def test_every_real_text_or_json_file_passes(comfy, text, as_json):
 
 # --- end to end: the health suite against a simulated host ---------------------------------------------------------
 
-@pytest.fixture
-def world(tmp_path):
-    made = HealthWorld(tmp_path / "world")
-    yield made
-    made.close()
-
-
 @pytest.mark.parametrize(("fault", "reason", "cause"), [
     ("garbage_output", "ComfyUI_00001_.png: not a decodable PNG", "undecodable_output"),
     ("bomb_output", "10000x10000 pixels", "decompression_bomb"),
@@ -375,9 +368,7 @@ def world(tmp_path):
 def test_the_health_suite_never_readies_a_comfyui_serving_an_output_that_only_starts_right(pytester, world, fault,
                                                                                          reason, cause):
     world.add("dep_bad", with_fault(HostSpec(), fault))
-    checks = world.install_checks(pytester.path)
-    result = pytester.runpytest_inprocess(str(checks), "--registry", str(world.registry.root), "--gpu-mode", "live",
-                                          "-p", "no:cacheprovider", "-rfs", "-vv")
+    result = run_checks(pytester, world)
     failed = [line for line in result.outlines
               if line.startswith("FAILED test_health.py::test_test_generation_succeeds[dep_bad]")]
     assert failed, "the test generation passed on a hostile output:\n" + "\n".join(result.outlines[-30:])

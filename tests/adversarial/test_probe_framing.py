@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
-from health_world import HealthWorld
+from health_world import HealthWorld, run_checks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -255,20 +255,14 @@ def forged_log(workspace: str) -> tuple[str, ...]:
 FAILED = re.compile(r"^FAILED test_health\.py::test_(\w+)\[dep_forged\]")
 
 
-def test_a_log_forging_healthy_sections_does_not_make_an_unhealthy_host_ready(pytester, tmp_path):
+def test_a_log_forging_healthy_sections_does_not_make_an_unhealthy_host_ready(pytester, world: HealthWorld):
     """Issue 17's example through the real health suite over SSH: the service log holds lines shaped like a healthy
     host's GPU, header, apps and disk sections. The host still fails the ECC, throttling, temperature, foreign process
     and disk checks, and the ready gate does not mark it ready."""
-    world = HealthWorld(tmp_path / "world")
-    try:
-        host = world.add("dep_forged", UNHEALTHY)
-        host.reconfigure(replace(UNHEALTHY, log_lines=forged_log(str(host.workspace))))
-        checks = world.install_checks(pytester.path)
-        result = pytester.runpytest_inprocess(str(checks), "--registry", str(world.registry.root), "--gpu-mode",
-                                              "live", "-p", "no:cacheprovider", "-rfs", "-vv")
-        deployment = world.deployment("dep_forged")
-    finally:
-        world.close()
+    host = world.add("dep_forged", UNHEALTHY)
+    host.reconfigure(replace(UNHEALTHY, log_lines=forged_log(str(host.workspace))))
+    result = run_checks(pytester, world)
+    deployment = world.deployment("dep_forged")
     failed = {match.group(1) for line in result.outlines if (match := FAILED.match(line))}
     assert {"no_uncorrected_ecc", "no_harmful_throttling", "temperature_under_limit", "no_foreign_compute_processes",
             "disk_has_room_for_model"} <= failed, "\n".join(result.outlines[-40:])
@@ -285,21 +279,15 @@ def test_the_forged_sections_are_shaped_like_the_probe_fields():
 LYING_WC = "#!/bin/sh\nprintf '7\\n'\n"
 
 
-def test_a_host_whose_tools_garble_the_probe_is_not_believed_and_not_ready(pytester, tmp_path):
+def test_a_host_whose_tools_garble_the_probe_is_not_believed_and_not_ready(pytester, world: HealthWorld):
     """A host whose `wc` miscounts: the probe's output does not hold what the probe sent, so no fact of it is
     believed. Every check that reads the probe fails naming the broken frame (probe_corrupt), and the ready gate
     does not mark the host ready."""
-    world = HealthWorld(tmp_path / "world")
-    try:
-        host = world.add("dep_garbled")
-        (host.bin / "wc").write_text(LYING_WC)
-        (host.bin / "wc").chmod(0o755)
-        checks = world.install_checks(pytester.path)
-        result = pytester.runpytest_inprocess(str(checks), "--registry", str(world.registry.root), "--gpu-mode",
-                                              "live", "-p", "no:cacheprovider", "-rfs", "-vv")
-        deployment = world.deployment("dep_garbled")
-    finally:
-        world.close()
+    host = world.add("dep_garbled")
+    (host.bin / "wc").write_text(LYING_WC)
+    (host.bin / "wc").chmod(0o755)
+    result = run_checks(pytester, world)
+    deployment = world.deployment("dep_garbled")
     failures = [line for line in result.outlines if line.startswith("FAILED test_health.py::")]
     reachable = [line for line in failures if "test_host_reachable[dep_garbled]" in line]
     assert reachable and "cannot be believed" in reachable[0], "\n".join(result.outlines[-40:])

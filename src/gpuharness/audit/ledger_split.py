@@ -5,7 +5,7 @@ A job's lines may fall on both sides of the cut. The child leaves the sequence r
 part to the join (its `Openings`: the rule needs the job's state at the end of the first part), and the parent hands
 each such job to the child's part (whose state for it is the later one) before it finishes its own: spend, open
 jobs, unsynced artifacts and the per-job ceiling then count every job once, from its last line. Findings keep the
-order and the example cap of one pass (tests/test_ledger_split.py holds the join to a single pass).
+order and the example cap of one pass (tests/audit/test_ledger_split.py holds the join to a single pass).
 """
 
 from __future__ import annotations

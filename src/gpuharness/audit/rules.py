@@ -1,5 +1,5 @@
 """The audit rules, each declared once: its id, its title and what it reads. The engine emits findings by these rule
-objects, and the checks in checks/audit are parametrized from this table (tests/test_audit_rules.py proves that
+objects, and the checks in checks/audit are parametrized from this table (tests/audit/test_audit_rules.py proves that
 every rule has a check and every check a rule)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The job schema (`core/schemas/job.schema.json`) stays the contract. The Structs accept a subset of what it
 accepts, and `read_job_line` settles every line they refuse with orjson and the schema (jsonschema-rs), so that
-the verdict is the schema's on every line (tests/test_job_line.py holds the two to it). What the Structs refuse and
+the verdict is the schema's on every line (tests/core/test_job_line.py holds the two to it). What the Structs refuse and
 the schema may accept: unknown fields (which the audit tolerates), integers written as 1.0 or beyond 64 bits,
 inputs nested deeper than `INPUT_DEPTH`, and a duplicate key whose earlier value breaks the schema. Timestamps are
 read as strings and checked against the schema's `date-time` format by `is_date_time`, which also refuses the few

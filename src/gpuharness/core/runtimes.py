@@ -1,7 +1,7 @@
 """The runtimes a deployment may run, each declared once: what the rest of the harness knows about a runtime (its
 service's port, health route, process, log, whether it has a host of ours) is read from this table.
 
-The published schema (deployments.schema.json's `runtime` enum) stays the contract; tests/test_runtime_table.py
+The published schema (deployments.schema.json's `runtime` enum) stays the contract; tests/core/test_runtime_table.py
 proves the two agree. A runtime's HTTP client is the module of `gpuharness.runtimes` its entry names (`client`), the
 run phase's executor the module of `gpuharness.operations` (`executor`), its stand-in the module of `gpuharness.sim`
 (`simulator`).

@@ -1,0 +1,83 @@
+"""The package map in the README's architecture section, enforced: each package imports only itself and the
+packages below it, so there are no circles and nothing reaches upward."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from checkout import ROOT
+
+SRC = ROOT / "src" / "gpuharness"
+
+# Highest first. A package may import the packages listed after it (and itself), never those before it.
+LAYERS = ["cli", "demo", "pytest_plugin", "plans", "operations", "audit", "runtimes", "health", "providers",
+          "remote", "core"]
+# The simulator stands beside the product: it borrows the core's errors and the nvidia-smi field tables, and only
+# the demo, the plans' rehearsal and the command line (`sim serve`) may start it.
+SIM_MAY_IMPORT = {"sim", "core", "health"}
+MAY_IMPORT_SIM = {"cli", "demo", "plans"}
+
+
+def _package_of(path: Path) -> str:
+    rel = path.relative_to(SRC).parts
+    return rel[0] if len(rel) > 1 else "(top)"
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, first package under gpuharness) for every gpuharness import in the file, top-level or nested."""
+    tree = ast.parse(path.read_text("utf-8"))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "gpuharness":
+                names = [f"gpuharness.{a.name}" for a in node.names]
+            else:
+                names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "gpuharness" and len(parts) > 1:
+                found.append((node.lineno, parts[1]))
+    return found
+
+
+def _allowed(source: str, target: str) -> bool:
+    if target == source:
+        return True
+    if source == "sim":
+        return target in SIM_MAY_IMPORT
+    if target == "sim":
+        return source in MAY_IMPORT_SIM
+    if source == "(top)":
+        return True  # gpuharness/__init__ re-exports the core's public names; __main__ calls the cli
+    if source not in LAYERS or target not in LAYERS:
+        return False
+    return LAYERS.index(target) > LAYERS.index(source)
+
+
+def test_every_package_is_on_the_map():
+    packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages == set(LAYERS) | {"sim"}, "add the new package to LAYERS here and to the README's map"
+
+
+def test_no_module_sits_beside_the_packages():
+    loose = sorted(p.name for p in SRC.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert loose == [], f"put these modules into the package that owns their concept: {loose}"
+
+
+@pytest.mark.parametrize("path", sorted(SRC.rglob("*.py")), ids=lambda p: str(p.relative_to(SRC)))
+def test_imports_point_down_the_map(path):
+    source = _package_of(path)
+    wrong = [f"{path.relative_to(SRC)}:{line} imports gpuharness.{target}"
+             for line, target in _imports(path) if not _allowed(source, target)]
+    assert wrong == [], "imports against the package map (README, Architecture): " + "; ".join(wrong)
+
+
+def test_the_map_test_catches_an_upward_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from gpuharness.cli import main\n")
+    assert [t for _, t in _imports(bad) if not _allowed("core", t)] == ["cli"]
