@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from checkout import ROOT
 from health_world import HealthWorld
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -46,7 +47,7 @@ from gpuharness.providers import cassette
 from gpuharness.sim.host import HostSpec
 from gpuharness.sim.server import Simulator
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "gpuharness"
+SRC = ROOT / "src" / "gpuharness"
 ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 URLSAFE = ALNUM + "-_"
 NOW = parse_ts("2026-11-02T12:00:00Z")
