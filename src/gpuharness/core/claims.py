@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, Literal, final
 
-from gpuharness.core import json_text
+from gpuharness.core import json_text, regular_file
 from gpuharness.core.errors import UserError
 
 Work = Literal["launch", "retrieve", "run"]
@@ -56,10 +56,11 @@ def take(root: Path, work: Work, deployment_id: str) -> Claim | None:
     path = claim_path(root, work, deployment_id)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise UserError(f"cannot open the claim file: {exc.strerror}", path=path,
                         hint="check the registry directory's owner and mode; nothing was changed") from None
+    # the harness makes claim files: a link, a FIFO, a device or a directory in one's place is refused
+    fd = regular_file.open_fd(path, os.O_RDWR | os.O_CREAT, follow=False, doing="cannot open the claim file")
     for attempt in range(_TRIES):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -78,16 +79,14 @@ def holder(root: Path, work: Work, deployment_id: str) -> int | None:
     """The pid of the live process holding the claim (0 when it wrote none yet), or None when it is free."""
     path = claim_path(root, work, deployment_id)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = regular_file.open_fd(path, follow=False, doing="cannot open the claim file")
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise UserError(f"cannot open the claim file: {exc.strerror}", path=path) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            text = os.read(fd, 32).decode(errors="replace").strip()
+            text = os.read(fd, regular_file.CLAIM_PID).decode(errors="replace").strip()
             return int(text) if text.isdigit() else 0
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None

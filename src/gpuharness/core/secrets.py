@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, final
 
+from gpuharness.core import regular_file
+from gpuharness.core.errors import UserError
+
 #: Environment variable whose value tests plant as an API key; always treated as a configured secret.
 TEST_SECRET_ENV: Final = "GPUHARNESS_TEST_SECRET"
 #: What a redacted secret becomes in recordings and evidence.
@@ -171,10 +174,11 @@ def line_of(data: bytes, offset: int) -> int:
 
 def scan_file(path: Path, *, block: int = 8 << 20, credentials: tuple[Credential, ...] = ()
               ) -> Iterator[tuple[int, SecretHit]]:
-    """(line, hit) for each secret in a file, streaming it in blocks that never split a line."""
+    """(line, hit) for each secret in a file, streaming it in blocks that never split a line (but one longer than
+    a JSON Lines line's cap, core.regular_file, which is cut: memory stays bounded)."""
     lineno = 1
     carry = b""
-    with open(path, "rb") as handle:
+    with regular_file.open_stream(path) as handle:
         while True:
             chunk = handle.read(block)
             data = carry + chunk
@@ -182,6 +186,8 @@ def scan_file(path: Path, *, block: int = 8 << 20, credentials: tuple[Credential
                 cut = len(data)
             else:
                 cut = data.rfind(b"\n") + 1
+                if cut == 0 and len(data) > regular_file.JSONL_LINE:
+                    cut = len(data)
             head, carry = data[:cut], data[cut:]
             for hit in find_secrets(head, None, credentials):
                 yield line_of(head, hit.offset) + lineno - 1, hit
@@ -206,7 +212,11 @@ def scan_tree(root: Path, *, skip: tuple[str, ...] = (), credentials: tuple[Cred
         relative = path.relative_to(root).parts if path != root else ()
         if (relative and (relative[0] in skip or "/".join(relative) in skip)) or path.suffix == ".lock":
             continue
-        for lineno, hit in scan_file(path, credentials=credentials):
+        try:
+            found = list(scan_file(path, credentials=credentials))
+        except (UserError, FileNotFoundError):  # no longer a regular file (or gone) since it was listed
+            continue
+        for lineno, hit in found:
             yield path, lineno, hit
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpuharness.core import json_text
+from gpuharness.core import json_text, regular_file
 from gpuharness.core.errors import UserError
 
 
@@ -22,19 +22,14 @@ def parse_json_text(text: str, path: Path | str) -> Any:
     return json_text.loads(text, path)
 
 
-def read_json(path: Path) -> Any:
-    """Read and parse a JSON file, with a clear error when it is missing or broken."""
+def read_json(path: Path, *, cap: int = regular_file.STATE_DOCUMENT, what: str = "a state document") -> Any:
+    """Read and parse a JSON file (a regular file under its cap: core.regular_file), with a clear error when it is
+    missing, special, too big or broken."""
     try:
-        raw = path.read_bytes()
+        raw = regular_file.read_bytes(path, cap, what=what)
     except FileNotFoundError:
         raise UserError("file not found", path=path,
                         hint="run `gpuharness init` or pass --registry DIR") from None
-    except IsADirectoryError:
-        raise UserError("is a directory, expected a JSON file", path=path) from None
-    except PermissionError:
-        raise UserError("permission denied", path=path, hint="check the file's owner and mode") from None
-    except OSError as exc:
-        raise UserError(f"cannot read: {exc.strerror}", path=path) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -118,10 +113,11 @@ def exclusive_lock(path: Path) -> Iterator[None]:
     lock_path = path.with_name(path.name + ".lock")
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:  # a read-only registry, a directory in the lock's place
+    except OSError as exc:  # a read-only registry
         raise UserError(f"cannot open the lock file: {exc.strerror}", path=lock_path,
                         hint="check the registry's owner and mode; nothing was changed") from None
+    # a directory, a FIFO or a link in the lock's place is refused (core.regular_file)
+    fd = regular_file.open_fd(lock_path, os.O_RDWR | os.O_CREAT, follow=False, doing="cannot open the lock file")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
