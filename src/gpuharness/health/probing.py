@@ -110,7 +110,7 @@ def live(registry: Registry, deployment: Deployment, *, record_to: Path | None =
         return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)), catalog=catalog)
     try:
         result = remote.exec(probe.build_script(targets.probe_targets(deployment, policy)),
-                             deadline_s=float(timeouts.get("probe_s", 120)))
+                             deadline_s=targets.probe_deadline_s(policy))
         workflow = targets.manifest(registry, "workflows.json", "id", deployment.workflow) or {}
         measured = measuring.take(remote, deployment, policy, probe.parse(result.stdout, result.stderr,
                                                                           result.exit_status),

@@ -24,7 +24,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.operations.run import ExecutorSeams, JobProgress
 from gpuharness.remote import Remote, RemoteError
 from gpuharness.remote.script import ShellScript
-from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.runtimes.http import RuntimeHttp, answer_json
 from gpuharness.runtimes.openai import choice_text, error_text
 
 APIS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -47,7 +47,7 @@ def answer_error(response: httpx.Response) -> str | None:
     """The server's error, or None for a completion. Errors come as a non-200 status, or (some proxies and old
     servers) as a 200 with `{"object":"error"}` or an `error` member."""
     try:
-        body = response.json()
+        body = answer_json(response)
     except ValueError:
         body = None
     is_error = response.status_code != 200 or not isinstance(body, dict) or body.get("object") == "error" \
@@ -110,7 +110,7 @@ class OpenAIJobExecutor:
         else:
             call.error = answer_error(response)
             if call.error is None:
-                call.answer = response.json()
+                call.answer = answer_json(response)
             else:
                 call.error = f"POST {call.path} answered {call.error}"
         finally:

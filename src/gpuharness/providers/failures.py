@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpuharness.core.json_text import loads_outside
 from gpuharness.core.secrets import redact_values
 from gpuharness.providers.base import ErrorKind, ProviderError
 
@@ -31,7 +32,7 @@ def redact(text: str, *secrets: str | None) -> str:
 def message_of(body_text: str) -> str:
     """The human message inside an error body (JSON error/msg/message/detail, GraphQL errors[], or text)."""
     try:
-        body: Any = json.loads(body_text)
+        body: Any = loads_outside(body_text, what="the error body")
     except ValueError:
         return " ".join(body_text.split())[:300] or "(empty body)"
     parts: list[str] = []

@@ -17,6 +17,7 @@ from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
 from gpuharness.core.comfy_problems import Problem, cause, problems
 from gpuharness.core.comfy_validation import Verdict, validate
 from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.providers.deadline import MAX_OUTPUT_BYTES
 from gpuharness.runtimes import (
     Artifact,
     GenerationRequest,
@@ -27,10 +28,12 @@ from gpuharness.runtimes import (
     get_health,
     transport_failure,
 )
-from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.runtimes.http import RuntimeHttp, answer_json
 
 #: First poll interval; it doubles up to POLL_MAX_S (short generations finish fast, long ones poll calmly).
 POLL_S = 0.25
+#: GET /view's whole answer: an output file (a video may take minutes)
+VIEW_TIMEOUT_S = 600.0
 POLL_MAX_S = 2.0
 OUTPUT_KINDS = ("images", "gifs", "videos", "audio")
 
@@ -125,12 +128,14 @@ class ComfyUI:
     def __init__(self, http: RuntimeHttp) -> None:
         self.http = http
 
-    def catalog(self) -> NodeCatalog:
-        """The server's node catalog (GET /object_info): the classes it has, and the model files it lists."""
-        response = self.http.get("/object_info", timeout=60.0)
+    def catalog(self, timeout_s: float | None = None) -> NodeCatalog:
+        """The server's node catalog (GET /object_info): the classes it has, and the model files it lists; the whole
+        answer by timeout_s (the seam's timeout by default: a wall-clock deadline, so a dripping server is cut off),
+        its JSON depth-bounded."""
+        response = self.http.get("/object_info", timeout=timeout_s)
         response.raise_for_status()
         try:
-            return NodeCatalog(response.json(), source=f"{self.http.base_url}object_info")
+            return NodeCatalog(answer_json(response), source=f"{self.http.base_url}object_info")
         except (ValueError, CatalogError) as exc:
             raise CatalogError(f"GET /object_info did not answer a catalog: {exc}") from None
 
@@ -167,9 +172,11 @@ class ComfyUI:
                          str(status.get("status_str") or ""))
 
     def view(self, item: Mapping[str, Any]) -> httpx.Response:
+        """One output file (held in memory: up to providers.deadline.MAX_OUTPUT_BYTES, by VIEW_TIMEOUT_S)."""
         return self.http.get("/view", params={"filename": item.get("filename", ""),
                                               "subfolder": item.get("subfolder", ""),
-                                              "type": item.get("type", "output")})
+                                              "type": item.get("type", "output")},
+                             timeout=VIEW_TIMEOUT_S, max_bytes=MAX_OUTPUT_BYTES)
 
     def cancel(self, prompt_id: str) -> None:
         """Interrupt the running prompt and drop it from the queue (best effort)."""
@@ -185,7 +192,7 @@ def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
     response = get_health(RuntimeHttp.over(client), str(RUNTIMES["comfyui"].health_path))
     if isinstance(response, Outcome):
         return response
-    devices = [d.get("name") for d in response.json().get("devices", [])]
+    devices = [d.get("name") for d in answer_json(response).get("devices", [])]
     return Outcome(True, f"ComfyUI answers; devices {devices}", duration_s=time.monotonic() - started)
 
 
@@ -266,6 +273,6 @@ def _sniff(data: bytes, declared: str) -> str:
 
 def _json(response: httpx.Response) -> Any:
     try:
-        return response.json()
+        return answer_json(response)
     except ValueError:
         return response.text

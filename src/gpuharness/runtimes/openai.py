@@ -18,7 +18,7 @@ from gpuharness.runtimes import (
     get_health,
     transport_failure,
 )
-from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.runtimes.http import RuntimeHttp, answer_json
 
 
 def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
@@ -35,7 +35,7 @@ def error_text(response: httpx.Response, limit: int = 300) -> str:
     `{"object":"error","message":...}`, newer vLLM `{"error":{"message":...}}`, TGI `{"error":"...",
     "error_type":...}`; a body that is not JSON (a proxy's page, a traceback) as its first `limit` chars."""
     try:
-        body = response.json()
+        body = answer_json(response)
     except ValueError:
         return response.text[:limit]
     if isinstance(body, dict):
@@ -72,7 +72,7 @@ def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], re
     if listing.status_code != 200:
         return failed("unhealthy", f"GET /v1/models answered {listing.status_code}: {error_text(listing)}",
                       started=started, clock=clock)
-    served = [item.get("id") for item in listing.json().get("data", [])]
+    served = [item.get("id") for item in answer_json(listing).get("data", [])]
     if model not in served:
         return failed("model_missing", f"the server does not serve {model!r}; /v1/models lists {served}",
                       remedy="start the server with the model of the deployment (e.g. vllm serve MODEL)",
@@ -88,7 +88,7 @@ def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], re
         text = error_text(response)
         return classified(text, "completion_failed", f"POST /v1/completions answered {response.status_code}: {text}",
                           started=started, clock=clock)
-    text = choice_text(response.json())
+    text = choice_text(answer_json(response))
     if not text.strip():
         return failed("empty_output", "POST /v1/completions returned no text", started=started, clock=clock)
     return Outcome(True, f"completion of {len(text)} chars: {text.strip()[:60]!r}",
