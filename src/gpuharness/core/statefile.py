@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuharness.core import json_text, regular_file
+from gpuharness.core.claims import lock_file
 from gpuharness.core.errors import UserError
 
 
@@ -109,7 +110,9 @@ def atomic_write_json(path: Path, document: Any) -> None:
 
 @contextlib.contextmanager
 def exclusive_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive flock on a sidecar `<path>.lock` (left in place, like filelock)."""
+    """Hold an exclusive flock on a sidecar `<path>.lock` (left in place, like filelock), verified to be the file at
+    its path once locked (core.claims.lock_file: a lock file removed or replaced between its open and its flock is
+    locked again, so two writers never hold two different files)."""
     lock_path = path.with_name(path.name + ".lock")
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
@@ -117,9 +120,9 @@ def exclusive_lock(path: Path) -> Iterator[None]:
         raise UserError(f"cannot open the lock file: {exc.strerror}", path=lock_path,
                         hint="check the registry's owner and mode; nothing was changed") from None
     # a directory, a FIFO or a link in the lock's place is refused (core.regular_file)
-    fd = regular_file.open_fd(lock_path, os.O_RDWR | os.O_CREAT, follow=False, doing="cannot open the lock file")
+    fd = lock_file(lock_path, wait=True, doing="cannot open the lock file")
+    assert fd is not None  # a waiting lock is always taken
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
