@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import resource
 import shutil
@@ -183,5 +184,65 @@ def test_a_special_file_in_a_state_files_place_is_one_line_naming_it_and_nothing
             assert len(errors) == 1 and errors[0].startswith("gpuharness: error: "), done.stderr
             assert str(path) in errors[0] and said in errors[0], errors[0]
         assert after == before, "a file other than the stand-in changed"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+GRAPH = {"4": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sdxl.safetensors"}}}
+CATALOG = Path(__file__).resolve().parents[2] / "src" / "gpuharness" / "sim" / "comfyui-0.8.0-object_info.json"
+#: commands that read a file named on their command line ({} is the hostile file), and whether it is JSON
+NAMED: dict[str, tuple[tuple[str, ...], bool]] = {
+    "diagnose": (("diagnose", "{}"), False),
+    "gpus --from": (("gpus", "--from", "{}"), False),
+    "workflow check (graph)": (("workflow", "check", "{}", "--catalog", str(CATALOG)), True),
+    "workflow check --catalog": (("workflow", "check", "{graph}", "--catalog", "{}"), True),
+    "workflow add --from": (("workflow", "add", "--from", "{}", "--id", "wf_new"), True),
+}
+
+
+@st.composite
+def named_cases(draw: st.DrawFn) -> tuple[str, str, int]:
+    command = draw(st.sampled_from(sorted(NAMED)))
+    kinds = sorted(NOT_REGULAR) + ["over_cap"] + (["deep_json"] if NAMED[command][1] else [])
+    depth = draw(st.integers(min_value=100, max_value=1100) | st.just(100_000))
+    return command, draw(st.sampled_from(kinds)), depth
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(named_cases())
+def test_a_special_file_named_on_the_command_line_is_one_line_naming_it(case):
+    """A log, nvidia-smi output, a graph or a node catalog named on the command line is read under the same rules
+    (a pipe goes through `-`): one line and exit 2, but a log of any size, which `diagnose` streams (exit 0)."""
+    command, kind, depth = case
+    work = Path(tempfile.mkdtemp(prefix="gh-sp-"))
+    try:
+        root = work / "r"
+        shutil.copytree(base_registry(), root, symlinks=True)
+        graph = work / "graph.json"
+        graph.write_text(json.dumps(GRAPH))
+        path = work / "named"
+        words, _ = NAMED[command]
+        args = tuple(word.format(str(path), graph=str(graph)) for word in words)
+        with stand_in(path, kind, "named", depth):
+            before = snapshot(root, path)
+            env = {**os.environ, "VAST_API_KEY": "x" * 24}
+            try:
+                done = subprocess.run([sys.executable, "-m", "gpuharness", *args, "--registry", str(root)],
+                                      capture_output=True, text=True, timeout=TIMEOUT_S, cwd=work, env=env,
+                                      preexec_fn=limited)
+            except subprocess.TimeoutExpired as exc:
+                raise AssertionError(f"gpuharness {command} hung past {TIMEOUT_S} s") from exc
+            after = snapshot(root, path)
+        output = done.stdout + done.stderr
+        assert "Traceback" not in output and "RecursionError" not in output and "MemoryError" not in output, output
+        if command == "diagnose" and kind == "over_cap":
+            assert done.returncode == 0, output
+        else:
+            said = NOT_REGULAR.get(kind) or SIZED[kind]
+            errors = done.stderr.splitlines()
+            assert done.returncode == 2, output
+            assert len(errors) == 1 and errors[0].startswith("gpuharness: error: "), done.stderr
+            assert str(path) in errors[0] and said in errors[0], errors[0]
+        assert after == before, "a registry file changed"
     finally:
         shutil.rmtree(work, ignore_errors=True)
