@@ -29,9 +29,10 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Any, BinaryIO, Final
 
 from gpuharness.core.errors import UserError
+from gpuharness.core.json_text import loads_outside
 
 MIB: Final = 1 << 20
 STATE_DOCUMENT: Final = 64 * MIB
@@ -42,6 +43,8 @@ RECORDING: Final = 64 * MIB
 INPUT: Final = 64 * MIB
 
 _HINT: Final = "put a regular file there (or remove it); nothing was changed"
+#: the hint for a file named on the command line: a pipe's text goes through stdin
+NAMED_HINT: Final = "name a regular file; a pipe's text can go through stdin where the command takes `-`"
 _KINDS: Final = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
                  (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                  (stat.S_ISLNK, "a symbolic link"))
@@ -63,11 +66,11 @@ def size_words(size: int) -> str:
     return f"{size} bytes"
 
 
-def _not_regular(path: Path, mode: int, doing: str) -> UserError:
-    return UserError(f"{doing}: it is {kind_of(mode)}, not a regular file", path=path, hint=_HINT)
+def _not_regular(path: Path, mode: int, doing: str, hint: str = _HINT) -> UserError:
+    return UserError(f"{doing}: it is {kind_of(mode)}, not a regular file", path=path, hint=hint)
 
 
-def _open_error(path: Path, exc: OSError, doing: str, follow: bool) -> UserError:
+def _open_error(path: Path, exc: OSError, doing: str, follow: bool, hint: str) -> UserError:
     """The one line for a failed open; the file's kind when that is why (a socket, a link where none belongs)."""
     if exc.errno == errno.ELOOP and not follow and os.path.islink(path):
         try:
@@ -75,20 +78,20 @@ def _open_error(path: Path, exc: OSError, doing: str, follow: bool) -> UserError
         except OSError:  # dangling, or a loop
             target = "nothing"
         target = "a regular file" if target == "not a regular file" else target
-        return UserError(f"{doing}: it is a symbolic link (to {target}), not a regular file", path=path, hint=_HINT)
+        return UserError(f"{doing}: it is a symbolic link (to {target}), not a regular file", path=path, hint=hint)
     try:
         mode = os.stat(path).st_mode
     except OSError:
         mode = 0
     if exc.errno in (errno.ENXIO, errno.EISDIR, errno.ENOTDIR, errno.EOPNOTSUPP) and mode and not stat.S_ISREG(mode):
-        return _not_regular(path, mode, doing)
-    hint = "check the file's owner and mode; nothing was changed" if exc.errno == errno.EACCES else \
+        return _not_regular(path, mode, doing, hint)
+    other = "check the file's owner and mode; nothing was changed" if exc.errno == errno.EACCES else \
         "nothing was changed"
-    return UserError(f"{doing}: {exc.strerror or exc}", path=path, hint=hint)
+    return UserError(f"{doing}: {exc.strerror or exc}", path=path, hint=other)
 
 
 def open_fd(path: Path, flags: int = os.O_RDONLY, *, follow: bool = True, mode: int = 0o644,
-            doing: str = "cannot read") -> int:
+            doing: str = "cannot read", hint: str = _HINT) -> int:
     """A descriptor of the regular file at path, opened with flags (O_RDONLY; O_RDWR|O_APPEND|O_CREAT to append).
 
     FileNotFoundError propagates (the caller decides what a missing file means); anything that is not a regular
@@ -100,17 +103,17 @@ def open_fd(path: Path, flags: int = os.O_RDONLY, *, follow: bool = True, mode: 
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise _open_error(Path(path), exc, doing, follow) from None
+        raise _open_error(Path(path), exc, doing, follow, hint) from None
     file_mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(file_mode):
         os.close(fd)
-        raise _not_regular(Path(path), file_mode, doing)
+        raise _not_regular(Path(path), file_mode, doing, hint)
     return fd
 
 
-def open_stream(path: Path, *, follow: bool = True, doing: str = "cannot read") -> BinaryIO:
+def open_stream(path: Path, *, follow: bool = True, doing: str = "cannot read", hint: str = _HINT) -> BinaryIO:
     """The regular file at path, opened for buffered binary reading (see open_fd)."""
-    return os.fdopen(open_fd(path, follow=follow, doing=doing), "rb")
+    return os.fdopen(open_fd(path, follow=follow, doing=doing, hint=hint), "rb")
 
 
 def over_cap(path: Path, size: int, cap: int, what: str) -> UserError:
@@ -119,9 +122,26 @@ def over_cap(path: Path, size: int, cap: int, what: str) -> UserError:
                      hint="a file this large is not one the harness wrote; move it aside; nothing was changed")
 
 
-def read_bytes(path: Path, cap: int, *, what: str, follow: bool = True, doing: str = "cannot read") -> bytes:
+def read_named(path: Path, *, what: str) -> bytes:
+    """A file named on the command line (a graph, a node catalog, nvidia-smi output), whole, under INPUT: missing is
+    a UserError too."""
+    try:
+        return read_bytes(path, INPUT, what=what, doing=f"cannot read {what}", hint=NAMED_HINT)
+    except FileNotFoundError:
+        raise UserError(f"cannot read {what}: no such file", path=path, hint="check the path") from None
+
+
+def read_recording(path: Path, *, what: str) -> Any:
+    """A recording's JSON (a probe transcript, a recorded catalog, a run's probe record): a regular file under
+    RECORDING, parsed under core.json_text's depth bound. UserError: not a regular file, or over its cap;
+    ValueError: not JSON, or nested too deeply; FileNotFoundError: none."""
+    return loads_outside(read_bytes(path, RECORDING, what=what), what=f"{what} {path}")
+
+
+def read_bytes(path: Path, cap: int, *, what: str, follow: bool = True, doing: str = "cannot read",
+               hint: str = _HINT) -> bytes:
     """The whole regular file at path, refused (UserError) when it is over cap bytes (or grows past it)."""
-    with open_stream(path, follow=follow, doing=doing) as handle:
+    with open_stream(path, follow=follow, doing=doing, hint=hint) as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > cap:
             raise over_cap(path, size, cap, what)

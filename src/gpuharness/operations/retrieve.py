@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, final
 
+from gpuharness.core import regular_file
 from gpuharness.core.confinement import local_path, remote_within
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
@@ -43,7 +44,7 @@ def unsynced(ledger: Ledger, deployment_id: str) -> dict[str, list[dict[str, Any
 
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with regular_file.open_stream(path) as handle:  # a FIFO or a device there is refused, not read
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
