@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from health_world import sdxl_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -244,5 +245,30 @@ def test_a_special_file_named_on_the_command_line_is_one_line_naming_it(case):
             assert len(errors) == 1 and errors[0].startswith("gpuharness: error: "), done.stderr
             assert str(path) in errors[0] and said in errors[0], errors[0]
         assert after == before, "a registry file changed"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@settings(max_examples=10, deadline=None)
+@given(depth=st.integers(min_value=65, max_value=1100) | st.just(30_000),  # an argument holds at most 128 KiB
+       command=st.sampled_from(["workflow add", "run"]))
+def test_json_given_on_the_command_line_nests_under_the_same_bound(depth, command):
+    """--inputs is JSON from outside too: nested past the bound it is one line and exit 2, nothing changed."""
+    work = Path(tempfile.mkdtemp(prefix="gh-sp-"))
+    try:
+        root = work / "r"
+        shutil.copytree(base_registry(), root, symlinks=True)
+        graph = work / "graph.json"
+        graph.write_text(json.dumps(sdxl_graph()))
+        deep = '{"x": ' + "[" * depth + "]" * depth + "}"
+        args = (("workflow", "add", "--from", str(graph), "--id", "wf_new", "--inputs", deep)
+                if command == "workflow add" else ("run", "dep_a", "--inputs", deep))
+        before = snapshot(root, work / "none")
+        done = subprocess.run([sys.executable, "-m", "gpuharness", *args, "--registry", str(root)],
+                              capture_output=True, text=True, timeout=TIMEOUT_S, cwd=work, preexec_fn=limited)
+        errors = done.stderr.splitlines()
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        assert len(errors) == 1 and "--inputs" in errors[0] and "nested" in errors[0], done.stderr[-2000:]
+        assert snapshot(root, work / "none") == before
     finally:
         shutil.rmtree(work, ignore_errors=True)
