@@ -212,9 +212,9 @@ def _inputs(text: str | None) -> dict[str, Any]:
     if text is None:
         return {}
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise UserError(f"--inputs is not JSON: {exc}", place="--inputs") from None
+        value = json_text.loads_outside(text, what="--inputs")
+    except ValueError as exc:  # not JSON, or nested too deeply
+        raise UserError(str(exc).replace("--inputs: not JSON", "--inputs is not JSON"), place="--inputs") from None
     if not isinstance(value, dict):
         raise UserError("--inputs must be a JSON object", place="--inputs")
     return value
