@@ -238,4 +238,4 @@ def test_ledger_that_is_a_directory_is_one_line(tmp_path: Path, command: list[st
     done = cli(*command, "--registry", str(reg.root))
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
     assert done.stderr.startswith(f"gpuharness: error: {reg.ledger_path}: ")
-    assert "Is a directory" in done.stderr
+    assert "it is a directory, not a regular file" in done.stderr

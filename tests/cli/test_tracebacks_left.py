@@ -107,7 +107,7 @@ def test_an_unopenable_lock_file_is_one_line_and_nothing_changes(estate):
     before = snapshot(estate.root)
     one_line(gpuharness(estate, "destroy", "dep_a", "--confirm", "dep_a"), str(lock), "cannot open the lock file")
     assert snapshot(estate.root) == before
-    run_lock = estate.root / "locks" / "run-dep_a.lock"
+    run_lock = claims.claim_path(estate.root, "run", "dep_a")
     run_lock.mkdir(parents=True)
     before = snapshot(estate.root)
     one_line(gpuharness(estate, "run", "dep_a", "--inputs", "{}"), str(run_lock), "cannot open the claim file")

@@ -22,7 +22,10 @@ import msgspec
 import orjson
 
 from gpuharness.audit.ledger_pass import JobState, LatestSync, PassResult, UnsyncedArtifact
+from gpuharness.core import regular_file
 from gpuharness.core.clock import now_ts
+from gpuharness.core.errors import UserError
+from gpuharness.core.json_text import deep_message, too_deep
 from gpuharness.core.statefile import atomic_write_bytes, exclusive_lock, fsync_dir
 
 VERSION = 3
@@ -133,10 +136,14 @@ def policy_digest(policy: dict[str, Any]) -> str:
 def load(path: Path) -> Checkpoint | None:
     """The checkpoint at path, None when there is none; ValueError when it is unreadable."""
     try:
-        raw = path.read_bytes()
+        raw = regular_file.read_bytes(path, regular_file.CHECKPOINT, what="the audit's checkpoint", follow=False)
     except FileNotFoundError:
         return None
+    except UserError as exc:  # a FIFO, a link or a device in its place, or over its cap
+        raise ValueError(f"unreadable checkpoint ({exc.what})") from None
     try:
+        if too_deep(raw):
+            raise ValueError(deep_message())
         doc = orjson.loads(raw)
         if doc.get("version") not in READABLE_VERSIONS:
             raise ValueError(f"version {doc.get('version')!r}, expected one of {READABLE_VERSIONS}")
@@ -178,8 +185,9 @@ def load_jobs(audit_dir: Path, names: Iterable[str], wanted: set[str]) -> dict[s
     decode = msgspec.json.Decoder(JobState).decode
     found: dict[str, JobState] = {}
     for name in names:
-        with open(job_file_path(audit_dir, name), "rb") as handle:
-            for line in handle:
+        path = job_file_path(audit_dir, name)
+        with regular_file.open_stream(path, follow=False) as handle:
+            for line in regular_file.lines(handle, path, what="job-state line"):
                 end = line.find(b'"', 2)  # the id's bytes, when it holds no escape: most lines are not wanted
                 if end > 2 and line[end - 1] != 92 and line[2:end] not in keys:
                     continue

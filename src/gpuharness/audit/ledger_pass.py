@@ -16,12 +16,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, NamedTuple, final
+from typing import Any, BinaryIO, Final, NamedTuple, final
 
 import msgspec
 
 from gpuharness.audit import rules
-from gpuharness.core import schema
+from gpuharness.core import regular_file, schema
 from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.job_line import (
     DECODE_ERRORS,
@@ -36,6 +36,7 @@ from gpuharness.core.job_line import (
     settle,
 )
 from gpuharness.core.ledger import TERMINAL, sequence_problem
+from gpuharness.core.regular_file import JSONL_LINE, size_words
 from gpuharness.core.rules import Rule
 from gpuharness.core.secrets import Credential, find_secrets, line_of
 
@@ -416,8 +417,8 @@ class LedgerPass:
         elif verdict.problem.startswith("not valid JSON"):
             self.note(rules.LEDGER_TORN, lineno, f"{verdict.problem}; a torn or merged write in the middle of the "
                       "ledger. Move the fragment out (keep a copy) and re-append the job's line")
-        else:
-            self.note(rules.LEDGER_TORN, lineno, "a ledger line must be a JSON object; move it out of jobs.jsonl")
+        else:  # not an object, or nested deeper than core.json_text allows
+            self.note(rules.LEDGER_TORN, lineno, f"{verdict.problem}; move it out of jobs.jsonl")
         return None
 
     def not_valid(self, lineno: int, refusal: Refusal) -> None:
@@ -486,7 +487,7 @@ class LedgerPass:
         """Check the lines of bytes [start, end) of the ledger; a last line without its newline is a torn tail."""
         lineno = 0
         carry = b""
-        with open(self.ctx.path, "rb") as handle:
+        with regular_file.open_stream(Path(self.ctx.path)) as handle:
             # Each block starts at a line start: the partial line at a block's end is read again with the next
             # block (seek back), so no block is ever copied to join or cut it.
             position = start
@@ -496,12 +497,20 @@ class LedgerPass:
                 if not data:
                     break
                 cut = data.rfind(b"\n") + 1
-                while cut == 0 and position + len(data) < end:  # one line longer than a block
+                while cut == 0 and position + len(data) < end and len(data) <= JSONL_LINE:  # a line over a block
                     more = handle.read(min(BLOCK, end - position - len(data)))
                     if not more:
                         break
                     data += more
                     cut = data.rfind(b"\n") + 1
+                if cut == 0 and len(data) > JSONL_LINE:  # a line over its cap: noted, never held whole
+                    lineno += 1
+                    self.note(rules.LEDGER_SCHEMA, lineno, f"a ledger line over the {size_words(JSONL_LINE)} cap "
+                              "of one line (no writer of the harness makes one); move it out of jobs.jsonl (keep "
+                              "a copy) and re-append the job's line")
+                    position = past_line(handle, position + len(data), end)
+                    handle.seek(position)
+                    continue
                 if cut == 0:  # the bytes after the last newline: a torn last line
                     carry = data
                     break
@@ -618,11 +627,25 @@ def collection_paused() -> Iterator[None]:
             gc.enable()
 
 
+def past_line(handle: BinaryIO, position: int, end: int) -> int:
+    """Where the line that runs through `position` ends (just past its newline, or `end`), read block by block."""
+    handle.seek(position)
+    while position < end:
+        block = handle.read(min(BLOCK, end - position))
+        if not block:
+            return position
+        found = block.find(b"\n")
+        if found >= 0:
+            return position + found + 1
+        position += len(block)
+    return end
+
+
 def complete_length(path: Path, size: int) -> int:
     """The byte length of the complete lines (everything up to the last newline)."""
     if size == 0:
         return 0
-    with open(path, "rb") as handle:
+    with regular_file.open_stream(path) as handle:
         position = size
         while position > 0:
             start = max(0, position - 65536)
@@ -639,7 +662,7 @@ def hash_range(path: Path, start: int, end: int, digest: Any) -> None:
     """Feed bytes [start, end) of a file to a hash object (hashlib's interface)."""
     if start >= end:
         return
-    with open(path, "rb") as handle:
+    with regular_file.open_stream(path) as handle:
         handle.seek(start)
         remaining = end - start
         while remaining > 0:

@@ -32,8 +32,10 @@ from gpuharness.audit.ledger_pass import (
     TornTail,
     UnsyncedArtifact,
     collection_paused,
+    past_line,
     sequence_finding,
 )
+from gpuharness.core import regular_file
 from gpuharness.core.rules import Rule
 
 #: Below this many bytes one process checks the whole ledger (a fork and a join cost more than they save).
@@ -95,10 +97,8 @@ def cut_point(path: str, size: int) -> int:
     """Where the second part starts: the first line start at or after the middle (0: do not split)."""
     if size < SPLIT_MIN_BYTES:
         return 0
-    with open(path, "rb") as handle:
-        handle.seek(size // 2)
-        handle.readline()
-        cut = handle.tell()
+    with regular_file.open_stream(Path(path)) as handle:
+        cut = past_line(handle, size // 2, size)  # block by block: a line over its cap is never held whole
     return cut if cut < size else 0
 
 

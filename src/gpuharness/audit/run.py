@@ -26,15 +26,17 @@ from gpuharness.audit.ledger_pass import (
     canonical_ts,
     complete_length,
     hash_range,
+    past_line,
     scan,
 )
 from gpuharness.audit.ledger_split import TailChild, cut_point, scan_split
 from gpuharness.audit.readiness import readiness_problems
-from gpuharness.core import schema
+from gpuharness.core import regular_file, schema
 from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.deployment import Deployment, ShutdownRule, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.job_line import DECODE_ERRORS
+from gpuharness.core.json_text import LineError, loads_line
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import DOCUMENTS, JOURNAL, LEDGER
 from gpuharness.core.rules import Rule
@@ -193,37 +195,51 @@ def _journal(run: AuditRun) -> dict[str, float]:
     last: dict[str, float] = {}
     path = run.root / JOURNAL
     try:
-        handle = open(path, "rb")
+        handle = regular_file.open_stream(path)
     except FileNotFoundError:
+        return last
+    except UserError as exc:  # a FIFO, a device, a directory in its place
+        run.add(rule, JOURNAL, f"{exc.what}; {exc.hint}")
         return last
     known = {d.id for d in run.deployments() if "id" in d.written}
     with handle:
-        for lineno, raw in enumerate(handle, 1):
-            if not raw.endswith(b"\n"):
-                run.warnings.append(f"{JOURNAL}:{lineno}: torn last line (a writer died mid-write)")
-                break
-            try:
-                entry = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                run.add(rule, f"{JOURNAL}:{lineno}", f"not valid JSON ({exc}); move the broken line out")
-                continue
-            errors, _ = schema.check("transition", entry) if isinstance(entry, dict) else (
-                [schema.SchemaIssue("$", "a journal line must be a JSON object")], [])
-            for error in errors[:3]:
-                run.add(rule, f"{JOURNAL}:{lineno}:{error.json_path}", error.message)
-            if errors or not isinstance(entry, dict):
-                continue
-            deployment = entry["deployment"]
-            if deployment not in known:
-                run.add(rules.JOURNAL_DEPLOYMENT, f"{JOURNAL}:{lineno}",
-                        f"transition of deployment {deployment} ({entry.get('from')} → {entry['to']}), which is not "
-                        "in deployments.json: history was deleted; restore the deployment (status destroyed, "
-                        "with destroyed_at)")
-            run.journal_entries[deployment].append(JournalEntry(lineno, entry.get("from"), entry["to"]))
-            moment = _ts(entry.get("ts"))
-            if moment is not None and moment > last.get(deployment, 0.0):
-                last[deployment] = moment
+        try:
+            for lineno, raw in enumerate(regular_file.lines(handle, path, what="journal line"), 1):
+                if not _journal_line(run, lineno, raw, known, last):
+                    break
+        except UserError as exc:  # a line over its cap
+            run.add(rule, f"{JOURNAL}:{exc.place}", f"{exc.what}; {exc.hint}")
     return last
+
+
+def _journal_line(run: AuditRun, lineno: int, raw: bytes, known: set[str], last: dict[str, float]) -> bool:
+    """Check one journal line (False: a torn last line, the end)."""
+    rule = rules.SCHEMA[JOURNAL]
+    if not raw.endswith(b"\n"):
+        run.warnings.append(f"{JOURNAL}:{lineno}: torn last line (a writer died mid-write)")
+        return False
+    try:
+        entry = loads_line(raw)
+    except LineError as exc:
+        run.add(rule, f"{JOURNAL}:{lineno}", f"not valid JSON ({exc.message}); move the broken line out")
+        return True
+    errors, _ = schema.check("transition", entry) if isinstance(entry, dict) else (
+        [schema.SchemaIssue("$", "a journal line must be a JSON object")], [])
+    for error in errors[:3]:
+        run.add(rule, f"{JOURNAL}:{lineno}:{error.json_path}", error.message)
+    if errors or not isinstance(entry, dict):
+        return True
+    deployment = entry["deployment"]
+    if deployment not in known:
+        run.add(rules.JOURNAL_DEPLOYMENT, f"{JOURNAL}:{lineno}",
+                f"transition of deployment {deployment} ({entry.get('from')} → {entry['to']}), which is not "
+                "in deployments.json: history was deleted; restore the deployment (status destroyed, "
+                "with destroyed_at)")
+    run.journal_entries[deployment].append(JournalEntry(lineno, entry.get("from"), entry["to"]))
+    moment = _ts(entry.get("ts"))
+    if moment is not None and moment > last.get(deployment, 0.0):
+        last[deployment] = moment
+    return True
 
 
 def _references(run: AuditRun) -> None:
@@ -249,7 +265,11 @@ def _references(run: AuditRun) -> None:
 def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
     root = run.root
     path = root / LEDGER
-    size = path.stat().st_size if path.exists() else 0
+    try:
+        size = regular_file.size_of(path) or 0
+    except UserError as exc:  # a FIFO, a device, a directory in its place: nothing to stream
+        run.add(rules.LEDGER_SCHEMA, LEDGER, f"{exc.what}; {exc.hint}")
+        return
     ids = [d.id if "id" in d.written else None for d in run.deployments()]
     # built once from the Deployments: the pass looks a rate up per line
     rates = {d.id: d.cost_hr for d in run.deployments() if "cost_hr" in d.written and "id" in d.written and d.id}
@@ -321,12 +341,20 @@ _decode_job_id = msgspec.json.Decoder(_JobId).decode
 
 def _job_ids(path: Path, start: int, end: int) -> set[str]:
     """The job ids of the lines in [start, end), read as orjson reads them (msgspec reads a superset of what orjson
-    does, skipping what the id does not need; orjson decides the lines it refuses; unparsable lines are left to the
-    pass)."""
+    does, skipping what the id does not need; orjson decides the lines it refuses; unparsable lines, and lines over
+    their cap, are left to the pass)."""
     ids: set[str] = set()
-    with open(path, "rb") as handle:
-        handle.seek(start)
-        for raw in handle.read(end - start).split(b"\n"):
+    with regular_file.open_stream(path) as handle:
+        position = handle.seek(start)
+        while position < end:
+            raw = handle.readline(min(regular_file.JSONL_LINE + 1, end - position))
+            if not raw:
+                break
+            if not raw.endswith(b"\n") and position + len(raw) < end:  # over its cap: skipped whole, never held
+                position = past_line(handle, position + len(raw), end)
+                handle.seek(position)
+                continue
+            position += len(raw)
             try:
                 ids.add(_decode_job_id(raw).id)
                 continue

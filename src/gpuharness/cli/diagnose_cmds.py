@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from gpuharness.cli import emit, existing_registry, show
 from gpuharness.cli.arguments import positive
+from gpuharness.core import regular_file
 from gpuharness.core.errors import EXIT_USAGE, UserError
 from gpuharness.health import performance_history
 from gpuharness.health.diagnose import classify_file, classify_stream
@@ -48,12 +50,10 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         origin = "<stdin>"
     else:
         path = Path(args.log)
-        if not path.exists():
-            raise UserError("no such log file", path=path, hint="give a log file, or '-' to read stdin")
-        if path.is_dir():
-            raise UserError("is a directory, not a log file", path=path)
-        try:
+        try:  # a regular file only (core.regular_file): a FIFO, a device or a directory is one line
             diagnosis = classify_file(path)
+        except FileNotFoundError:
+            raise UserError("no such log file", path=path, hint="give a log file, or '-' to read stdin") from None
         except OSError as exc:
             raise UserError(f"cannot read log: {exc.strerror or exc}", path=path) from None
         origin = str(path)
@@ -98,14 +98,10 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _read(path: Path) -> str:
-    if not path.exists():
+    """nvidia-smi output saved to a file: a regular file under its cap (core.regular_file)."""
+    if not os.path.lexists(path):
         raise UserError("no such file", path=path, hint="save `nvidia-smi` output to a file, or use --from -")
-    if path.is_dir():
-        raise UserError("is a directory, not nvidia-smi output", path=path)
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UserError(f"cannot read: {exc.strerror or exc}", path=path) from None
+    return regular_file.read_named(path, what="nvidia-smi output").decode("utf-8", errors="replace")
 
 
 def _text(origin: str, report: SmiReport) -> str:

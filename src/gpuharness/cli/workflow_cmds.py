@@ -12,7 +12,7 @@ import httpx
 
 from gpuharness.cli import emit, existing_registry, show
 from gpuharness.cli.arguments import positive, whole
-from gpuharness.core import runtimes
+from gpuharness.core import json_text, regular_file, runtimes
 from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
 from gpuharness.core.comfy_problems import Problem, cause, problems
 from gpuharness.core.comfy_validation import GraphError, Verdict, graph_of, output_nodes, validate
@@ -119,12 +119,11 @@ def catalog_from(args: argparse.Namespace) -> NodeCatalog:
 
 
 def _file_graph(path: Path) -> tuple[dict[str, Any], str]:
+    raw = regular_file.read_named(path, what="the graph")  # a regular file under its cap
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot read the graph: {exc.strerror or exc}", path=path) from None
-    except ValueError as exc:
-        raise UserError(f"not JSON: {exc}", path=path) from None
+        document = json_text.loads_outside(raw, what="the graph")
+    except ValueError as exc:  # not JSON, or nested too deeply
+        raise UserError(str(exc).replace("the graph: not JSON", "not JSON"), path=path) from None
     if isinstance(document, dict) and isinstance(document.get("test_generation"), dict):
         try:
             return build_test_graph(document), str(path)  # a workflow manifest entry
@@ -213,9 +212,9 @@ def _inputs(text: str | None) -> dict[str, Any]:
     if text is None:
         return {}
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise UserError(f"--inputs is not JSON: {exc}", place="--inputs") from None
+        value = json_text.loads_outside(text, what="--inputs")
+    except ValueError as exc:  # not JSON, or nested too deeply
+        raise UserError(str(exc).replace("--inputs: not JSON", "--inputs is not JSON"), place="--inputs") from None
     if not isinstance(value, dict):
         raise UserError("--inputs must be a JSON object", place="--inputs")
     return value

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, final
 
+from gpuharness.core import json_text, regular_file
 from gpuharness.core.errors import UserError
 
 InputCategory = Literal["required", "optional"]
@@ -104,12 +104,11 @@ class NodeCatalog:
     @classmethod
     def load(cls, path: str | Path) -> NodeCatalog:
         """A catalog saved from a server (`curl http://HOST:8188/object_info > object_info.json`)."""
+        raw = regular_file.read_named(Path(path), what="the catalog")  # a regular file under its cap
         try:
-            document = json.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise UserError(f"cannot read the catalog: {exc.strerror or exc}", path=path) from None
-        except ValueError as exc:
-            raise UserError(f"the catalog is not JSON: {exc}", path=path) from None
+            document = json_text.loads_outside(raw, what="the catalog")
+        except ValueError as exc:  # not JSON, or nested too deeply
+            raise UserError(str(exc).replace("the catalog: not JSON", "the catalog is not JSON"), path=path) from None
         try:
             catalog = cls(document, source=str(path))
             catalog.check()

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import final
 
-from gpuharness.core import secrets
-
 EXIT_USAGE = 2
 MAX_WHAT = 800  # long enough for a composed cause + remedy; a quoted huge value is still elided
 
@@ -30,6 +28,8 @@ class UserError(Exception):
         where = self.path or ""
         if self.place:
             where = f"{where}:{self.place}" if where else self.place
+        from gpuharness.core import secrets  # secrets raises UserError: imported when a line is made
+
         what = secrets.redact(self.what)  # before the cut: a key cut in two is no longer found
         if len(what) > MAX_WHAT:
             what = f"{what[:MAX_WHAT // 2]} … {what[-MAX_WHAT // 2:]}"

@@ -22,7 +22,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from gpuharness.core import schema
 from gpuharness.core.clock import format_ts, parse_ts
-from gpuharness.core.json_text import count_keys
+from gpuharness.core.json_text import count_keys, deep_message, too_deep
 
 Status = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
 NonEmpty = Annotated[str, Meta(min_length=1)]
@@ -198,6 +198,8 @@ def decode_block(data: bytes, start: int, end: int, count: int) -> list[JobLine]
 
 def settle(raw: bytes) -> JobLine | Refusal:
     """Decide a line the Structs refused: orjson parses it and the job schema (unknown fields allowed) judges it."""
+    if too_deep(raw):  # orjson stops only at 1,024 levels; the schema check and the rules after it recurse
+        return Refusal(f"a ledger line with {deep_message()}")
     try:
         record = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -1,10 +1,13 @@
-"""JSON text as the harness reads and writes it: numbers are finite and fit a float, strings are Unicode, and no
-object names a key twice.
+"""JSON text as the harness reads and writes it: numbers are finite and fit a float, strings are Unicode, no object
+names a key twice, and nothing nests deeper than MAX_DEPTH.
 
-Every state file is parsed here (`loads`), every JSON Lines line is checked here for repeated keys
-(`line_duplicate`), and every document or line is checked here before it is written (`check_writable`), so a value
-that would make a file unreadable (NaN, an integer beyond a float, a lone surrogate) or ambiguous
-(`{"status": "destroyed", "status": "ready"}`: most parsers keep the last) is refused with its place.
+Every state file is parsed here (`loads`); every JSON Lines line is parsed and checked here for depth and repeated
+keys (`loads_line`, `line_duplicate`); every JSON answer from outside (a provider, a runtime, a host, a recording)
+is parsed here (`loads_outside`); and every document or line is checked here before it is written
+(`check_writable`). So a value that would make a file unreadable (NaN, an integer beyond a float, a lone
+surrogate), ambiguous (`{"status": "destroyed", "status": "ready"}`: most parsers keep the last) or too deep for
+the parsers and the schema check, which recurse (json and msgspec raise RecursionError, orjson stops at 1,024
+levels and the rest of the harness recurses further), is refused with its place.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ from __future__ import annotations
 import json
 import math
 import re
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, Final
+
+import orjson
 
 from gpuharness.core.errors import UserError
 
@@ -24,6 +30,13 @@ _ESCAPED_SURROGATE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 #: a quote before whitespace (padded JSON, or inside a string), and every quote that may close a key
 _QUOTE_SPACE: Final = re.compile(rb'"[ \t\r\n]').search
 _KEY_END: Final = re.compile(rb'"[ \t\r\n]*:').findall
+#: How deep JSON may nest: far more than anything the harness reads needs (a ComfyUI node catalog nests 6 levels, a
+#: ledger line's inputs a few more), far less than what recursive parsers and schema checks survive.
+MAX_DEPTH: Final = 64
+#: a JSON string (the unrolled form: linear, no backtracking), whose brackets are text, not nesting
+_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS: Final = bytes(byte for byte in range(256) if byte not in b"[]{}")
+_STEP: Final = {0x5B: 1, 0x7B: 1, 0x5D: -1, 0x7D: -1}
 
 
 class _Unreadable(ValueError):
@@ -84,23 +97,79 @@ def _duplicate_error(text: str, path: Path | str) -> UserError:
                      hint="keep one of them; nothing was changed")
 
 
+def too_deep(text: str | bytes | bytearray | memoryview, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON text nests arrays and objects deeper than limit (brackets inside strings do not count).
+
+    Cheap for text with few brackets (two counts); otherwise strings are cut out and the brackets left are summed,
+    all at C speed, before any parser recurses into the text."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
+
+
+def deep_message(limit: int = MAX_DEPTH) -> str:
+    """What a refusal of too deep JSON says."""
+    return f"nested too deeply: JSON deeper than {limit} levels (nothing the harness reads needs that many)"
+
+
+class OutsideJsonError(ValueError):
+    """JSON from outside that is not JSON, or nests deeper than MAX_DEPTH (a ValueError, as json's own errors)."""
+
+
+def loads_outside(text: str | bytes | bytearray, *, what: str = "the answer") -> Any:
+    """Parse JSON from outside the registry (a provider's or runtime's answer, a host's output, a recording, a file
+    named on the command line): its depth is bounded before any parser recurses into it. The caller bounds its bytes
+    (the HTTP seams and core.regular_file do). OutsideJsonError (a ValueError) names `what`."""
+    if too_deep(text):
+        raise OutsideJsonError(f"{what}: {deep_message()}")
+    try:
+        return json.loads(text)
+    except RecursionError:  # unreachable below MAX_DEPTH; kept so no parser error escapes as a traceback
+        raise OutsideJsonError(f"{what}: {deep_message()}") from None
+    except ValueError as exc:
+        raise OutsideJsonError(f"{what}: not JSON ({exc})") from None
+
+
+class LineError(ValueError):
+    """A JSON Lines line that cannot be read: not JSON, or nested deeper than MAX_DEPTH; `column` is where."""
+
+    def __init__(self, message: str, column: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.column = column
+
+
+def loads_line(raw: bytes | memoryview) -> Any:
+    """One JSON Lines line, parsed by orjson after its depth is bounded (orjson alone stops only at 1,024 levels,
+    and what reads the value next recurses); LineError says why a line cannot be read."""
+    if too_deep(raw):
+        raise LineError(deep_message())
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise LineError("blank line" if not bytes(raw).strip() else f"invalid JSON: {exc.msg}", exc.colno) from None
+
+
 def key_bound(raw: bytes) -> int:
     """At least the number of keys written in raw (see line_duplicate)."""
     return raw.count(b'":') if _QUOTE_SPACE(raw) is None else len(_KEY_END(raw))
 
 
 def count_keys(value: Any) -> int:
-    """The keys of every object in a parsed JSON value."""
-    kind = type(value)
-    if kind is dict:
-        count = len(value)
-        for item in value.values():
-            if type(item) in (dict, list):
-                count += count_keys(item)
-        return count
-    if kind is list:
-        return sum(count_keys(item) for item in value if type(item) in (dict, list))
-    return 0
+    """The keys of every object in a parsed JSON value (no recursion: a value of any depth is counted)."""
+    count = 0
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is dict:
+            count += len(item)
+            pending.extend(inner for inner in item.values() if type(inner) in (dict, list))
+        elif kind is list:
+            pending.extend(inner for inner in item if type(inner) in (dict, list))
+    return count
 
 
 def line_duplicate(raw: bytes, record: Any) -> str | None:
@@ -155,6 +224,8 @@ def loads(text: str, path: Path | str) -> Any:
     if not text.strip():
         raise UserError("file is empty", path=path, place="1:1",
                         hint="write a JSON document, or run `gpuharness init`")
+    if too_deep(text):
+        raise UserError(deep_message(), path=path, place="1:1", hint="nothing was changed")
     try:
         document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
                               parse_int=_bounded_int, object_pairs_hook=_unique)

@@ -6,11 +6,11 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import orjson
 
-from gpuharness.core import json_text, secrets
+from gpuharness.core import json_text, regular_file, secrets
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
 
@@ -41,9 +41,16 @@ def _quarantine_torn_tail(fd: int, path: Path) -> list[str]:
         os.write(fd, b"\n")
         return []
     quarantine = path.with_name(path.name + ".torn")
-    with open(quarantine, "ab") as handle:
-        handle.write(secrets.redact(orjson.dumps({"offset": start, "fragment": fragment.decode("utf-8", "replace"),
-                                                  "quarantined_at": now_ts()}) + b"\n"))
+    try:
+        kept = regular_file.open_fd(quarantine, os.O_WRONLY | os.O_APPEND | os.O_CREAT, follow=False,
+                                    doing="cannot keep a torn line aside")
+    except FileNotFoundError:  # the directory vanished under the append
+        raise UserError("cannot keep a torn line aside: the directory is gone", path=quarantine) from None
+    try:
+        os.write(kept, secrets.redact(orjson.dumps({"offset": start, "fragment": fragment.decode("utf-8", "replace"),
+                                     "quarantined_at": now_ts()}) + b"\n"))
+    finally:
+        os.close(kept)
     os.ftruncate(fd, start)
     return [f"{path}: byte {start}: a torn last line (a writer died mid-write) was moved to "
             f"{quarantine.name}; it had never been acknowledged"]
@@ -62,7 +69,8 @@ def append_record(path: Path, record: dict[str, Any],
         raise UserError(f"cannot be written as JSON: {exc}", path=path, hint="nothing was appended") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        # a regular file only: a FIFO, a device or a directory in its place is refused (core.regular_file)
+        fd = regular_file.open_fd(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, doing="cannot open for appending")
     except OSError as exc:
         raise UserError(f"cannot open for appending: {exc.strerror}", path=path,
                         hint="nothing was appended") from None
@@ -84,33 +92,22 @@ def append_record(path: Path, record: dict[str, Any],
     return warnings
 
 
-def _lines(handle: BinaryIO, path: Path) -> Iterator[tuple[int, bytes]]:
-    lineno = 0
-    try:
-        for lineno, raw in enumerate(handle, start=1):
-            yield lineno, raw
-    except OSError as exc:
-        raise UserError(f"cannot read: {exc.strerror}", path=path, place=f"{lineno + 1}:1",
-                        hint="nothing was changed") from None
-
-
 def read_records(path: Path, *, what: str = "line") -> Iterator[dict[str, Any]]:
     """Stream the complete lines of a JSON Lines file as objects. A missing file is empty; a torn last line (a
-    writer died mid-write) is not yet a record; a broken line is a one-line error naming it."""
+    writer died mid-write) is not yet a record; a broken, too deep or too long line (core.regular_file's cap) is a
+    one-line error naming it, as is anything but a regular file."""
     try:
-        handle = open(path, "rb")
+        handle = regular_file.open_stream(path)
     except FileNotFoundError:
         return
-    except OSError as exc:  # a directory, a symlink loop, no permission
-        raise UserError(f"cannot read: {exc.strerror}", path=path, hint="nothing was changed") from None
     with handle:
-        for lineno, raw in _lines(handle, path):
+        for lineno, raw in enumerate(regular_file.lines(handle, path, what=what), start=1):
             if not raw.endswith(b"\n"):
                 continue
             try:
-                record = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise UserError(f"invalid JSON: {exc.msg}", path=path, place=f"{lineno}:{exc.colno}",
+                record = json_text.loads_line(raw)
+            except json_text.LineError as exc:
+                raise UserError(exc.message, path=path, place=f"{lineno}:{exc.column}",
                                 hint=f"a broken {what} in the middle of the file") from None
             if not isinstance(record, dict):
                 raise UserError(f"a {what} must be a JSON object", path=path, place=f"{lineno}:1")

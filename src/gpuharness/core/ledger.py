@@ -9,14 +9,14 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, final
+from typing import Any, BinaryIO, final
 
 import orjson
 
-from gpuharness.core import schema
+from gpuharness.core import regular_file, schema
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
-from gpuharness.core.json_text import key_bound, line_duplicate
+from gpuharness.core.json_text import LineError, key_bound, line_duplicate, loads_line
 from gpuharness.core.jsonl import append_record
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
@@ -103,35 +103,39 @@ class Ledger:
 
         return append_record(self.path, record, precheck)
 
-    def scan(self, start_offset: int = 0, start_lineno: int = 1) -> Iterator[Entry]:
-        """Stream every line from start_offset, parsing each; constant memory."""
+    def _open(self) -> BinaryIO | None:
+        """The ledger for reading (a regular file: core.regular_file), or None when there is none yet."""
         try:
-            handle = open(self.path, "rb")
+            return regular_file.open_stream(self.path, doing="cannot read the ledger")
         except FileNotFoundError:
+            return None
+
+    def scan(self, start_offset: int = 0, start_lineno: int = 1) -> Iterator[Entry]:
+        """Stream every line from start_offset, parsing each; constant memory (a line over its cap is refused)."""
+        handle = self._open()
+        if handle is None:
             return
-        except OSError as exc:
-            raise UserError(f"cannot read the ledger: {exc.strerror}", path=self.path) from None
         with handle:
             handle.seek(start_offset)
             offset = start_offset
             lineno = start_lineno
-            for raw in handle:
+            for raw in regular_file.lines(handle, self.path, what="ledger line", first=start_lineno):
                 yield _entry(lineno, offset, raw)
                 offset += len(raw)
                 lineno += 1
 
     def torn_tail(self) -> Entry | None:
         """The torn last line left by a writer that died mid-write, if there is one (reads only the tail)."""
-        try:
-            with open(self.path, "rb") as handle:
-                size = handle.seek(0, os.SEEK_END)
-                if size == 0:
-                    return None
-                handle.seek(size - 1)
-                if handle.read(1) == b"\n":
-                    return None
-        except FileNotFoundError:
+        handle = self._open()
+        if handle is None:
             return None
+        with handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return None
+            handle.seek(size - 1)
+            if handle.read(1) == b"\n":
+                return None
         last: Entry | None = None
         for last in self.scan():  # noqa: B007 - only the last entry matters
             pass
@@ -192,12 +196,9 @@ class Ledger:
 
     def _current_lines(self, job_id: str | None) -> dict[str, CurrentLine] | None:
         """Where each job's last line is (only `job_id`'s, when given); None when there is no ledger."""
-        try:
-            handle = open(self.path, "rb")
-        except FileNotFoundError:
+        handle = self._open()
+        if handle is None:
             return None
-        except OSError as exc:
-            raise UserError(f"cannot read the ledger: {exc.strerror}", path=self.path) from None
         from gpuharness.core.job_line import DECODE_ERRORS, decode_job_line  # msgspec: loaded when a lookup runs
 
         found: dict[str, CurrentLine] = {}
@@ -205,7 +206,7 @@ class Ledger:
         with handle:
             offset = 0
             lineno = 0
-            for raw in handle:
+            for raw in regular_file.lines(handle, self.path, what="ledger line"):
                 lineno += 1
                 try:
                     line = decode(raw)
@@ -222,7 +223,11 @@ class Ledger:
 
     def _refuse_repeats(self, lineno: int, offset: int, raw: bytes) -> None:
         """Raise, as for a broken line, when the line names a key twice (msgspec, like orjson, keeps the last)."""
-        repeated = line_duplicate(raw, orjson.loads(raw))
+        try:
+            record = loads_line(raw)
+        except LineError as exc:
+            raise self.broken(Entry(lineno, offset, raw, None, exc.message, exc.column)) from None
+        repeated = line_duplicate(raw, record)
         if repeated is not None:
             raise self.broken(Entry(lineno, offset, raw, None, repeated))
 
@@ -248,7 +253,10 @@ class Ledger:
         records: dict[str, dict[str, Any]] = {}
         if not found:
             return records
-        with open(self.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        handle = self._open()
+        if handle is None:  # removed since it was read
+            raise UserError("the ledger vanished while it was read", path=self.path, hint="nothing was changed")
+        with handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
             loads = orjson.loads
             for key, line in found.items():
                 if status is not None and line.status != status:
@@ -272,10 +280,9 @@ class CurrentLine:
 def _entry(lineno: int, offset: int, raw: bytes) -> Entry:
     """One physical line, parsed."""
     try:
-        record = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        problem = "blank line" if not raw.strip() else f"invalid JSON: {exc.msg}"
-        return Entry(lineno, offset, raw, None, problem, exc.colno)
+        record = loads_line(raw)  # depth bounded first (core.json_text)
+    except LineError as exc:
+        return Entry(lineno, offset, raw, None, exc.message, exc.column)
     if isinstance(record, dict):
         repeated = line_duplicate(raw, record)  # orjson keeps the last of a repeated key silently
         return Entry(lineno, offset, raw, record) if repeated is None else Entry(lineno, offset, raw, None, repeated)

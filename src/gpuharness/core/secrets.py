@@ -7,13 +7,15 @@ one minimum length, one placeholder, redaction always before any cut."""
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, final, overload
+
+from gpuharness.core import json_text, regular_file
+from gpuharness.core.errors import UserError
 
 #: Environment variable whose value tests plant as an API key; always treated as a configured secret.
 TEST_SECRET_ENV: Final = "GPUHARNESS_TEST_SECRET"
@@ -178,10 +180,11 @@ def line_of(data: bytes, offset: int) -> int:
 
 def scan_file(path: Path, *, block: int = 8 << 20, credentials: tuple[Credential, ...] = ()
               ) -> Iterator[tuple[int, SecretHit]]:
-    """(line, hit) for each secret in a file, streaming it in blocks that never split a line."""
+    """(line, hit) for each secret in a file, streaming it in blocks that never split a line (but one longer than
+    a JSON Lines line's cap, core.regular_file, which is cut: memory stays bounded)."""
     lineno = 1
     carry = b""
-    with open(path, "rb") as handle:
+    with regular_file.open_stream(path) as handle:
         while True:
             chunk = handle.read(block)
             data = carry + chunk
@@ -189,6 +192,8 @@ def scan_file(path: Path, *, block: int = 8 << 20, credentials: tuple[Credential
                 cut = len(data)
             else:
                 cut = data.rfind(b"\n") + 1
+                if cut == 0 and len(data) > regular_file.JSONL_LINE:
+                    cut = len(data)
             head, carry = data[:cut], data[cut:]
             for hit in find_secrets(head, None, credentials):
                 yield line_of(head, hit.offset) + lineno - 1, hit
@@ -213,7 +218,11 @@ def scan_tree(root: Path, *, skip: tuple[str, ...] = (), credentials: tuple[Cred
         relative = path.relative_to(root).parts if path != root else ()
         if (relative and (relative[0] in skip or "/".join(relative) in skip)) or path.suffix == ".lock":
             continue
-        for lineno, hit in scan_file(path, credentials=credentials):
+        try:
+            found = list(scan_file(path, credentials=credentials))
+        except (UserError, FileNotFoundError):  # no longer a regular file (or gone) since it was listed
+            continue
+        for lineno, hit in found:
             yield path, lineno, hit
 
 
@@ -244,9 +253,10 @@ def _refresh(path: Path) -> None:
     if _WATCHED.get(path) == signature:
         return
     _WATCHED[path] = signature
-    try:
-        document = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+    try:  # a regular file under the state files' cap, JSON under the depth bound, as the registry reads it
+        document = json_text.loads_outside(regular_file.read_bytes(path, regular_file.STATE_DOCUMENT,
+                                                                    what="providers.json"), what=str(path))
+    except (OSError, ValueError, UserError):
         return  # the registry reports a broken file; the names it held before are still known
     entries = document.get("providers") if isinstance(document, dict) else None
     for entry in entries if isinstance(entries, list) else ():

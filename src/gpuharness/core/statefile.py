@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpuharness.core import json_text, secrets
+from gpuharness.core import json_text, regular_file, secrets
+from gpuharness.core.claims import lock_file
 from gpuharness.core.errors import UserError
 
 
@@ -22,19 +23,14 @@ def parse_json_text(text: str, path: Path | str) -> Any:
     return json_text.loads(text, path)
 
 
-def read_json(path: Path) -> Any:
-    """Read and parse a JSON file, with a clear error when it is missing or broken."""
+def read_json(path: Path, *, cap: int = regular_file.STATE_DOCUMENT, what: str = "a state document") -> Any:
+    """Read and parse a JSON file (a regular file under its cap: core.regular_file), with a clear error when it is
+    missing, special, too big or broken."""
     try:
-        raw = path.read_bytes()
+        raw = regular_file.read_bytes(path, cap, what=what)
     except FileNotFoundError:
         raise UserError("file not found", path=path,
                         hint="run `gpuharness init` or pass --registry DIR") from None
-    except IsADirectoryError:
-        raise UserError("is a directory, expected a JSON file", path=path) from None
-    except PermissionError:
-        raise UserError("permission denied", path=path, hint="check the file's owner and mode") from None
-    except OSError as exc:
-        raise UserError(f"cannot read: {exc.strerror}", path=path) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -116,16 +112,19 @@ def atomic_write_json(path: Path, document: Any) -> None:
 
 @contextlib.contextmanager
 def exclusive_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive flock on a sidecar `<path>.lock` (left in place, like filelock)."""
+    """Hold an exclusive flock on a sidecar `<path>.lock` (left in place, like filelock), verified to be the file at
+    its path once locked (core.claims.lock_file: a lock file removed or replaced between its open and its flock is
+    locked again, so two writers never hold two different files)."""
     lock_path = path.with_name(path.name + ".lock")
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:  # a read-only registry, a directory in the lock's place
+    except OSError as exc:  # a read-only registry
         raise UserError(f"cannot open the lock file: {exc.strerror}", path=lock_path,
                         hint="check the registry's owner and mode; nothing was changed") from None
+    # a directory, a FIFO or a link in the lock's place is refused (core.regular_file)
+    fd = lock_file(lock_path, wait=True, doing="cannot open the lock file")
+    assert fd is not None  # a waiting lock is always taken
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
 
+from gpuharness.core import regular_file
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
@@ -160,8 +161,8 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
         _make_plan(estate)
         summary.steps.append("made a plan for the next batch, rehearsed against the simulator into a cassette")
     lines = list(Ledger(registry.ledger_path).records())
-    with open(registry.journal_path, "rb") as journal:
-        transitions = sum(1 for _ in journal)
+    with regular_file.open_stream(registry.journal_path) as journal:
+        transitions = sum(1 for _ in regular_file.lines(journal, registry.journal_path, what="journal line"))
     summary.steps.append(f"ledger: {len(lines)} lines, nothing rewritten; journal: {transitions} transitions")
 
 

@@ -10,7 +10,7 @@ node class > bad input > custom node import, frequent start-up noise); a host OO
 
 from __future__ import annotations
 
-import itertools
+import io
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TextIO, final
 
+from gpuharness.core import regular_file
+from gpuharness.core.json_text import loads_outside
 from gpuharness.core.secrets import clip
 from gpuharness.remote.lines import lines_of
 
@@ -344,8 +346,8 @@ def classify_text(text: str) -> Diagnosis:
     stripped = text.lstrip()
     if stripped[:1] in ("{", "["):
         try:
-            document = json.loads(stripped)
-        except ValueError:
+            document = loads_outside(stripped, what="the log")
+        except ValueError:  # not JSON, or nested too deeply (core.json_text): read as text
             document = None
         if document is not None:
             messages, source = _json_messages(document)
@@ -356,9 +358,11 @@ def classify_text(text: str) -> Diagnosis:
 
 
 def classify_file(path: str | Path) -> Diagnosis:
-    """Classify a log file, streaming it (small JSON error documents are read whole)."""
+    """Classify a log file (a regular file: core.regular_file), streaming it (small JSON error documents are read
+    whole)."""
     # Only "\n" ends a line, as in editors and `sed -n`: a progress bar's "\r" does not shift line numbers.
-    with Path(path).open("r", encoding="utf-8", errors="replace", newline="\n") as handle:
+    raw = regular_file.open_stream(Path(path), doing="cannot read the log", hint=regular_file.NAMED_HINT)
+    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n") as handle:
         return classify_stream(handle)
 
 
@@ -366,7 +370,9 @@ def classify_stream(handle: TextIO) -> Diagnosis:
     """Classify an open text stream (a file or stdin) with bounded memory.
 
     Text that starts like JSON and is at most JSON_MAX_BYTES is unpacked as ComfyUI / RunPod error JSON;
-    anything else (including a log whose lines start with "[timestamp]") is streamed line by line.
+    anything else (including a log whose lines start with "[timestamp]") is streamed line by line, a line longer
+    than MAX_LINE_CHARS kept as its head and tail (all `_scan` looks at), so a log of any size, and one endless
+    line, take bounded memory.
     """
     head = handle.read(_PEEK_CHARS)
     if head.lstrip()[:1] in ("{", "["):
@@ -374,14 +380,31 @@ def classify_stream(handle: TextIO) -> Diagnosis:
             head += handle.read(JSON_MAX_BYTES + 1 - len(head))
         if len(head) <= JSON_MAX_BYTES:
             return classify_text(head)
-    parts = head.split("\n")
-    first = [part + "\n" for part in parts[:-1]]
-    tail = parts[-1] + handle.readline()  # complete the line the peek cut
-    if tail:
-        first.append(tail)
-    # readlines(hint) hands over whole lines about a megabyte at a time, without a Python loop per line.
-    rest: Iterator[list[str]] = iter(lambda: handle.readlines(_BATCH_BYTES), [])
-    return _classify_batches(itertools.chain(_batched(first), rest))
+    return _classify_batches(_stream_batches(head, handle))
+
+
+def _stream_batches(head: str, handle: TextIO) -> Iterator[list[str]]:
+    """The lines of head and then the stream, about _BATCH_BYTES at a time (split at C speed, without their
+    newlines); a line over MAX_LINE_CHARS is its first and last MAX_LINE_CHARS // 2 characters."""
+    keep = MAX_LINE_CHARS // 2
+    carry = ""
+    long_head: str | None = None  # the head of a line over the cap while the rest of it streams past
+    chunk = head
+    while chunk:
+        lines = (carry + chunk).split("\n")
+        carry = lines.pop()
+        if lines:
+            if long_head is not None:
+                lines[0] = long_head + lines[0][-keep:]
+                long_head = None
+            yield lines
+        if len(carry) > MAX_LINE_CHARS:
+            if long_head is None:
+                long_head = carry[:keep]
+            carry = carry[-keep:]
+        chunk = handle.read(_BATCH_BYTES)
+    if carry or long_head is not None:
+        yield [(long_head or "") + carry]
 
 
 # --- internals -------------------------------------------------------------------------------------------
@@ -479,7 +502,7 @@ def _maybe_json(value: str) -> Any:
     if text[:1] not in ("{", "["):
         return None
     try:
-        return json.loads(text)
+        return loads_outside(text, what="a message")
     except ValueError:
         return None
 

@@ -6,13 +6,13 @@ GPU answers in one line why it cannot measure."""
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, final
 
+from gpuharness.core.json_text import loads_outside
 from gpuharness.health import nvidia_smi
 from gpuharness.health.nvidia_smi import GpuInfo
 from gpuharness.remote import ExecResult, Remote
@@ -312,7 +312,7 @@ def _records(stdout: str) -> tuple[list[dict[str, Any]], int | None]:
             exit_code = int(match.group()) if match else None
         elif line.startswith(MARK + " "):
             try:
-                record = json.loads(line[len(MARK) + 1:])
+                record = loads_outside(line[len(MARK) + 1:], what="a measurement record")
             except ValueError:
                 continue
             if isinstance(record, dict):

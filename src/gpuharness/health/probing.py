@@ -3,7 +3,6 @@ transcript, as a ProbeRecord: what every check of the run reads, whichever way i
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -11,8 +10,10 @@ from pathlib import Path
 from typing import Any, final
 
 from gpuharness.core.deployment import Deployment
+from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
+from gpuharness.core.regular_file import read_recording
 from gpuharness.health import measuring, probe, server_catalog, targets, transcripts
 from gpuharness.health.measuring import MeasurementRecord
 from gpuharness.health.probe import ProbeResult
@@ -128,7 +129,7 @@ def live(registry: Registry, deployment: Deployment, *, record_to: Path | None =
         return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)), catalog=catalog)
     script = probe.build_script(targets.probe_targets(deployment, policy))
     try:
-        result = remote.exec(script.text, deadline_s=float(timeouts.get("probe_s", 120)))
+        result = remote.exec(script.text, deadline_s=targets.probe_deadline_s(policy))
         workflow = targets.manifest(registry, "workflows.json", "id", deployment.workflow) or {}
         measured = measuring.take(remote, deployment, policy, probe.read(script, result), workflow.get("precision"))
     except RemoteError as exc:
@@ -155,9 +156,11 @@ def replay(path: Path, deployment_id: str, *, catalog: bool = False) -> ProbeRec
             "no_transcript", f"no probe transcript {path}; record one with `pytest checks/health --gpu-mode record "
                              f"--deployment {deployment_id}` or run live with --gpu-mode live"))
     try:
-        document = json.loads(path.read_text())
-    except ValueError as exc:
+        document = read_recording(path, what="a probe transcript")
+    except (OSError, ValueError) as exc:  # not JSON, or nested too deeply
         return ProbeRecord(route="offline", failure=ProbeFailure("bad_transcript", f"{path}: not JSON: {exc}"))
+    except UserError as exc:  # not a regular file, or over its cap
+        return ProbeRecord(route="offline", failure=ProbeFailure("bad_transcript", exc.line()))
     transcript = Transcript(document.get("stdout", ""), document.get("stderr", ""), document.get("exit_status"),
                             nonce=document.get("nonce"), probe_version=_version(document.get("probe_version")))
     return ProbeRecord(route=f"offline replay of {path.name} ({document.get('source', 'unknown source')})",

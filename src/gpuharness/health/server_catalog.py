@@ -19,6 +19,8 @@ from typing import Any, Final, final
 from gpuharness.core.base_dir import replace_below
 from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
 from gpuharness.core.deployment import Deployment
+from gpuharness.core.errors import UserError
+from gpuharness.core.regular_file import read_recording
 from gpuharness.core.runtimes import RUNTIMES
 
 #: The runtimes whose servers have a node catalog to validate a workflow against.
@@ -127,9 +129,11 @@ def recorded(document: Mapping[str, Any], transcript: Path) -> CatalogObservatio
 def _load(file: str) -> NodeCatalog:
     """A catalog file, read once per process (the files are content-addressed: they never change)."""
     try:
-        document = json.loads(Path(file).read_text(encoding="utf-8"))
+        document = read_recording(Path(file), what="a recorded catalog")
     except (OSError, ValueError) as exc:
         raise CatalogError(f"{file}: cannot read the recorded catalog: {exc}") from None
+    except UserError as exc:  # not a regular file, or over its cap
+        raise CatalogError(f"cannot read the recorded catalog: {exc.line()}") from None
     return NodeCatalog(document, source=file)
 
 

@@ -14,6 +14,7 @@ from gpuharness.core.clock import now_ts
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
+from gpuharness.core.regular_file import read_recording
 from gpuharness.health import probing, progress, server_catalog, transcripts
 from gpuharness.health.probing import ProbeFailure, ProbeRecord
 from gpuharness.health.server_catalog import CatalogFetch, CatalogObservation
@@ -43,7 +44,7 @@ class ProbeSession:
         cached = self.shared_dir / f"probe-{deployment.id}.json"
         with FileLock(str(cached) + ".lock", timeout=LOCK_TIMEOUT_S):
             if cached.exists():
-                return ProbeRecord.from_json(json.loads(cached.read_text()))
+                return ProbeRecord.from_json(read_recording(cached, what="this run's probe record"))
             record = replace(self._take(deployment), probed_at=now_ts())
             record = replace(record, progress=self._progress(deployment, record))
             cached.write_text(json.dumps(record.to_json()))

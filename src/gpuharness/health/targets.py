@@ -34,6 +34,17 @@ def probe_targets(deployment: Deployment, policy: Policy) -> ProbeTargets:
                         runtime_python=deployment.runtime_python)
 
 
+#: The probe phase's deadline when the policy names none (`health_timeouts.probe_s`), seconds.
+PROBE_S: Final = 120.0
+
+
+def probe_deadline_s(policy: Policy) -> float:
+    """The probe phase's deadline (`health_timeouts.probe_s`): the probe's exec and the server catalog's fetch each
+    end by it."""
+    timeouts = policy.get("health_timeouts") or {}
+    return float(timeouts.get("probe_s", PROBE_S))
+
+
 def manifest(registry: Registry, file_name: str, key: str, value: Any) -> dict[str, Any] | None:
     """The highest version of the manifest whose `key` is `value` (models.json by name, workflows.json by id);
     None when none has it. A manifest file that does not read is a UserError naming the file and the field."""

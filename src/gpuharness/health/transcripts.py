@@ -14,6 +14,7 @@ from gpuharness.core.confinement import plain_name
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
+from gpuharness.core.regular_file import read_recording
 from gpuharness.core.secrets import configured_values, redact
 from gpuharness.health import measuring, probe, probe_framing, server_catalog
 from gpuharness.health.measuring import MeasurementRecord
@@ -53,8 +54,8 @@ def recorded_catalog(cassettes: Path, deployment_id: str) -> CatalogObservation 
     """The server catalog recorded with the deployment's probe transcript (None: no transcript, or not JSON)."""
     path = transcript_path(cassettes, deployment_id)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        document = read_recording(path, what="a probe transcript")
+    except (OSError, ValueError, UserError):
         return None
     return server_catalog.recorded(document, path) if isinstance(document, dict) else None
 

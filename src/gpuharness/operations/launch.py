@@ -21,10 +21,11 @@ class LaunchOutcome:
 
 
 def launch_instance(provider: Provider, spec: LaunchSpec, *, policy: Policy, sleep: Callable[[float], None],
-                    on_event: EventLog | None = None) -> LaunchOutcome:
+                    on_event: EventLog | None = None, before_call: Callable[[], None] | None = None) -> LaunchOutcome:
     """At most max_launch_attempts launch calls, never a duplicate (the key is listed first and after any lost
     answer); a 429 waits max(Retry-After, backoff). Capacity, auth, balance and invalid end it. on_event hears
-    each attempt before its call goes out, and each outcome, as they happen."""
+    each attempt before its call goes out, and each outcome, as they happen; before_call then runs before each call
+    goes out (the launcher's claim is checked there: what it raises ends the launch, nothing sent)."""
     events: list[dict[str, Any]] = []
 
     def hear(event: dict[str, Any]) -> None:
@@ -33,7 +34,7 @@ def launch_instance(provider: Provider, spec: LaunchSpec, *, policy: Policy, sle
             on_event(event)
 
     instance = launch_reconciled(provider, spec, hear, policy.max_attempts("max_launch_attempts", 2),
-                                 check_first=True, sleep=sleep)
+                                 check_first=True, sleep=sleep, before_call=before_call)
     calls = sum(1 for e in events if e.get("event") == "attempt")
     reconciled = any(e.get("event") in ("reconciled", "exists") for e in events)
     return LaunchOutcome(instance, calls, reconciled, tuple(events))

@@ -6,13 +6,14 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, final
 
-from gpuharness.core.claims import Claim, holder, take
+from gpuharness.core.claims import Claim, alive, holder, process_mark, take
 from gpuharness.core.deployment import SERVERLESS_RUNTIME, Deployment, ShutdownRule, SshAccess, live_burn
 from gpuharness.core.errors import UserError
-from gpuharness.core.journal import JournalEntry
+from gpuharness.core.journal import JournalEntry, read_journal
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import journal, transition
 from gpuharness.core.policy import Action, Policy
+from gpuharness.core.registry import Registry
 from gpuharness.core.spend import today_and_month
 from gpuharness.core.stewardship import local_user
 from gpuharness.core.terminal import looks_empty
@@ -295,6 +296,32 @@ def reserve(ctx: Context, request: ProvisionRequest, capabilities: Capabilities,
     return Reservation(deployment, claim)
 
 
+def live_launcher(registry: Registry, deployment_id: str) -> int | None:
+    """The pid of another live process whose launch of this deployment the journal shows last (its launch events
+    carry the launcher's mark, core.claims.process_mark), or None: a launch still under way whose claim file was
+    removed or replaced under it."""
+    last: str | None = None
+    for entry in read_journal(registry.journal_path):
+        marker = entry.get("marker")
+        launch = marker.get("launch") if entry.get("deployment") == deployment_id and isinstance(marker, dict) \
+            else None
+        if isinstance(launch, dict) and isinstance(launch.get("launcher"), str):
+            last = launch["launcher"]
+    if last is None or last == process_mark() or not alive(last):
+        return None
+    return int(last.partition("@")[0])
+
+
+def _refuse_live_launcher(ctx: Context, deployment: Deployment) -> None:
+    """A resume refuses while the process that launched the deployment last still runs: its claim file was taken
+    from it, and its launch call may be in flight (listing the key now would not see it yet)."""
+    pid = live_launcher(ctx.registry, deployment.id)
+    if pid is not None:
+        raise UserError(f"another provision (pid {pid}) is launching {deployment.id} right now; its launch claim file "
+                        "was removed or replaced under it", place=deployment.id,
+                        hint="wait for it to finish, then `gpuharness status --refresh`; nothing was launched")
+
+
 def _priced(ctx: Context, entry: dict[str, Any], request: ProvisionRequest) -> ProvisionRequest:
     """No --cost-hr: a deployment this request would reuse or resume keeps its price (no provider call);
     otherwise the cheapest offer is accepted (see accepted_price)."""
@@ -326,12 +353,13 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
         if reservation.resumed:
             # an earlier provision died between its record and the end of its launch: the listing by key (before
             # any launch) adopts what it may have created, so this never duplicates
+            _refuse_live_launcher(ctx, deployment)
             ctx.say(f"resuming {deployment.id}: its launch was recorded and never finished (its process died); "
                     "reconciling by its key first")
         ctx.say(text)
         if capabilities.serverless:
             return _register_endpoint(ctx, entry, deployment.id, text)
-        instance = _launch(ctx, request, deployment, up_deadline_s=up_deadline_s, poll_s=poll_s)
+        instance = _launch(ctx, request, deployment, reservation.claim, up_deadline_s=up_deadline_s, poll_s=poll_s)
         return ProvisionResult(_record_instance(ctx, request, deployment.id, instance), False, text, instance)
     finally:
         if reservation.claim is not None:
@@ -372,16 +400,18 @@ def launch_spec(request: ProvisionRequest, deployment: Deployment) -> LaunchSpec
                       else ("22/tcp", f"{request.service_port}/http"))
 
 
-def _launch(ctx: Context, request: ProvisionRequest, deployment: Deployment, *, up_deadline_s: float,
+def _launch(ctx: Context, request: ProvisionRequest, deployment: Deployment, claim: Claim, *, up_deadline_s: float,
             poll_s: float) -> Instance:
     """One reconciled launch, recorded at once (machines.json, the instance id, the journal), then the wait
-    until it runs with a route. A failed launch leaves the deployment error or destroyed, never ambiguous."""
+    until it runs with a route. A failed launch leaves the deployment error or destroyed, never ambiguous. Each
+    launch call goes out only while this process still holds the deployment's launch claim (core.claims)."""
     spec = launch_spec(request, deployment)
     provider = ctx.provider_for(request.provider)
     try:
         try:
             outcome = launch_instance(provider, spec, policy=Policy(ctx.registry.policy_document()), sleep=ctx.sleep,
-                                      on_event=lambda event: _journal_launch_event(ctx, deployment, event))
+                                      on_event=lambda event: _journal_launch_event(ctx, deployment, event),
+                                      before_call=lambda: claim.check(f"the launch of {deployment.id}"))
         except ProviderError as exc:
             raise _launch_failed(ctx, request, deployment.id, spec, exc) from None
         observe(ctx, outcome.instance)
@@ -413,13 +443,16 @@ _LAUNCH_NOTES = {
     "reconcile_failed": "launch attempt {attempt}: the listing to settle it failed: outcome unknown",
     "wait": "waiting {wait_s} s before the next launch attempt",
     "gave_up": "no more launch attempts",
+    "not_sent": "launch attempt {attempt} not sent: {error}",
 }
 
 
 def _journal_launch_event(ctx: Context, deployment: Deployment, event: dict[str, Any]) -> None:
     """Each launch attempt is its own journal entry, written before its call goes out, and so is each outcome:
     the journal shows every attempt, not a count after the fact."""
-    fields = {k: v for k, v in event.items() if k not in ("ts", "provider", "op")}
+    # the launcher's mark (pid and start time): a resume knows a live launcher whose claim file was taken from it
+    fields = {**{k: v for k, v in event.items() if k not in ("ts", "provider", "op")},
+              "launcher": process_mark()}
     template = _LAUNCH_NOTES.get(str(event.get("event")), "launch event {event}")
     journal(ctx.registry, JournalEntry.of(deployment, route=f"{deployment.provider} API", observed_at=ctx.now(),
                                           marker={"launch": fields},

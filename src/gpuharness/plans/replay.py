@@ -11,6 +11,7 @@ import httpx
 from vcr.errors import CannotOverwriteExistingCassetteException
 
 from gpuharness.core.errors import UserError
+from gpuharness.core.json_text import loads_outside
 from gpuharness.core.secrets import clip, secret_param
 from gpuharness.plans.plan import MUTATIONS
 from gpuharness.providers import cassette
@@ -57,7 +58,7 @@ def as_call(request: Any) -> dict[str, Any]:
     if raw:
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
         try:
-            body = json.loads(text)
+            body = loads_outside(text, what="a recorded request body")
         except ValueError:
             body = text
     query = [[k, v] for k, v in request.query if not secret_param(k)]

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # vcrpy is slow to import: loaded on first use, the audit sui
     import vcr
     from vcr.errors import CannotOverwriteExistingCassetteException
 
+from gpuharness.core import json_text, regular_file
 from gpuharness.core import secrets as core_secrets
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
@@ -90,7 +91,7 @@ class Scrubber:
         else:
             text = raw
         try:
-            parsed = json.loads(text)
+            parsed = json_text.loads_outside(text, what="a recorded body")
         except ValueError:
             scrubbed = self.text(text)
         else:
@@ -171,7 +172,7 @@ def _json_body(request: Any) -> Any:
     if not raw:
         return None
     try:
-        return json.loads(raw)
+        return json_text.loads_outside(raw, what="a request body")
     except (ValueError, TypeError):
         return _NOT_JSON
 
@@ -216,12 +217,17 @@ def recorder(mode: Mode, *, secrets: Iterable[str] = ()) -> vcr.VCR:
 def read_metadata(path: Path) -> dict[str, Any]:
     """The metadata block of a cassette; a missing or unreadable cassette is a UserError."""
     try:
-        text = path.read_text("utf-8")
+        raw = regular_file.read_bytes(path, regular_file.RECORDING, what="a cassette")
     except FileNotFoundError:
         raise UserError("cassette not found", path=path,
                         hint="record it against the simulator: `python -m gpuharness.plans.recorded_world`") from None
     try:
-        document = yaml.safe_load(text)
+        document = yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not UTF-8 (byte offset {exc.start})", path=path, hint="re-record it; nothing was replayed") \
+            from None
+    except RecursionError:
+        raise UserError("nested too deeply to read", path=path, hint="re-record it; nothing was replayed") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         place = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else None
@@ -265,6 +271,7 @@ def use(path: Path, mode: Mode, *, secrets: Iterable[str] = (), recorded_against
         read_metadata(path)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
+        regular_file.size_of(path)  # vcrpy loads what is there first: a FIFO or a device is refused, not opened
     machine = recorder(mode, secrets=secrets)
     from vcr.errors import CannotOverwriteExistingCassetteException
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from gpuharness.core import secrets
+from gpuharness.core.json_text import loads_outside
 from gpuharness.providers.base import ErrorKind, ProviderError
 
 # Capacity refusals arrive as 500 (RunPod), 400/404/410 (RunPod v2, Vast) or 503: match the words.
@@ -32,7 +33,7 @@ def redact(text: str, *values: str | None) -> str:
 def message_of(body_text: str) -> str:
     """The human message inside an error body (JSON error/msg/message/detail, GraphQL errors[], or text)."""
     try:
-        body: Any = json.loads(body_text)
+        body: Any = loads_outside(body_text, what="the error body")
     except ValueError:
         return " ".join(body_text.split())[:300] or "(empty body)"
     parts: list[str] = []

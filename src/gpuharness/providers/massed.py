@@ -18,7 +18,7 @@ from gpuharness.providers.base import (
     Status,
     gpu_matches,
 )
-from gpuharness.providers.transport import ProviderHttp
+from gpuharness.providers.transport import ProviderHttp, json_body
 
 #: Brev's mapping of Massed statuses (the full enum is [UNVERIFIED])
 STATUS: dict[str, Status] = {
@@ -78,18 +78,18 @@ class MassedCompute:
         self.http = http
 
     def list_instances(self) -> list[Instance]:
-        body = self.http.read("GET", "/api/v1/instance").json()
+        body = json_body(self.http.read("GET", "/api/v1/instance"), self.name)
         return [massed_instance(self.name, r) for r in _envelope(body, self.name, "GET /api/v1/instance")]
 
     def get_instance(self, instance_id: str) -> Instance | None:
         response = self.http.read("GET", f"/api/v1/instance/{instance_id}", allow=(404,))
         if response.status_code == 404:
             return None
-        rows = _envelope(response.json(), self.name, "GET /api/v1/instance/{uuid}")
+        rows = _envelope(json_body(response, self.name), self.name, "GET /api/v1/instance/{uuid}")
         return massed_instance(self.name, rows[0]) if rows else None
 
     def offers(self, gpu: str) -> list[Offer]:
-        body = fields.mapping(self.http.read("GET", "/api/v1/gpu-inventory").json(), self.name,
+        body = fields.mapping(json_body(self.http.read("GET", "/api/v1/gpu-inventory"), self.name), self.name,
                               "GET /api/v1/gpu-inventory")
         inventory = body.get("gpu_inventory") or {}
         found: list[Offer] = []
@@ -112,7 +112,8 @@ class MassedCompute:
     def _image_id(self, image: str) -> int:
         if image.isdigit():
             return int(image)
-        body = fields.mapping(self.http.read("GET", "/api/v1/images").json(), self.name, "GET /api/v1/images")
+        images = self.http.read("GET", "/api/v1/images")
+        body = fields.mapping(json_body(images, self.name), self.name, "GET /api/v1/images")
         for row in fields.items(body.get("images"), self.name, "GET /api/v1/images"):
             if str(row.get("vm_image_name", "")).lower() == image.lower():
                 return fields.integer(row.get("vm_image_id"), 0)
@@ -132,7 +133,8 @@ class MassedCompute:
         product, cost = self._product(spec)
         body = {"imageId": self._image_id(spec.image), "productName": product,
                 "regionName": spec.region or "any", "instanceName": spec.idempotency_key}
-        answer = fields.mapping(self.http.mutate("POST", "/api/v1/instance/launch", json=body).json(), self.name,
+        launched = self.http.mutate("POST", "/api/v1/instance/launch", json=body)
+        answer = fields.mapping(json_body(launched, self.name, mutation=True), self.name,
                                 "POST /api/v1/instance/launch")
         instance_id = answer.get("response")
         if not isinstance(instance_id, str) or not instance_id:

@@ -32,7 +32,8 @@ def _entry(provider: Provider, op: str, attempt: int, event: str, **extra: Any) 
 
 def launch_reconciled(provider: Provider, spec: LaunchSpec, events: EventLog, max_attempts: int = 2, *,
                       check_first: bool = True, settle_polls: int = 2, settle_s: float = 5.0,
-                      sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None) -> Instance:
+                      sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
+                      before_call: Callable[[], None] | None = None) -> Instance:
     """Launch at most max_attempts times, never duplicating: an instance with the key is found before any retry.
 
     - check_first: one list before the first launch; an instance already carrying the key is returned.
@@ -42,7 +43,8 @@ def launch_reconciled(provider: Provider, spec: LaunchSpec, events: EventLog, ma
     - capacity / rate limit / connect failure: the launch did not happen; retried within max_attempts, after
       max(Retry-After, backoff) (the same wait as reads, see http_client.retry_wait).
     - auth, balance, invalid, unsupported: raised at once.
-    Every attempt and its outcome is passed to `events`.
+    Every attempt and its outcome is passed to `events`. before_call runs after an attempt is heard and before its
+    call goes out (the launcher's claim is checked there); what it raises ends the launch, heard as `not_sent`.
     """
     key = spec.idempotency_key
     if check_first:
@@ -53,6 +55,12 @@ def launch_reconciled(provider: Provider, spec: LaunchSpec, events: EventLog, ma
     last: ProviderError | None = None
     for attempt in range(1, max_attempts + 1):
         events(_entry(provider, "launch", attempt, "attempt", key=key, gpu=spec.gpu, gpu_count=spec.gpu_count))
+        if before_call is not None:
+            try:
+                before_call()
+            except Exception as exc:
+                events(_entry(provider, "launch", attempt, "not_sent", key=key, error=str(exc)))
+                raise
         try:
             instance = provider.launch(spec)
         except UnknownOutcome as exc:

@@ -18,7 +18,7 @@ from gpuharness.providers.base import (
     gpu_matches,
 )
 from gpuharness.providers.failures import classify
-from gpuharness.providers.transport import ProviderHttp
+from gpuharness.providers.transport import ProviderHttp, json_body
 
 GPU_TYPES_QUERY = "query GpuTypes { gpuTypes { id displayName memoryInGb securePrice communityPrice } }"
 
@@ -85,7 +85,7 @@ class RunPodPods:
         self.cloud = cloud
 
     def list_instances(self) -> list[Instance]:
-        body = self.http.read("GET", "/v2/pods").json()
+        body = json_body(self.http.read("GET", "/v2/pods"), self.name)
         pods = body if isinstance(body, list) else fields.mapping(body, self.name, "GET /v2/pods").get("pods")
         return [pod_instance(self.name, p) for p in fields.items(pods, self.name, "GET /v2/pods")]
 
@@ -93,7 +93,7 @@ class RunPodPods:
         response = self.http.read("GET", f"/v2/pods/{instance_id}", allow=(404,))
         if response.status_code == 404:
             return None
-        return pod_instance(self.name, fields.mapping(response.json(), self.name, "GET /v2/pods/{id}"))
+        return pod_instance(self.name, fields.mapping(json_body(response, self.name), self.name, "GET /v2/pods/{id}"))
 
     def launch(self, spec: LaunchSpec) -> Instance:
         body: dict[str, Any] = {
@@ -104,7 +104,8 @@ class RunPodPods:
         if spec.region:
             body["dataCenterIds"] = [spec.region]
         response = self.http.mutate("POST", "/v2/pods", json=body)
-        return pod_instance(self.name, fields.mapping(response.json(), self.name, "POST /v2/pods"))
+        created = json_body(response, self.name, mutation=True)
+        return pod_instance(self.name, fields.mapping(created, self.name, "POST /v2/pods"))
 
     def _action(self, instance_id: str, action: str) -> None:
         self.http.mutate("POST", f"/v2/pods/{instance_id}/action", json={"action": action})
@@ -126,7 +127,7 @@ class RunPodPods:
         """GPU types with prices, through GraphQL's `gpuTypes` as runpod-python's get_gpus asks (REST v2 has no
         list of GPU types)."""
         answer = self.http.read("POST", "/graphql", json={"query": GPU_TYPES_QUERY})
-        data = fields.mapping(answer.json(), self.name, "POST /graphql gpuTypes")
+        data = fields.mapping(json_body(answer, self.name), self.name, "POST /graphql gpuTypes")
         if data.get("errors"):
             raise classify(self.name, answer.status_code, answer.text)
         return fields.items(fields.obj(data.get("data")).get("gpuTypes"), self.name, "POST /graphql gpuTypes")

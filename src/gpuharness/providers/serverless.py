@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, final
 
 import httpx
 
+from gpuharness.core.json_text import loads_outside
 from gpuharness.providers import fields
 from gpuharness.providers.base import Capabilities, InventorySource, ProviderError, ProviderKind
+from gpuharness.providers.transport import json_body
 
 #: the SDK's terminal set (is_completed)
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
@@ -39,7 +40,7 @@ def job_of(provider: str, body: Any) -> ServerlessJob:
     error = data.get("error")
     if isinstance(error, str) and error.startswith("{"):
         try:
-            error = json.loads(error)
+            error = loads_outside(error, what="the job's error")
         except ValueError:
             pass
     delay = fields.number(data.get("delayTime"))
@@ -84,27 +85,30 @@ class ServerlessEndpoint:
 
     def health(self) -> dict[str, Any]:
         """{"jobs": {...}, "workers": {idle, initializing, ready, running, throttled, unhealthy}}."""
-        return fields.mapping(self.http.read("GET", f"{self._base}/health").json(), self.name, "GET /health")
+        answer = self.http.read("GET", f"{self._base}/health")
+        return fields.mapping(json_body(answer, self.name), self.name, "GET /health")
 
     def run(self, job_input: Any, *, policy: dict[str, Any] | None = None) -> ServerlessJob:
         """Queue a job (a mutation: never retried blind)."""
         body: dict[str, Any] = {"input": job_input}
         if policy:
             body["policy"] = policy
-        return job_of(self.name, self.http.mutate("POST", f"{self._base}/run", json=body).json())
+        answer = self.http.mutate("POST", f"{self._base}/run", json=body)
+        return job_of(self.name, json_body(answer, self.name, mutation=True))
 
     def runsync(self, job_input: Any, *, wait_ms: int | None = None) -> ServerlessJob:
         params = {"wait": wait_ms} if wait_ms is not None else None
         response = self.http.mutate("POST", f"{self._base}/runsync", params=params, json={"input": job_input})
-        return job_of(self.name, response.json())
+        return job_of(self.name, json_body(response, self.name, mutation=True))
 
     def status(self, job_id: str) -> ServerlessJob | None:
         """The job, or None when it is unknown or its result expired (404)."""
         response = self.http.read("GET", f"{self._base}/status/{job_id}", allow=(404,))
-        return None if response.status_code == 404 else job_of(self.name, response.json())
+        return None if response.status_code == 404 else job_of(self.name, json_body(response, self.name))
 
     def cancel(self, job_id: str) -> ServerlessJob:
-        return job_of(self.name, self.http.mutate("POST", f"{self._base}/cancel/{job_id}").json())
+        answer = self.http.mutate("POST", f"{self._base}/cancel/{job_id}")
+        return job_of(self.name, json_body(answer, self.name, mutation=True))
 
     def wait(self, job_id: str, *, timeout_s: float, poll_s: float = 2.0,
              sleep: Callable[[float], None] | None = None) -> ServerlessJob:

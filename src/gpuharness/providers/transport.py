@@ -16,8 +16,9 @@ import httpx
 
 from gpuharness.core import secrets
 from gpuharness.core.clock import WallClock, utcnow
+from gpuharness.core.json_text import loads_outside
 from gpuharness.providers.base import ProviderError, UnknownOutcome
-from gpuharness.providers.deadline import DeadlineTransport
+from gpuharness.providers.deadline import DeadlineTransport, read_answer
 from gpuharness.providers.failures import classify, redact
 
 log = logging.getLogger("gpuharness.http")
@@ -190,8 +191,9 @@ class ProviderHttp:
         if remaining <= 0:
             raise ProviderError("network", f"{method} {path}: the phase deadline has passed", provider=self.provider)
         timeout = min(self.timeout_s, remaining)
-        try:
-            response = self._client.request(method, path, params=params, json=json, timeout=timeout)
+        try:  # the whole answer by the phase deadline, under its cap (providers.deadline)
+            response = read_answer(self._client, method, path, deadline=self.deadline, monotonic=self.monotonic,
+                                   params=params, json=json, timeout=timeout)
         except httpx.TransportError as exc:
             self.calls.append(CallRecord(method, path, None, attempt, waited, type(exc).__name__))
             raise
@@ -206,6 +208,24 @@ class ProviderHttp:
 
     def _describe(self, exc: Exception) -> str:
         return redact(f"{type(exc).__name__}: {exc}", self._secret)
+
+
+def json_body(response: httpx.Response, provider: str, *, mutation: bool = False) -> Any:
+    """A provider's JSON answer, parsed under core.json_text's depth bound (its bytes are capped by read_answer).
+    One that is not JSON, or nests too deeply, is a ProviderError (`server`); after a mutation an UnknownOutcome:
+    the call may have happened, so it is reconciled, never repeated blind."""
+    try:
+        request = response.request
+        what = f"{request.method} {request.url.path}"
+    except RuntimeError:  # an answer made without a request (a test's)
+        what = "the answer"
+    try:
+        return loads_outside(response.content, what=what)
+    except ValueError as exc:
+        if mutation:
+            raise UnknownOutcome(f"{exc}; the answer cannot be read, so the call may or may not have happened: "
+                                 "reconcile before retrying", provider=provider) from None
+        raise ProviderError("server", f"unexpected response: {exc}", provider=provider) from None
 
 
 def _strip(error: ProviderError) -> str:

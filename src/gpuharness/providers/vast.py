@@ -23,7 +23,7 @@ from gpuharness.providers.base import (
     Status,
     gpu_matches,
 )
-from gpuharness.providers.transport import ProviderHttp
+from gpuharness.providers.transport import ProviderHttp, json_body
 
 PAGE_LIMIT = 25  # the v1 list's maximum page size
 MAX_PAGES = 10_000
@@ -148,8 +148,8 @@ class VastAi:
         params: dict[str, Any] = dict(LIST_QUERY)
         seen_tokens: set[str] = set()
         for _ in range(MAX_PAGES):
-            body = fields.mapping(self.http.read("GET", "/api/v1/instances/", params=params).json(), self.name,
-                                  "GET /api/v1/instances/")
+            page = self.http.read("GET", "/api/v1/instances/", params=params)
+            body = fields.mapping(json_body(page, self.name), self.name, "GET /api/v1/instances/")
             found += [vast_instance(self.name, r) for r in fields.items(body.get("instances"), self.name,
                                                                          "GET /api/v1/instances/")]
             token = body.get("next_token")
@@ -166,7 +166,7 @@ class VastAi:
         response = self.http.read("GET", f"/api/v0/instances/{instance_id}/", params={"owner": "me"}, allow=(404,))
         if response.status_code == 404:
             return None
-        row = fields.mapping(response.json(), self.name, "GET /api/v0/instances/{id}/").get("instances")
+        row = fields.mapping(json_body(response, self.name), self.name, "GET /api/v0/instances/{id}/").get("instances")
         if row is None:  # {"instances": null}: gone
             return None
         if isinstance(row, list):  # be lenient: some versions answer a one-element list
@@ -178,7 +178,7 @@ class VastAi:
     def offers(self, gpu: str, *, gpu_count: int | None = None, limit: int = 64,
                storage_gb: float = DEFAULT_STORAGE_GB) -> list[Offer]:
         query = offer_query(gpu, gpu_count, limit, storage_gb)
-        body = fields.mapping(self.http.read("POST", "/api/v0/bundles/", json=query).json(), self.name,
+        body = fields.mapping(json_body(self.http.read("POST", "/api/v0/bundles/", json=query), self.name), self.name,
                               "POST /api/v0/bundles/")
         found: list[Offer] = []
         for row in fields.items(body.get("offers"), self.name, "POST /api/v0/bundles/"):
@@ -205,7 +205,8 @@ class VastAi:
         if price is not None:
             cost = price
         body = create_body(spec, price)
-        answer = fields.mapping(self.http.mutate("PUT", f"/api/v0/asks/{offer_id}/", json=body).json(), self.name,
+        accepted = self.http.mutate("PUT", f"/api/v0/asks/{offer_id}/", json=body)
+        answer = fields.mapping(json_body(accepted, self.name, mutation=True), self.name,
                                 "PUT /api/v0/asks/{id}/")
         contract = answer.get("new_contract")
         if not answer.get("success") or contract is None:

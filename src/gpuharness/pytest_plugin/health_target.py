@@ -32,6 +32,7 @@ from gpuharness.health.server_catalog import CatalogFetch, CatalogUnavailable
 from gpuharness.health.transcripts import known_secrets
 from gpuharness.health.workflow_fit import WorkflowFit
 from gpuharness.providers import cassette
+from gpuharness.providers.deadline import DeadlineTransport
 from gpuharness.runtimes.comfyui import ComfyUI, InputError, build_test_graph
 from gpuharness.runtimes.http import RuntimeHttp
 
@@ -170,15 +171,22 @@ def judge_workflow(target: HealthTarget) -> WorkflowFit | None:
 
 
 def catalog_fetch(registry: Registry) -> CatalogFetch:
-    """The probe phase's fetch of a server's node catalog: one GET /object_info over the runtime HTTP seam."""
+    """The probe phase's fetch of a server's node catalog: one GET /object_info over the runtime HTTP seam, its whole
+    answer within the probe phase's deadline (`health_timeouts.probe_s`), under the seam's byte cap and parsed
+    under core.json_text's depth bound: a dripping, huge or too deep catalog is named, never waited on forever."""
 
     def fetch(deployment: Deployment) -> Mapping[str, Any]:
-        client = runtime_client(deployment, registry)
+        deadline_s = targets.probe_deadline_s(Policy(registry.policy_document()))
+        client = runtime_client(deployment, registry, deadline_s=deadline_s)
         if client is None:
             raise CatalogUnavailable("no endpoint recorded for the service")
         try:
             with client:
-                return ComfyUI(RuntimeHttp.over(client)).catalog().document
+                return ComfyUI(RuntimeHttp.over(client, deadline_s=deadline_s)).catalog(timeout_s=deadline_s).document
+        except httpx.TimeoutException as exc:
+            raise CatalogUnavailable(f"{type(exc).__name__}: {exc}: not within the probe phase's deadline of "
+                                     f"{deadline_s:g} s (policy health_timeouts.probe_s); check the server, or raise "
+                                     "probe_s if its catalog is that slow") from None
         except httpx.HTTPError as exc:
             raise CatalogUnavailable(f"{type(exc).__name__}: {exc}") from None
         except CatalogError as exc:
@@ -187,9 +195,11 @@ def catalog_fetch(registry: Registry) -> CatalogFetch:
     return fetch
 
 
-def runtime_client(deployment: Deployment, registry: Registry) -> httpx.Client | None:
+def runtime_client(deployment: Deployment, registry: Registry, *, deadline_s: float | None = None
+                   ) -> httpx.Client | None:
     """A client for the deployment's endpoint (None: no endpoint recorded); a serverless runtime's carries the
-    provider's key from the variable its `credential_env` names."""
+    provider's key from the variable its `credential_env` names. With deadline_s, no socket of it waits past that
+    many seconds from now (providers.deadline)."""
     endpoint = deployment.endpoint
     if not endpoint:
         return None
@@ -202,7 +212,11 @@ def runtime_client(deployment: Deployment, registry: Registry) -> httpx.Client |
         if env and os.environ.get(env):
             headers["Authorization"] = f"Bearer {os.environ[env]}"
         endpoint = str(endpoint).rstrip("/") + "/"
-    return httpx.Client(base_url=str(endpoint), headers=headers, timeout=httpx.Timeout(30.0))
+    transport = None
+    if deadline_s is not None:
+        end = time.monotonic() + deadline_s
+        transport = DeadlineTransport(lambda: end - time.monotonic())
+    return httpx.Client(base_url=str(endpoint), headers=headers, timeout=httpx.Timeout(30.0), transport=transport)
 
 
 def _client(target: HealthTarget) -> httpx.Client:

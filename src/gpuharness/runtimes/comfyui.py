@@ -28,11 +28,13 @@ from gpuharness.runtimes import (
     get_health,
     transport_failure,
 )
-from gpuharness.runtimes.http import Download, RuntimeHttp
+from gpuharness.runtimes.http import Download, RuntimeHttp, answer_json
 from gpuharness.runtimes.outputs import MAX_BYTES, Served
 
 #: First poll interval; it doubles up to POLL_MAX_S (short generations finish fast, long ones poll calmly).
 POLL_S = 0.25
+#: GET /view's whole answer: an output file (a video may take minutes)
+VIEW_TIMEOUT_S = 600.0
 POLL_MAX_S = 2.0
 OUTPUT_KINDS = ("images", "gifs", "videos", "audio")
 
@@ -127,12 +129,14 @@ class ComfyUI:
     def __init__(self, http: RuntimeHttp) -> None:
         self.http = http
 
-    def catalog(self) -> NodeCatalog:
-        """The server's node catalog (GET /object_info): the classes it has, and the model files it lists."""
-        response = self.http.get("/object_info", timeout=60.0)
+    def catalog(self, timeout_s: float | None = None) -> NodeCatalog:
+        """The server's node catalog (GET /object_info): the classes it has, and the model files it lists; the whole
+        answer by timeout_s (the seam's timeout by default: a wall-clock deadline, so a dripping server is cut off),
+        its JSON depth-bounded."""
+        response = self.http.get("/object_info", timeout=timeout_s)
         response.raise_for_status()
         try:
-            return NodeCatalog(response.json(), source=f"{self.http.base_url}object_info")
+            return NodeCatalog(answer_json(response), source=self.http.base_url.rstrip("/") + "/object_info")
         except (ValueError, CatalogError) as exc:
             raise CatalogError(f"GET /object_info did not answer a catalog: {exc}") from None
 
@@ -172,7 +176,8 @@ class ComfyUI:
         """An output file (GET /view), read up to `limit` bytes and one more."""
         return self.http.download("/view", params={"filename": item.get("filename", ""),
                                                    "subfolder": item.get("subfolder", ""),
-                                                   "type": item.get("type", "output")}, limit=limit)
+                                                   "type": item.get("type", "output")}, limit=limit,
+                                  timeout=VIEW_TIMEOUT_S)
 
     def cancel(self, prompt_id: str) -> None:
         """Interrupt the running prompt and drop it from the queue (best effort)."""
@@ -188,7 +193,7 @@ def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
     response = get_health(RuntimeHttp.over(client), str(RUNTIMES["comfyui"].health_path))
     if isinstance(response, Outcome):
         return response
-    devices = [d.get("name") for d in response.json().get("devices", [])]
+    devices = [d.get("name") for d in answer_json(response).get("devices", [])]
     return Outcome(True, f"ComfyUI answers; devices {devices}", duration_s=time.monotonic() - started)
 
 
@@ -252,6 +257,6 @@ def _server_said(body: Any) -> str:
 
 def _json(response: httpx.Response) -> Any:
     try:
-        return response.json()
+        return answer_json(response)
     except ValueError:
         return response.text

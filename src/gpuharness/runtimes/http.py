@@ -1,15 +1,23 @@
 """The runtime HTTP seam: one client to one runtime endpoint (ComfyUI, an OpenAI-compatible server, a RunPod
 Serverless endpoint) for one phase. Every runtime client speaks through it; its fake is an httpx transport (the
-simulator's runtimes answer in-process: `RuntimeServer.transport()`), as provider HTTP takes one."""
+simulator's runtimes answer in-process: `RuntimeServer.transport()`), as provider HTTP takes one.
+
+Every answer is bounded as a provider's is (providers.deadline): a request's `timeout` is a wall-clock deadline on
+the whole answer (within the phase deadline, when the seam has one), never a per-read timeout a drip defeats, and an
+answer is read under its byte cap. Its JSON is parsed with `answer_json` (core.json_text's depth bound)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, final
 
 import httpx
+
+from gpuharness.core.json_text import loads_outside
+from gpuharness.providers.deadline import MAX_ANSWER_BYTES, AnswerPastDeadline, DeadlineTransport, read_answer
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -40,45 +48,62 @@ class RuntimeHttp:
     """An HTTP client to one runtime endpoint. Transport errors propagate as httpx errors: each runtime client
     turns them into its own outcome (unreachable, timeout, an unknown job outcome)."""
 
-    __slots__ = ("_client", "_owned", "base_url", "calls")
+    __slots__ = ("_client", "_owned", "_phase_end", "_until", "base_url", "calls", "timeout_s")
 
     def __init__(self, base_url: str | None = None, *, headers: Mapping[str, str] | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S, transport: httpx.BaseTransport | None = None,
-                 client: httpx.Client | None = None) -> None:
+                 client: httpx.Client | None = None, deadline_s: float | None = None) -> None:
         created = client is None
+        self._phase_end = None if deadline_s is None else time.monotonic() + deadline_s
+        self._until = self._phase_end if self._phase_end is not None else time.monotonic() + timeout_s
         if client is None:
             if not base_url:
                 raise ValueError("a runtime client needs the endpoint's base URL")
-            client = httpx.Client(base_url=base_url, headers=dict(headers or {}), transport=transport,
+            # the sockets never wait past the current request's deadline (httpx's timeouts are per read)
+            client = httpx.Client(base_url=base_url, headers=dict(headers or {}),
+                                  transport=transport or DeadlineTransport(self.remaining),
                                   timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
                                   follow_redirects=False)
         self._client = client
         self._owned = created
+        self.timeout_s = timeout_s
         self.base_url = str(client.base_url)
         self.calls: list[RuntimeCall] = []
 
     @classmethod
-    def over(cls, client: httpx.Client | RuntimeHttp) -> RuntimeHttp:
+    def over(cls, client: httpx.Client | RuntimeHttp, *, deadline_s: float | None = None) -> RuntimeHttp:
         """The seam over a client someone else owns and closes (the health suite's recorded one)."""
         if isinstance(client, RuntimeHttp):
             return client
-        return cls(client=client)
+        timeout = client.timeout.read
+        return cls(client=client, deadline_s=deadline_s,
+                   timeout_s=DEFAULT_TIMEOUT_S if timeout is None else float(timeout))
 
-    def get(self, path: str, *, params: Mapping[str, Any] | None = None,
-            timeout: float | None = None) -> httpx.Response:
-        return self.request("GET", path, params=params, timeout=timeout)
+    def remaining(self) -> float:
+        """Seconds left until the current request's deadline (its timeout, within the phase deadline)."""
+        return self._until - time.monotonic()
+
+    def get(self, path: str, *, params: Mapping[str, Any] | None = None, timeout: float | None = None,
+            max_bytes: int = MAX_ANSWER_BYTES) -> httpx.Response:
+        return self.request("GET", path, params=params, timeout=timeout, max_bytes=max_bytes)
 
     def post(self, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None,
              timeout: float | None = None) -> httpx.Response:
         return self.request("POST", path, json=json, params=params, timeout=timeout)
 
     def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None,
-                timeout: float | None = None) -> httpx.Response:
-        extra: dict[str, Any] = {}
-        if timeout is not None:
-            extra["timeout"] = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+                timeout: float | None = None, max_bytes: int = MAX_ANSWER_BYTES) -> httpx.Response:
+        """One exchange; its whole answer by `timeout` seconds (the seam's timeout_s by default) and the phase
+        deadline, under max_bytes: past either, an httpx TransportError (AnswerPastDeadline, AnswerTooLarge)."""
+        seconds = self.timeout_s if timeout is None else timeout
+        until = time.monotonic() + seconds
+        self._until = until if self._phase_end is None else min(until, self._phase_end)
         try:
-            response = self._client.request(method, path, json=json, params=params, **extra)
+            if self._until <= time.monotonic():
+                raise httpx.ReadTimeout(f"{method} {path}: the phase deadline has passed")
+            response = read_answer(self._client, method, path, deadline=self._until, max_bytes=max_bytes,
+                                   json=json, params=params,
+                                   timeout=httpx.Timeout(seconds, connect=min(seconds, 10.0)))
         except httpx.HTTPError as exc:
             self.calls.append(RuntimeCall(method, path, None, type(exc).__name__))
             raise
@@ -88,17 +113,24 @@ class RuntimeHttp:
     def download(self, path: str, *, params: Mapping[str, Any] | None = None, limit: int,
                  timeout: float | None = None) -> Download:
         """GET a file, reading at most `limit` + 1 bytes of its body (decoded, so a compressed body is counted as
-        what it becomes): one byte more than `limit` says the file is longer, and the rest is never read."""
-        extra: dict[str, Any] = {}
-        if timeout is not None:
-            extra["timeout"] = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+        what it becomes): one byte more than `limit` says the file is longer, and the rest is never read. The whole
+        body arrives by `timeout` seconds (the seam's timeout_s by default) and the phase deadline, as `request`'s."""
+        seconds = self.timeout_s if timeout is None else timeout
+        until = time.monotonic() + seconds
+        self._until = until if self._phase_end is None else min(until, self._phase_end)
         data = bytearray()
         try:
-            with self._client.stream("GET", path, params=params, **extra) as response:
+            if self._until <= time.monotonic():
+                raise httpx.ReadTimeout(f"GET {path}: the phase deadline has passed")
+            with self._client.stream("GET", path, params=params,
+                                     timeout=httpx.Timeout(seconds, connect=min(seconds, 10.0))) as response:
                 for chunk in response.iter_bytes():
                     data += chunk
                     if len(data) > limit:
                         break
+                    if time.monotonic() > self._until:
+                        raise AnswerPastDeadline(f"GET {path}: the file was still arriving at its deadline "
+                                                 f"({len(data)} bytes so far; cut off)", request=response.request)
         except httpx.HTTPError as exc:
             self.calls.append(RuntimeCall("GET", path, None, type(exc).__name__))
             raise
@@ -118,3 +150,18 @@ class RuntimeHttp:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def answer_json(response: httpx.Response) -> Any:
+    """A runtime's JSON answer, parsed under core.json_text's depth bound (its bytes are capped by the seam); a
+    ValueError (as httpx's .json() raises) when it is not JSON or nests too deeply."""
+    return loads_outside(response.content, what=answer_of(response))
+
+
+def answer_of(response: httpx.Response) -> str:
+    """`METHOD /path` of the request an answer is to (`the answer` for one made without a request)."""
+    try:
+        request = response.request
+    except RuntimeError:
+        return "the answer"
+    return f"{request.method} {request.url.path}"

@@ -20,7 +20,7 @@ from gpuharness.runtimes import (
     get_health,
     transport_failure,
 )
-from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.runtimes.http import RuntimeHttp, answer_json
 from gpuharness.runtimes.outputs import Served, judge
 
 #: the completion answer's name as an output of the test generation (a job's record is completion.json on its host)
@@ -41,7 +41,7 @@ def error_text(response: httpx.Response, limit: int = 300) -> str:
     `{"object":"error","message":...}`, newer vLLM `{"error":{"message":...}}`, TGI `{"error":"...",
     "error_type":...}`; a body that is not JSON (a proxy's page, a traceback) as its first `limit` chars."""
     try:
-        body = response.json()
+        body = answer_json(response)
     except ValueError:
         return response.text[:limit]
     if isinstance(body, dict):
@@ -78,7 +78,7 @@ def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], re
     if listing.status_code != 200:
         return failed("unhealthy", f"GET /v1/models answered {listing.status_code}: {error_text(listing)}",
                       started=started, clock=clock)
-    served = [item.get("id") for item in listing.json().get("data", [])]
+    served = [item.get("id") for item in answer_json(listing).get("data", [])]
     if model not in served:
         return failed("model_missing", f"the server does not serve {model!r}; /v1/models lists {served}",
                       remedy="start the server with the model of the deployment (e.g. vllm serve MODEL)",
