@@ -1,4 +1,5 @@
-"""Massed Compute REST v1 (shared/reference/providers.md §4), under /massed."""
+"""Massed Compute REST v1 (https://vm-docs.massedcompute.com/api/v1, the reference its official MCP server names),
+under /massed."""
 
 from __future__ import annotations
 

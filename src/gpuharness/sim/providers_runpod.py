@@ -1,4 +1,5 @@
-"""RunPod Pods REST v2 as observed on the wire (shared/reference/providers.md §1.8), under /runpod."""
+"""RunPod Pods REST v2 as observed on the wire, under /runpod (the spec:
+https://github.com/runpod/docs/blob/a900806e/api-reference-v2/openapi.json)."""
 
 from __future__ import annotations
 

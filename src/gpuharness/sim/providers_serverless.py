@@ -1,4 +1,5 @@
-"""RunPod Serverless endpoints (shared/reference/providers.md §2), under /runpod-serverless/v2/<endpoint>."""
+"""RunPod Serverless endpoints, under /runpod-serverless/v2/<endpoint>
+(https://github.com/runpod/docs/blob/a900806e/serverless/endpoints/operation-reference.mdx)."""
 
 from __future__ import annotations
 

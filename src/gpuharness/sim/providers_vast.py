@@ -1,4 +1,5 @@
-"""Vast.ai instance calls, v0 and the paginated v1 list (shared/reference/providers.md §3), under /vast.
+"""Vast.ai instance calls, v0 and the paginated v1 list (the vendor's spec:
+https://github.com/vast-ai/docs/tree/c6246226/api-reference/openapi/yaml), under /vast.
 
 Shapes follow the official client (pip `vastai` 1.9: vastai/api/instances.py) where it shows them.
 """

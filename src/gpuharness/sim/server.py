@@ -50,7 +50,7 @@ def require_loopback(host: str) -> None:
 
 @final
 class Simulator:
-    """The provider simulator. `with Simulator() as sim:` serves on a free loopback port; sim.base_url."""
+    """The provider simulator. `with Simulator() as sim:` serves on a free loopback port (its base_url)."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, ready_delay_s: float = 0.2,
                  api_keys: dict[str, str] | None = None, host_factory: HostFactory | None = None,
