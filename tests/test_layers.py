@@ -80,3 +80,87 @@ def test_the_map_test_catches_an_upward_import(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from gpuharness.cli import main\n")
     assert [t for _, t in _imports(bad) if not _allowed("core", t)] == ["cli"]
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(("gpuharness", *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
+def _target(name: str) -> str:
+    """The module an import of `name` (gpuharness.a.b, or gpuharness.a.b.attribute) loads."""
+    parts = name.split(".")[1:]
+    while parts and not ((SRC.joinpath(*parts).with_suffix(".py")).is_file() or (SRC.joinpath(*parts)).is_dir()):
+        parts.pop()
+    return ".".join(("gpuharness", *parts))
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """The gpuharness modules a file imports at its top level, `if TYPE_CHECKING:` blocks included (imports inside
+    functions are deferred on purpose and make no circle at import time)."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("gpuharness"):
+                found.update(_target(f"{node.module}.{alias.name}") for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(_target(a.name) for a in node.names if a.name.startswith("gpuharness."))
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+                visit(node.orelse)
+                if isinstance(node, ast.Try):
+                    for handler in node.handlers:
+                        visit(handler.body)
+
+    visit(ast.parse(path.read_text("utf-8")).body)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the gpuharness modules it imports at module level."""
+    return {_module_of(path): _module_level_imports(path) - {_module_of(path)} for path in SRC.rglob("*.py")}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every set of modules that import one another, directly or through others (Tarjan's components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    graph = import_graph()
+    del graph["gpuharness"]  # the top package re-exports the core's names: every module's parent, no one's import
+    assert circles(graph) == [], "modules that import each other (type-only imports count): break the circle"
+
+
+def test_the_circle_finder_finds_a_circle_through_a_third_module():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []

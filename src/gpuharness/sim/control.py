@@ -3,22 +3,32 @@ recorded requests, shutdown (`gpuharness sim stop`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import threading
+from typing import Any, Protocol
 
 from gpuharness.sim import catalog, host_faults, vast_offers
-from gpuharness.sim.faults import parse_fault, seconds, whole_number
+from gpuharness.sim.exchanges import RequestLog
+from gpuharness.sim.faults import FaultPlan, parse_fault, seconds, whole_number
 from gpuharness.sim.routing import SimRequest, SimResponse, json_response
 from gpuharness.sim.state import SimState
-
-if TYPE_CHECKING:
-    from gpuharness.sim.server import Simulator
 
 #: the longest settable pending -> running delay (a day)
 MAX_READY_DELAY_S = 86_400
 MAX_BULK = 100_000
 
 
-def control(sim: Simulator, req: SimRequest) -> SimResponse:
+class Controlled(Protocol):
+    """What the control routes act on (the Simulator): its state, armed faults, request log and stop signal."""
+
+    state: SimState
+    faults: FaultPlan
+    requests: RequestLog
+    shutdown_requested: threading.Event
+
+    def stats(self) -> dict[str, Any]: ...
+
+
+def control(sim: Controlled, req: SimRequest) -> SimResponse:
     """Answer one /_sim/ request; bad bodies get 400 with a one-line reason."""
     try:
         return _route(sim, req)
@@ -28,7 +38,7 @@ def control(sim: Simulator, req: SimRequest) -> SimResponse:
         return json_response(404, {"error": str(exc)})
 
 
-def _route(sim: Simulator, req: SimRequest) -> SimResponse:
+def _route(sim: Controlled, req: SimRequest) -> SimResponse:
     method, path = req.method, req.path
     if method == "GET" and path == "/_sim/stats":
         return json_response(200, sim.stats())
