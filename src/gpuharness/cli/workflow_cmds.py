@@ -13,12 +13,12 @@ import httpx
 from gpuharness.cli import emit, existing_registry, show
 from gpuharness.cli.arguments import positive, whole
 from gpuharness.core import runtimes
-from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
-from gpuharness.core.comfy_problems import Problem, cause, problems
-from gpuharness.core.comfy_validation import GraphError, Verdict, graph_of, output_nodes, validate
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.runtimes.comfyui import ComfyUI, InputError, build_test_graph
+from gpuharness.runtimes.comfyui.catalog import CatalogError, NodeCatalog
+from gpuharness.runtimes.comfyui.client import ComfyUI, InputError, build_test_graph
+from gpuharness.runtimes.comfyui.problems import Problem, cause, problems
+from gpuharness.runtimes.comfyui.validation import GraphError, Verdict, graph_of, output_nodes, validate
 from gpuharness.runtimes.http import RuntimeHttp
 from gpuharness.sim.comfyui import recorded_catalog
 

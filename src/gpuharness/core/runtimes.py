@@ -49,7 +49,7 @@ class Runtime:
 
 RUNTIMES: Final[dict[str, Runtime]] = {runtime.name: runtime for runtime in (
     Runtime("comfyui", port=8188, health_path="/system_stats", process="main.py", imports_torch=True,
-            node_catalog=True, directory="ComfyUI", client="comfyui", executor="comfy_job", simulator="comfyui"),
+            node_catalog=True, directory="ComfyUI", client="comfyui.client", executor="comfy_job", simulator="comfyui"),
     Runtime("openai", port=8000, health_path="/health", process="vllm", directory="vllm", client="openai",
             executor="openai_job", simulator="openai"),
     Runtime("native", generates=False),

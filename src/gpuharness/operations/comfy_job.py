@@ -10,7 +10,7 @@ from gpuharness.core.confinement import plain_name, relative_parts, remote_path
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.operations.run import ExecutorSeams, JobProgress
-from gpuharness.runtimes.comfyui import ComfyUI, job_graph
+from gpuharness.runtimes.comfyui.client import ComfyUI, job_graph
 from gpuharness.runtimes.http import RuntimeHttp
 
 

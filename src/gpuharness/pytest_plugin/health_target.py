@@ -1,15 +1,13 @@
 """What a health check reads about one deployment (HealthTarget), the runtime's answers included: its health
 endpoint, its node catalog (taken with the probe) and the workflow's test generation, live, recorded or replayed per
-mode. `runtime_client` is the one place an authenticated runtime client is built (it belongs with runtimes/)."""
+mode. The runtime's client is built by runtimes.endpoint and its graph judged by runtimes.comfyui.workflow_fit."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import time
 import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -18,22 +16,20 @@ import httpx
 import pytest
 
 from gpuharness import runtimes
-from gpuharness.core.comfy_catalog import CatalogError
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.core.terminal import escape
-from gpuharness.health import performance, rules, server_catalog, targets, workflow_fit
+from gpuharness.health import performance, rules, server_catalog, targets
 from gpuharness.health.performance import PerformanceFloor
 from gpuharness.health.probe import ProbeResult, ProbeTargets
 from gpuharness.health.probing import ProbeRecord, ProgressObservation
-from gpuharness.health.server_catalog import CatalogFetch, CatalogUnavailable
 from gpuharness.health.transcripts import known_secrets
-from gpuharness.health.workflow_fit import WorkflowFit
 from gpuharness.providers import cassette
-from gpuharness.runtimes.comfyui import ComfyUI, InputError, build_test_graph
-from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.runtimes.comfyui import workflow_fit
+from gpuharness.runtimes.comfyui.workflow_fit import WorkflowFit
+from gpuharness.runtimes.endpoint import runtime_client
 
 PROPERTY: Final = "gpuharness_health"
 
@@ -149,60 +145,10 @@ class HealthTarget:
 
 
 def judge_workflow(target: HealthTarget) -> WorkflowFit | None:
-    """The workflow's test graph (inputs applied) against the catalog of this run (None: not a ComfyUI server)."""
+    """The workflow's test graph against the catalog of this run (None: a server without a node catalog)."""
     if not server_catalog.applies(target.deployment):
         return None
-    workflow = target.workflow
-    if workflow is None:
-        return workflow_fit.not_judged("the deployment has no workflow manifest")
-    observation = target.record.catalog
-    if observation is None:
-        return workflow_fit.not_judged("no server catalog was taken in this run")
-    try:
-        catalog = observation.load()
-    except CatalogError as exc:
-        return workflow_fit.not_judged(str(exc))
-    try:
-        graph = build_test_graph(workflow)
-    except InputError:  # the test generation reports bad inputs; the graph's classes and files are still judged
-        graph = (workflow.get("test_generation") or {}).get("graph") or workflow.get("graph") or {}
-    return workflow_fit.fit(graph, catalog, missing=observation.missing)
-
-
-def catalog_fetch(registry: Registry) -> CatalogFetch:
-    """The probe phase's fetch of a server's node catalog: one GET /object_info over the runtime HTTP seam."""
-
-    def fetch(deployment: Deployment) -> Mapping[str, Any]:
-        client = runtime_client(deployment, registry)
-        if client is None:
-            raise CatalogUnavailable("no endpoint recorded for the service")
-        try:
-            with client:
-                return ComfyUI(RuntimeHttp.over(client)).catalog().document
-        except httpx.HTTPError as exc:
-            raise CatalogUnavailable(f"{type(exc).__name__}: {exc}") from None
-        except CatalogError as exc:
-            raise CatalogUnavailable(str(exc)) from None
-
-    return fetch
-
-
-def runtime_client(deployment: Deployment, registry: Registry) -> httpx.Client | None:
-    """A client for the deployment's endpoint (None: no endpoint recorded); a serverless runtime's carries the
-    provider's key from the variable its `credential_env` names."""
-    endpoint = deployment.endpoint
-    if not endpoint:
-        return None
-    headers = {}
-    if deployment.is_serverless:
-        try:
-            env = registry.provider(deployment.provider).get("credential_env")
-        except UserError:
-            env = None
-        if env and os.environ.get(env):
-            headers["Authorization"] = f"Bearer {os.environ[env]}"
-        endpoint = str(endpoint).rstrip("/") + "/"
-    return httpx.Client(base_url=str(endpoint), headers=headers, timeout=httpx.Timeout(30.0))
+    return workflow_fit.judge_test_graph(target.workflow, target.record.catalog)
 
 
 def _client(target: HealthTarget) -> httpx.Client:

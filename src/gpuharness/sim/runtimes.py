@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 
-from gpuharness.core.comfy_catalog import NodeCatalog
+from gpuharness.runtimes.comfyui.catalog import NodeCatalog
 from gpuharness.sim.simulated_runtime import DROPPED, JSON, Answer, RuntimeFaults, RuntimeSetting, simulated
 
 __all__ = ["RuntimeFaults", "RuntimeServer"]

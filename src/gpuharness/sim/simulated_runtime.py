@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol, final
 
-from gpuharness.core.comfy_catalog import NodeCatalog
 from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.runtimes.comfyui.catalog import NodeCatalog
 
 JSON: Final[str] = "application/json"
 DROPPED: Final[int] = 0  # a status meaning: close the connection without an answer

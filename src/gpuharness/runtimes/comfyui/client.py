@@ -13,9 +13,6 @@ from typing import Any, final
 
 import httpx
 
-from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
-from gpuharness.core.comfy_problems import Problem, cause, problems
-from gpuharness.core.comfy_validation import Verdict, validate
 from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.remote.lines import lines_of
 from gpuharness.runtimes import (
@@ -27,6 +24,9 @@ from gpuharness.runtimes import (
     get_health,
     transport_failure,
 )
+from gpuharness.runtimes.comfyui.catalog import CatalogError, NodeCatalog
+from gpuharness.runtimes.comfyui.problems import Problem, cause, problems
+from gpuharness.runtimes.comfyui.validation import Verdict, validate
 from gpuharness.runtimes.http import Download, RuntimeHttp
 from gpuharness.runtimes.outputs import MAX_BYTES, Served
 
