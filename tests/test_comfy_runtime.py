@@ -15,7 +15,7 @@ from PIL import Image
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.health.diagnose import classify_text
-from gpuharness.operations.comfy_job import ComfyJobExecutor
+from gpuharness.operations.comfyui_job import ComfyJobExecutor
 from gpuharness.runtimes import run_test_generation
 from gpuharness.runtimes.comfyui.client import ComfyUI, InputError, PromptRejected, apply_inputs, job_graph
 from gpuharness.runtimes.http import RuntimeHttp

@@ -47,7 +47,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("add", parents=[common], help="add a workflow to workflows.json from an exported graph")
     p.add_argument("--from", dest="source", metavar="FILE", help="the graph, exported with ComfyUI's Save (API)")
     p.add_argument("--id", required=True, help="the workflow id (deployments name it in `workflow`)")
-    p.add_argument("--runtime", default="comfyui", choices=runtimes.GENERATING)
+    p.add_argument("--runtime", default="comfyui", choices=runtimes.generating())
     p.add_argument("--model", help="the model it needs (a models.json name)")
     p.add_argument("--version", type=whole(minimum=1),
                    help="the version (default: one more than the newest with this id)")

@@ -23,8 +23,6 @@ BILLING: Final = LIVE - {"stopped"}
 #: otherwise. Relative: under the login directory, so it exists for any user on any host (a container's
 #: /workspace does not exist on a VM or an owned server, and a non-root user cannot create it).
 DEFAULT_WORKSPACE: Final = "gh-workspace"
-#: The runtime of a deployment that is a serverless endpoint: no host of ours, nothing to install or probe.
-SERVERLESS_RUNTIME: Final = runtimes.SERVERLESS
 
 
 @final
@@ -215,9 +213,10 @@ class Deployment:
 
     @property
     def is_serverless(self) -> bool:
-        """A serverless endpoint (runtime serverless, set from the provider's kind at provision): there is no
-        host of ours, so nothing to install, probe or retrieve over SSH, whatever else the record holds."""
-        return self.runtime == SERVERLESS_RUNTIME
+        """A serverless endpoint (its runtime has no host of ours; provision sets it from the provider's kind): there
+        is nothing to install, probe or retrieve over SSH, whatever else the record holds."""
+        entry = runtimes.runtime(self.runtime)
+        return entry is not None and not entry.has_host
 
     @property
     def is_live(self) -> bool:

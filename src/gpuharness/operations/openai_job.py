@@ -170,5 +170,5 @@ class OpenAIJobExecutor:
 
 
 def build(deployment: Deployment, seams: ExecutorSeams) -> OpenAIJobExecutor:
-    """The run phase's executor for a deployment of this runtime (the runtime table names this module)."""
+    """The run phase's executor for a deployment of this runtime (operations/<runtime>_job.py, found by its name)."""
     return OpenAIJobExecutor(deployment, seams.connect)

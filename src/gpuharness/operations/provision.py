@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, final
 
+from gpuharness.core import runtimes
 from gpuharness.core.claims import Claim, holder, take
-from gpuharness.core.deployment import SERVERLESS_RUNTIME, Deployment, ShutdownRule, SshAccess, live_burn
+from gpuharness.core.deployment import Deployment, ShutdownRule, SshAccess, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry
 from gpuharness.core.ledger import Ledger
@@ -240,7 +241,7 @@ def _new_deployment(ctx: Context, request: ProvisionRequest, capabilities: Capab
     return Deployment(
         id=deployment_id, provider=request.provider, status="provisioning", cost_hr=request.price,
         created_at=ctx.now(), gpu=request.gpu, gpu_count=request.gpu_count,
-        runtime=SERVERLESS_RUNTIME if capabilities.serverless and request.runtime is None else request.runtime,
+        runtime=runtimes.serverless() if capabilities.serverless and request.runtime is None else request.runtime,
         model=request.model, workflow=request.workflow, image=request.image, region=request.region,
         shutdown_rule=request.shutdown_rule(), owner=request.owner, reason=request.reason,
         checkpoint_path=request.checkpoint_path,

@@ -63,5 +63,5 @@ class ComfyJobExecutor:
 
 
 def build(deployment: Deployment, seams: ExecutorSeams) -> ComfyJobExecutor:
-    """The run phase's executor for a deployment of this runtime (the runtime table names this module)."""
+    """The run phase's executor for a deployment of this runtime (operations/<runtime>_job.py, found by its name)."""
     return ComfyJobExecutor(deployment)
