@@ -13,7 +13,7 @@ SRC = ROOT / "src" / "gpuharness"
 PACKAGES = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").exists())
 #: `providers.transport.retry_wait`, `core/runtimes.py`, `gpuharness.sim.host`: a path that starts at one of our
 #: packages (the step after it must be one of its modules, subpackages or names)
-CITED = re.compile(rf"(?<![\w./-])(?:gpuharness[./])?({'|'.join(PACKAGES)})[./](\w+)(?![\w*-])")
+CITED = re.compile(rf"(?<![\w./-])(?:gpuharness[./])?({'|'.join(PACKAGES)})[./](\w+)(?![\w*<-])")
 #: what follows a package's name when a sentence names a file, not a module (providers.json, jobs-*.jsonl)
 NOT_MODULES = {"json", "jsonl", "md", "yaml", "yml", "txt", "html"}
 #: prose pointing at a module by its bare name (see a_module.function)

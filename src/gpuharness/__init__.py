@@ -31,6 +31,11 @@ __version__ = "0.1.0"
 #: module declares its own table entries (core.tables); the tables import these the first time one is read, so
 #: importing gpuharness stays cheap. A new runtime or provider adds its module here.
 BUILTIN: Final = (
+    "gpuharness.providers.runpod",
+    "gpuharness.providers.serverless",
+    "gpuharness.providers.vast",
+    "gpuharness.providers.massed",
+    "gpuharness.providers.owned",
     "gpuharness.runtimes.comfyui.client",
     "gpuharness.runtimes.openai",
     "gpuharness.runtimes.native",

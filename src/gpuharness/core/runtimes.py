@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Final, final
 
+from gpuharness.core import tables
 from gpuharness.core.tables import Table
 
 #: what a runtime's name may be: it names a module in each layer (operations/<name>_job.py, sim/<name>.py)
@@ -56,7 +57,7 @@ class Runtime:
 
 
 #: every runtime, by name, in declaration order
-RUNTIMES: Final = Table[Runtime]("runtimes")
+RUNTIMES: Final = Table[Runtime](tables.RUNTIMES)
 
 
 def register(entry: Runtime) -> Runtime:

@@ -14,7 +14,10 @@ from typing import Final, TypeVar, final
 
 T = TypeVar("T")
 
-#: every table by what it holds ("runtimes", "provider kinds"): the schemas read their names (core.schema)
+#: the table of runtimes (core.runtimes) and of provider adapters, by kind (providers.base), as schemas name them
+RUNTIMES: Final = "runtimes"
+PROVIDER_KINDS: Final = "provider kinds"
+#: every table by what it holds: the schemas and the default policy read their names
 TABLES: Final[dict[str, Table[object]]] = {}
 _loader: list[Callable[[], object]] = []
 _state: list[str] = ["unnamed"]  # unnamed -> named -> loading -> loaded

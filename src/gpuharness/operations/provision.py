@@ -21,6 +21,7 @@ from gpuharness.operations.context import Context
 from gpuharness.operations.launch import launch_instance
 from gpuharness.operations.reconcile import machine_record
 from gpuharness.providers.base import (
+    ADAPTERS,
     KEY_PREFIX,
     Capabilities,
     Instance,
@@ -29,7 +30,7 @@ from gpuharness.providers.base import (
     ProviderError,
     ProviderKind,
 )
-from gpuharness.providers.factory import ADAPTERS, capabilities_of, kind_of
+from gpuharness.providers.factory import capabilities_of, kind_of
 from gpuharness.providers.offers import cheapest_offer
 
 #: states in which a deployment may be reused for the same request
@@ -353,7 +354,7 @@ def stewarded(request: ProvisionRequest) -> ProvisionRequest:
 
 def _refuse_what_is_not_offered(request: ProvisionRequest, kind: ProviderKind, capabilities: Capabilities) -> None:
     if request.interruptible and not capabilities.interruptible:
-        offering = sorted(k.value for k, adapter in ADAPTERS.items() if adapter.capabilities.interruptible)
+        offering = sorted(name for name, adapter in ADAPTERS.items() if adapter.capabilities.interruptible)
         raise UserError(f"--interruptible is not offered by {kind.value}", place="provision",
                         hint=f"interruptible (spot/bid) exists on {', '.join(offering)}")
     if request.interruptible and capabilities.bid_price and request.bid_price is None:

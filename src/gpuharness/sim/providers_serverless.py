@@ -163,4 +163,5 @@ WIRE = ProviderWire(
     capacity=lambda: json_response(503, {"error": "no workers available"}),
     server_error=lambda: json_response(500, {"error": "Internal Server Error"}),
     not_found=lambda: json_response(404, {"error": "Not Found"}),
+    entry={"endpoint_id": "sim-endpoint"},
 )

@@ -13,7 +13,16 @@ from typing import Any
 
 from gpuharness.sim import vast_account, vast_listing, vast_offers, vast_records
 from gpuharness.sim.faults import RequestKind
-from gpuharness.sim.routing import Handler, ProviderWire, Route, SimRequest, SimResponse, json_response, text_response
+from gpuharness.sim.routing import (
+    Handler,
+    Made,
+    ProviderWire,
+    Route,
+    SimRequest,
+    SimResponse,
+    json_response,
+    text_response,
+)
 from gpuharness.sim.state import SimInstance, SimState
 
 PROVIDER = "vast"
@@ -259,4 +268,6 @@ WIRE = ProviderWire(
     not_found=lambda: error(404, "not_found", "no such route"),
     query_key="api_key",
     bad_request=lambda reason: error(400, "invalid_args", reason),
+    made=lambda row, name: Made(row.display, row.vast_prices[0], {"label": name, "gpu_ram": vast_offers.gpu_ram(row)}),
+    mirrored=lambda label: {"label": label},
 )
