@@ -205,6 +205,25 @@ class Deployment:
         return (self.ssh.workspace if self.ssh is not None else None) or DEFAULT_WORKSPACE
 
     @property
+    def outputs_folder(self) -> str:
+        """The folder of its workspace where its jobs keep their outputs: its runtime's (ComfyUI writes to its own
+        `output`), else runtimes.DEFAULT_OUTPUTS."""
+        entry = runtimes.runtime(self.runtime)
+        return entry.outputs if entry is not None else runtimes.DEFAULT_OUTPUTS
+
+    @property
+    def outputs_dir(self) -> str:
+        """Where its jobs keep their outputs on its host: <workspace>/<outputs_folder>."""
+        return f"{self.workspace}/{self.outputs_folder}"
+
+    @property
+    def watched_dirs(self) -> tuple[str, ...]:
+        """Every folder of its workspace where some runtime's jobs keep outputs, its own first: where work the
+        harness did not start would leave files too."""
+        folders = dict.fromkeys((self.outputs_folder, *runtimes.output_folders(), runtimes.DEFAULT_OUTPUTS))
+        return tuple(f"{self.workspace}/{folder}" for folder in folders)
+
+    @property
     def ssh_route(self) -> str | None:
         """`ssh user@host:port` when the record names an SSH host or alias, else None (no route of ours)."""
         if self.ssh is None or self.ssh == SshAccess():

@@ -20,6 +20,8 @@ from gpuharness.core.tables import Table
 
 #: what a runtime's name may be: it names a module in each layer (operations/<name>_job.py, sim/<name>.py)
 NAME: Final = re.compile(r"[a-z][a-z0-9_]*")
+#: the folder, under the workspace, where jobs keep their outputs unless their runtime names its own
+DEFAULT_OUTPUTS: Final = "outputs"
 
 
 @final
@@ -47,7 +49,7 @@ class Runtime:
     #: the directory its service runs in, under the workspace (the simulator lays it out there)
     directory: str | None = None
     #: the folder under the workspace where its jobs keep their outputs (what retrieve reads, reap watches)
-    outputs: str = "outputs"
+    outputs: str = DEFAULT_OUTPUTS
 
     def __post_init__(self) -> None:
         if not NAME.fullmatch(self.name):

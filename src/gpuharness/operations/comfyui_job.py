@@ -26,7 +26,7 @@ class ComfyJobExecutor:
             raise ValueError(f"deployment {deployment.id} has no runtime endpoint")
         self.deployment = deployment
         self.comfy = ComfyUI(http or RuntimeHttp(str(endpoint), timeout_s=timeout_s))
-        self.output_dir = f"{deployment.workspace}/output"
+        self.output_dir = deployment.outputs_dir
 
     def submit(self, workflow: dict[str, Any], inputs: dict[str, Any], job_id: str) -> str:
         """Queue the job's graph (InputError for inputs that name no single graph input, PromptRejected with the
