@@ -3,9 +3,9 @@ the workflow says `"api": "chat"`.
 
 The completion is written to the host as `<workspace>/<outputs folder>/<job>/completion.json` (the deployment's
 outputs_dir) and recorded on the ledger like a ComfyUI output (remote_path, sha256, synced_at null): `gpuharness
-retrieve` stays the one way outputs reach the user, and destroy refuses until it ran. A completion that cannot be stored fails the job. The request
-runs on a worker thread, so the run loop keeps enforcing per_job_usd and the deadline; cancel drops the
-connection (vLLM and SGLang abort a request whose client went away).
+retrieve` stays the one way outputs reach the user, and destroy refuses until it ran. A completion that cannot be
+stored fails the job. The request runs on a worker thread, so the run loop keeps enforcing per_job_usd and the
+deadline; cancel drops the connection (vLLM and SGLang abort a request whose client went away).
 """
 
 from __future__ import annotations
