@@ -167,6 +167,21 @@ class AuditRun:
     def checkpoint_document(self) -> dict[str, Any]:
         return cp.document(self.state, self.deployment_ids, self.policy_sha256)
 
+    def attest(self) -> str:
+        """Write the checkpoint after a whole audit whose checks all passed, and say what happened: written,
+        unchanged (it already attests this ledger), or not written (this run fails now: the registry changed
+        during the audit; or the file could not be written)."""
+        if not self.passed:
+            return "audit checkpoint not written: the registry changed during the audit and now fails"
+        path = cp.checkpoint_path(self.root)
+        try:
+            written = cp.write(path, self.checkpoint_document(), self.previous)
+        except OSError as exc:
+            return f"audit checkpoint not written ({exc.strerror}: {path})"
+        if not written:
+            return f"audit checkpoint {path} already attests {self.state.line_count} lines; unchanged"
+        return f"audit checkpoint written: {path} ({self.state.line_count} lines, {self.state.byte_length} bytes)"
+
 
 def _load_documents(run: AuditRun) -> None:
     for file_name, (schema_name, _) in DOCUMENTS.items():

@@ -186,10 +186,9 @@ def generation(target: HealthTarget) -> runtimes.Outcome:
             "add it to workflows.json with a test_generation, so readiness is proven by a real generation"))
     runtime = str(target.deployment.runtime or workflow.get("runtime"))
     fit = target.workflow_fit
-    if fit is not None and fit.rejected:  # what the server would refuse is never submitted
-        return runtimes.failed(fit.cause or "prompt_rejected", "the server would refuse the test graph (judged "
-                               f"against its node catalog, not submitted): {fit.explain()}",
-                               problems=[p.to_json() for p in fit.problems])
+    refusal = workflow_fit.refusal(fit) if fit is not None else None
+    if refusal is not None:
+        return refusal
     if fit is not None and not fit.judged:
         target.warn(f"the test graph was not validated against the server's node catalog: {fit.note}")
     sleep: runtimes.Sleep = (lambda _s: None) if target.mode is cassette.Mode.OFFLINE else time.sleep

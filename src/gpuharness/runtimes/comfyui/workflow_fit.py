@@ -15,6 +15,7 @@ import httpx
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.registry import Registry
 from gpuharness.health.server_catalog import CatalogFetch, CatalogObservation, CatalogUnavailable, CatalogUnreadable
+from gpuharness.runtimes import Outcome, failed
 from gpuharness.runtimes.comfyui.catalog import CatalogError, NodeCatalog
 from gpuharness.runtimes.comfyui.client import ComfyUI, InputError, build_test_graph
 from gpuharness.runtimes.comfyui.problems import Problem, cause, problems
@@ -113,6 +114,15 @@ def judge_test_graph(workflow: Mapping[str, Any] | None, observation: CatalogObs
     except InputError:  # the test generation reports bad inputs; the graph's classes and files are still judged
         graph = (workflow.get("test_generation") or {}).get("graph") or workflow.get("graph") or {}
     return fit(graph, catalog, missing=observation.missing)
+
+
+def refusal(judged: WorkflowFit) -> Outcome | None:
+    """The test generation's outcome when the server would refuse the graph: it is never submitted (None: it
+    would be accepted, or was not judged)."""
+    if not judged.rejected:
+        return None
+    return failed(judged.cause or "prompt_rejected", "the server would refuse the test graph (judged against its "
+                  f"node catalog, not submitted): {judged.explain()}", problems=[p.to_json() for p in judged.problems])
 
 
 def catalog_fetch(registry: Registry) -> CatalogFetch:
