@@ -207,7 +207,7 @@ class Deployment:
     @property
     def outputs_folder(self) -> str:
         """The folder of its workspace where its jobs keep their outputs: its runtime's (ComfyUI writes to its own
-        `output`), else runtimes.DEFAULT_OUTPUTS."""
+        `output`), else core.runtimes.DEFAULT_OUTPUTS."""
         entry = runtimes.runtime(self.runtime)
         return entry.outputs if entry is not None else runtimes.DEFAULT_OUTPUTS
 

@@ -113,7 +113,7 @@ def build_provider(entry: Mapping[str, Any], *, env: Mapping[str, str] | None = 
 def build_serverless(entry: Mapping[str, Any], endpoint_id: str | None = None, *,
                      env: Mapping[str, str] | None = None, options: PhaseOptions | None = None) -> ServerlessEndpoint:
     """The client of a RunPod Serverless endpoint (id from the argument or the entry's endpoint_id)."""
-    name = str(entry.get("name", "runpod-serverless"))
+    name = str(entry.get("name", ServerlessEndpoint.kind.value))
     endpoint = endpoint_id or entry.get("endpoint_id")
     if not endpoint:
         raise UserError(f"provider {name!r} names no endpoint_id", path="providers.json", place=name,

@@ -16,20 +16,21 @@ from gpuharness.sim.routing import ProviderWire
 MODULE_PREFIX: Final = "providers_"
 
 
-def _discovered() -> tuple[ProviderWire, ...]:
-    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
-                   if m.name.startswith(MODULE_PREFIX))
+def discover(directory: Path, package: str) -> tuple[ProviderWire, ...]:
+    """The WIRE of every providers_*.py module of a package (its directory and its dotted name), the longest
+    prefix first."""
+    names = sorted(m.name for m in pkgutil.iter_modules([str(directory)]) if m.name.startswith(MODULE_PREFIX))
     wires = []
     for name in names:
-        wire = getattr(importlib.import_module(f"{__package__}.{name}"), "WIRE", None)
+        wire = getattr(importlib.import_module(f"{package}.{name}"), "WIRE", None)
         if not isinstance(wire, ProviderWire):
-            raise TypeError(f"{__package__}.{name} declares no ProviderWire as WIRE")
+            raise TypeError(f"{package}.{name} declares no ProviderWire as WIRE")
         wires.append(wire)
     return tuple(sorted(wires, key=lambda wire: -len(wire.prefix)))
 
 
-#: every wire, the longest prefix first
-WIRES: Final = _discovered()
+#: every wire the simulator serves, the longest prefix first
+WIRES: Final = discover(Path(__file__).parent, __package__ or "gpuharness.sim")
 
 
 def wire_for(path: str) -> ProviderWire | None:
