@@ -16,7 +16,7 @@ from gpuharness.health.nvidia_smi import ERROR_REMEDIES, HARMFUL_CLOCK_EVENTS
 from gpuharness.health.performance import PerformanceFloor, PerformanceReport
 from gpuharness.health.probe import CORRUPT_REMEDY, ProbeResult
 
-#: each runtime's default service process pattern and port (core.runtimes, where both are declared)
+#: each runtime's default service process pattern and port (the runtime table, core.runtimes)
 RUNTIME_DEFAULTS: Final[dict[str, tuple[str, int]]] = {
     name: (runtime.process, runtime.port) for name, runtime in RUNTIMES.items()
     if runtime.process is not None and runtime.port is not None}
