@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuharness.pytest_plugin.plan import fingerprint_problem, verify_case
+from gpuharness.plans.plan import fingerprint_problem
+from gpuharness.pytest_plugin.plan import verify_case
 
 
 def test_plan_step(plan_case, gh_plan_context, gh_planned_workflows):

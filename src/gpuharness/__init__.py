@@ -1,5 +1,9 @@
 """gpuharness: verify, audit and operate rented GPU workloads kept in plain JSON under .pi/gpu/."""
 
+import importlib
+from typing import Final
+
+from gpuharness.core import tables
 from gpuharness.core.economics import KeepAliveDecision, keep_alive
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
@@ -22,3 +26,26 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+#: The built-in runtimes and provider adapters, named once here as pytest's config names its default plugins. Each
+#: module declares its own table entries (core.tables); the tables import these the first time one is read, so
+#: importing gpuharness stays cheap. A new runtime or provider adds its module here.
+BUILTIN: Final = (
+    "gpuharness.providers.runpod",
+    "gpuharness.providers.serverless",
+    "gpuharness.providers.vast",
+    "gpuharness.providers.massed",
+    "gpuharness.providers.owned",
+    "gpuharness.runtimes.comfyui.client",
+    "gpuharness.runtimes.openai",
+    "gpuharness.runtimes.native",
+    "gpuharness.runtimes.serverless",
+)
+
+
+def _import_builtin() -> None:
+    for name in BUILTIN:
+        importlib.import_module(name)
+
+
+tables.load_builtins_with(_import_builtin)

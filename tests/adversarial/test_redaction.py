@@ -437,7 +437,7 @@ SINKS: dict[str, tuple[int, str]] = {
     "health/probing.py": (1, "transcripts.write, redacted there"),
     "pytest_plugin/health_target.py": (2, "shown(): redacted and escaped (the captured output)"),
     "audit/ledger_pass.py": (1, "the pass's job states (msgspec), read back by the audit"),
-    "pytest_plugin/audit.py": (1, "the audit's checkpoint, through statefile.atomic_write_bytes"),
+    "audit/run.py": (1, "the audit's checkpoint (AuditRun.attest), through statefile.atomic_write_bytes"),
     "audit/ledger_split.py": (1, "the forked child's report, through a pipe to its parent"),
     "remote/ssh.py": (1, "an artifact's bytes, copied as they are"),
     "remote/local.py": (2, "an artifact's bytes; a command's stdin"),

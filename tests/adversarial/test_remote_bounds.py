@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from gpuharness.providers.transport import ProviderHttp
 from gpuharness.providers.vast import VastAi
-from gpuharness.runtimes.comfyui import ComfyUI
+from gpuharness.runtimes.comfyui.client import ComfyUI
 from gpuharness.runtimes.http import RuntimeHttp
 
 HOSTILE_PATHS = ("/object_info", "/api/v1/instances/")

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from checkout import ROOT
 
-from gpuharness.core.comfy_catalog import NodeCatalog
-from gpuharness.core.comfy_problems import cause, problems
-from gpuharness.core.comfy_validation import GraphError, graph_of, output_nodes, validate
+from gpuharness.runtimes.comfyui.catalog import NodeCatalog
+from gpuharness.runtimes.comfyui.problems import cause, problems
+from gpuharness.runtimes.comfyui.validation import GraphError, graph_of, output_nodes, validate
 from gpuharness.sim.comfyui import recorded_catalog
 
 EXAMPLES = json.loads((ROOT / "fixtures" / "comfyui" / "examples.json").read_text())

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from gpuharness.core.policy import Action, Decision, Policy
-from gpuharness.core.registry import DEFAULT_POLICY
+from gpuharness.core.registry import default_policy
 
 
 @pytest.fixture
 def policy() -> Policy:
-    return Policy(dict(DEFAULT_POLICY))
+    return Policy(default_policy())
 
 
 def test_an_action_within_every_ceiling_is_allowed_and_lists_what_was_checked(policy: Policy) -> None:
@@ -48,7 +48,7 @@ def test_provider_outside_the_allowed_list_is_denied(policy: Policy) -> None:
 def test_launch_without_a_shutdown_rule_is_denied_when_required(policy: Policy) -> None:
     decision = policy.evaluate(Action("launch", cost_hr=1.0, has_shutdown_rule=False))
     assert (decision.allowed, decision.ceiling) == (False, "require_shutdown_rule")
-    relaxed = Policy({**DEFAULT_POLICY, "require_shutdown_rule": False})
+    relaxed = Policy({**default_policy(), "require_shutdown_rule": False})
     assert relaxed.evaluate(Action("launch", cost_hr=1.0, has_shutdown_rule=False)).allowed
 
 
@@ -77,5 +77,5 @@ def test_decision_to_json_carries_every_number() -> None:
 def test_cost_tolerance_and_retry_limits_have_defaults() -> None:
     assert Policy({"schema_version": 1}).cost_tolerance == (0.01, 0.05)
     assert Policy({"cost_tolerance": {"abs_usd": 0.5, "rel": 0.1}}).cost_tolerance == (0.5, 0.1)
-    assert Policy(dict(DEFAULT_POLICY)).max_attempts("max_api_attempts", 9) == 3
+    assert Policy(default_policy()).max_attempts("max_api_attempts", 9) == 3
     assert Policy({}).max_attempts("max_api_attempts", 9) == 9

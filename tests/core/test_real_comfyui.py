@@ -16,8 +16,8 @@ import httpx
 import pytest
 from test_comfy_validation import CASES
 
-from gpuharness.core.comfy_catalog import NodeCatalog
-from gpuharness.core.comfy_validation import validate
+from gpuharness.runtimes.comfyui.catalog import NodeCatalog
+from gpuharness.runtimes.comfyui.validation import validate
 from gpuharness.sim.comfyui import recorded_catalog
 
 SERVER = os.environ.get("GPUHARNESS_REAL_COMFYUI", "")

@@ -11,7 +11,7 @@ import pytest
 
 from gpuharness.core import statefile
 from gpuharness.core.errors import UserError
-from gpuharness.core.registry import DEFAULT_DIR, DEFAULT_POLICY, DOCUMENTS, ENV_VAR, Registry
+from gpuharness.core.registry import DEFAULT_DIR, DOCUMENTS, ENV_VAR, Registry, default_policy
 
 
 def test_init_creates_every_file_with_schema_version_and_default_policy(tmp_path: Path) -> None:
@@ -20,7 +20,7 @@ def test_init_creates_every_file_with_schema_version_and_default_policy(tmp_path
     assert {p.name for p in created} == {*DOCUMENTS, "jobs.jsonl", "transitions.jsonl"}
     for name in DOCUMENTS:
         assert reg.load(name)["schema_version"] == 1
-    assert reg.policy_document() == DEFAULT_POLICY
+    assert reg.policy_document() == default_policy()
     assert reg.ledger_path.read_bytes() == b""
 
 

@@ -1,6 +1,6 @@
-"""One runtime table (core/runtimes.py): the schemas, the CLI and every layer read runtimes from it, so adding a
-runtime is the table's entry, one client module (gpuharness.runtimes) and its simulator half (one module of
-gpuharness.sim, which the table names)."""
+"""One runtime table (core/runtimes.py), filled by each runtime's own module: the schemas, the CLI and every layer
+read runtimes from it, so adding a runtime is its module in gpuharness.runtimes (its entry and its client), its
+simulator half (sim/<name>.py) and, for jobs, its executor (operations/<name>_job.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,16 @@ import re
 from checkout import ROOT
 
 from gpuharness.cli import build_parser
-from gpuharness.core.runtimes import GENERATING, NAMES, RUNTIMES
+from gpuharness.core import schema
+from gpuharness.core.runtimes import RUNTIMES, generating, names
+from gpuharness.sim.simulated_runtime import half_of
 
 SRC = ROOT / "src" / "gpuharness"
-#: where a runtime's name may be written: the table, its clients, its simulator half (the sim module the table names)
-OWNERS = ("core/runtimes.py", "runtimes/")
-SIMULATOR_HALVES = frozenset(f"sim/{entry.simulator}.py" for entry in RUNTIMES.values() if entry.simulator)
+NAMES = names()
+GENERATING = generating()
+#: where a runtime's name may be written: its own module (runtimes/) and its simulator half (sim/<name>.py)
+OWNERS = ("runtimes/",)
+SIMULATOR_HALVES = frozenset(f"sim/{name}.py" for name in NAMES if half_of(name) is not None)
 #: the files outside those that still name a runtime, each for a reason of its own (a runtime added touches none
 #: of them): `workflow add|check|show`'s ComfyUI graph and its default --runtime (cli/workflow_cmds), a log's
 #: source (diagnose), the demo's estate. The run phase's executors and the plan's node-catalog rule read the table.
@@ -36,13 +40,14 @@ def _runtime_choices(parser: argparse.ArgumentParser) -> dict[str, tuple[str, ..
     return found
 
 
-def test_the_published_schemas_enumerate_exactly_the_tables_runtimes():
-    schemas = SRC / "core" / "schemas"
-    deployments = json.loads((schemas / "deployments.schema.json").read_text())
-    workflows = json.loads((schemas / "workflows.schema.json").read_text())
-    dep_enum = deployments["properties"]["deployments"]["items"]["properties"]["runtime"]["enum"]
-    wf_enum = workflows["properties"]["workflows"]["items"]["properties"]["runtime"]["enum"]
-    assert set(dep_enum) - {None} == set(NAMES) == set(wf_enum)
+def test_the_schemas_enumerate_exactly_the_tables_runtimes_and_their_files_name_none():
+    deployments = schema.load_schema("deployments")["properties"]["deployments"]["items"]["properties"]["runtime"]
+    workflows = schema.load_schema("workflows")["properties"]["workflows"]["items"]["properties"]["runtime"]
+    assert deployments["enum"] == [*NAMES, None] and workflows["enum"] == list(NAMES)
+    for name in ("deployments", "workflows"):
+        written = json.loads((SRC / "core" / "schemas" / f"{name}.schema.json").read_text())
+        runtime = written["properties"][name]["items"]["properties"]["runtime"]
+        assert "enum" not in runtime and runtime[schema.TABLE_KEYWORD] == "runtimes", name
 
 
 def test_the_cli_offers_the_tables_runtimes():
@@ -68,7 +73,7 @@ def test_a_runtime_is_named_only_by_its_table_its_client_and_its_simulator_half(
             continue
         if LITERAL.search(path.read_text()):
             naming.add(relative)
-    assert naming == STILL_NAMING, "a runtime's name written outside core/runtimes.py: read it from the table"
+    assert naming == STILL_NAMING, "a runtime's name written outside its own module: read it from the table"
 
 
 def test_the_generic_simulator_names_no_runtime_only_each_runtimes_simulator_half_does():

@@ -9,7 +9,8 @@ import pytest
 from checkout import ROOT
 from health_world import CHECKPOINT, WITH_AUDIO, WORKFLOW, sdxl_graph
 
-from gpuharness.health import probe, probe_framing, rules, workflow_fit
+from gpuharness.health import probe, probe_framing, rules
+from gpuharness.runtimes.comfyui import workflow_fit
 from gpuharness.sim.comfyui import recorded_catalog
 
 LOGS = ROOT / "fixtures" / "logs"

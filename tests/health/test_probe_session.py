@@ -15,6 +15,7 @@ from gpuharness.health.session import ProbeSession
 from gpuharness.providers.cassette import Mode
 from gpuharness.remote.connections import record_probe
 from gpuharness.remote.route import HostRoute
+from gpuharness.runtimes.comfyui import workflow_fit
 
 
 def session(world, tmp_path, mode=Mode.LIVE, run="run-1"):
@@ -111,7 +112,7 @@ def test_an_offline_run_never_imports_the_ssh_stack():
 
 
 def test_the_server_catalog_is_taken_once_with_the_probe_and_read_by_every_process_of_the_run(world, tmp_path):
-    from gpuharness.pytest_plugin.health_target import catalog_fetch
+    from gpuharness.runtimes.comfyui.workflow_fit import catalog_fetch
 
     host = world.add("dep_ok")
     first = ProbeSession(world.registry, Mode.LIVE, tmp_path / "cassettes", tmp_path / "run",
@@ -121,7 +122,7 @@ def test_the_server_catalog_is_taken_once_with_the_probe_and_read_by_every_proce
     again = ProbeSession(world.registry, Mode.LIVE, tmp_path / "cassettes", tmp_path / "run",
                          catalogs=catalog_fetch(world.registry)).probe(world.registry.deployment("dep_ok"))
     assert again == record and record.catalog is not None and record.catalog.digest.startswith("sha256:")
-    catalog = record.catalog.load()
+    catalog = workflow_fit.catalog_of(record.catalog)
     assert catalog is not None and "KSampler" in catalog
     assert [r for r in host.runtime.requests if r.startswith("GET /object_info")] == ["GET /object_info"]
     assert not (tmp_path / "cassettes").exists(), "live mode records nothing"
@@ -145,7 +146,7 @@ def test_a_catalog_the_server_does_not_answer_is_recorded_as_why_and_replayed_so
 
 
 def test_a_recorded_catalog_is_scrubbed_of_secrets(world, tmp_path, monkeypatch):
-    from gpuharness.pytest_plugin.health_target import catalog_fetch
+    from gpuharness.runtimes.comfyui.workflow_fit import catalog_fetch
 
     secret = "sk-planted-secret-4242"
     monkeypatch.setenv("GPUHARNESS_TEST_SECRET", secret)

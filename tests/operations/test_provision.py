@@ -173,8 +173,7 @@ def test_provision_warns_when_the_provider_bills_more_than_accepted(tmp_path):
 def test_provision_resumes_a_record_whose_launch_answer_was_never_seen(tmp_path):
     world = make_world(tmp_path)
     from gpuharness.operations.provision import reserve, stewarded
-    from gpuharness.providers.base import ProviderKind
-    reservation = reserve(world.ctx, stewarded(request()), VastAi.capabilities, ProviderKind.VAST)
+    reservation = reserve(world.ctx, stewarded(request()), VastAi.capabilities, VastAi.kind)
     assert reservation.claim is not None
     reservation.claim.release()  # a provision that died right after its record: its claim is free
     record = reservation.deployment

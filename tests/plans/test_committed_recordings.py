@@ -1,5 +1,5 @@
 """The committed recordings (cassettes/http/, fixtures/plan/) replay with today's adapters: a change to what an
-adapter sends must come with `python -m gpuharness.plans.recordings`, or these fail."""
+adapter sends must come with `python -m gpuharness.plans.recorded_world`, or these fail."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from reconcile_fakes import deployment, instance
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
-from gpuharness.core.registry import DEFAULT_POLICY
+from gpuharness.core.registry import default_policy
 from gpuharness.plans.plan import LaunchRequest, PlanContext, fingerprint, load_plan, make_plan, verify
 from gpuharness.providers.inventory import Inventory
 
@@ -27,7 +27,7 @@ def _launch(cost: float = 0.69, dep: str = "plan-a", **extra) -> LaunchRequest:
 
 def _context(plan, found, deps, **policy) -> PlanContext:
     steps = plan["steps"]
-    return PlanContext(plan, found, deps, Policy({**DEFAULT_POLICY, **policy}), now=NOW,
+    return PlanContext(plan, found, deps, Policy({**default_policy(), **policy}), now=NOW,
                        replay={s["id"]: None for s in steps})
 
 

@@ -15,11 +15,11 @@ import pytest
 from checkout import ROOT
 from health_world import CUSTOM_SAMPLER, MODEL, WORKFLOW
 
-from gpuharness.core.comfy_catalog import NodeCatalog
-from gpuharness.core.comfy_validation import validate
 from gpuharness.core.registry import Registry
 from gpuharness.demo.simulated_estate import GRAPH, seed
-from gpuharness.runtimes.comfyui import build_test_graph, job_graph
+from gpuharness.runtimes.comfyui.catalog import NodeCatalog
+from gpuharness.runtimes.comfyui.client import build_test_graph, job_graph
+from gpuharness.runtimes.comfyui.validation import validate
 from gpuharness.sim.comfyui import recorded_catalog, with_custom_node
 
 FIXTURE_REGISTRIES = [ROOT / "fixtures" / "demo" / ".pi" / "gpu", ROOT / "fixtures" / "health" / ".pi" / "gpu"]

@@ -1,4 +1,5 @@
-"""Provider capabilities live on the adapters; the lifecycle asks them, never a kind's name."""
+"""Provider capabilities live on the adapters, and so does each kind: the adapters make the provider table, which the
+schema and the default policy read; the lifecycle asks the capabilities, never a kind's name."""
 
 from __future__ import annotations
 
@@ -9,16 +10,17 @@ from checkout import ROOT
 
 from gpuharness.core import schema
 from gpuharness.core.errors import UserError
-from gpuharness.core.registry import DEFAULT_POLICY
-from gpuharness.providers.base import InventorySource, ProviderKind
-from gpuharness.providers.factory import ADAPTERS, capabilities_of, kind_of
+from gpuharness.core.registry import default_policy
+from gpuharness.providers.base import ADAPTERS, InventorySource, ProviderKind
+from gpuharness.providers.factory import capabilities_of, kind_of
 from gpuharness.providers.inventory import listed_providers
+from gpuharness.providers.vast import VastAi
 
 SRC = ROOT / "src" / "gpuharness"
 
 
 def test_a_kind_is_parsed_once_and_a_typo_is_one_line_naming_the_kinds():
-    assert ProviderKind.parse("vast") is ProviderKind.VAST
+    assert ProviderKind.parse("vast") is VastAi.kind
     with pytest.raises(UserError) as caught:
         kind_of({"name": "gpu-box", "kind": "vasst"})
     line = caught.value.line()
@@ -26,22 +28,22 @@ def test_a_kind_is_parsed_once_and_a_typo_is_one_line_naming_the_kinds():
 
 
 def test_every_kind_has_one_adapter_declaring_its_capabilities():
-    assert set(ADAPTERS) == set(ProviderKind)
+    assert list(ADAPTERS) == ["runpod", "runpod-serverless", "vast", "massed", "owned"]
     for kind, adapter in ADAPTERS.items():
-        assert adapter.kind is kind and capabilities_of({"kind": kind.value}) is adapter.capabilities
+        assert adapter.kind.value == kind and capabilities_of({"kind": kind}) is adapter.capabilities
 
 
-def test_the_schema_and_the_default_policy_know_every_kind():
-    kinds = {k.value for k in ProviderKind}
+def test_the_schema_and_the_default_policy_know_every_kind_from_the_table():
     entry = schema.load_schema("providers")["properties"]["providers"]["items"]["properties"]["kind"]
-    assert set(entry["enum"]) == kinds
-    assert set(DEFAULT_POLICY["allowed_providers"]) == kinds
+    assert entry["enum"] == list(ADAPTERS) == default_policy()["allowed_providers"]
+    written = (SRC / "core" / "schemas" / "providers.schema.json").read_text("utf-8")
+    assert not any(f'"{kind}"' in written for kind in ADAPTERS), "the schema file names a kind: read the table"
 
 
 def test_only_providers_with_an_instance_list_are_listed():
-    entries = [{"name": k.value, "kind": k.value} for k in ProviderKind]
+    entries = [{"name": kind, "kind": kind} for kind in ADAPTERS]
     listed = {e["kind"] for e in listed_providers(entries)}
-    assert listed == {k.value for k, a in ADAPTERS.items() if a.capabilities.inventory is InventorySource.API}
+    assert listed == {k for k, a in ADAPTERS.items() if a.capabilities.inventory is InventorySource.API}
     assert listed == {"runpod", "vast", "massed"}
 
 
@@ -53,7 +55,7 @@ def test_a_serverless_provider_has_no_ssh_no_instances_and_rents_nothing_by_the_
 
 def _kind_literals(source: str) -> list[int]:
     """Lines comparing something with a provider kind's name (`kind == "vast"`, `kind in ("owned", ...)`)."""
-    kinds = {k.value for k in ProviderKind}
+    kinds = set(ADAPTERS)
 
     def names_a_kind(node: ast.expr) -> bool:
         if isinstance(node, ast.Constant):

@@ -10,7 +10,7 @@ import pytest
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import LaunchSpec, ProviderError
-from gpuharness.providers.factory import DEFAULT_API_BASE, build_provider, build_serverless, credential
+from gpuharness.providers.factory import build_provider, build_serverless, credential, default_api_base
 from gpuharness.providers.massed import MassedCompute
 from gpuharness.providers.owned import OwnedServers
 from gpuharness.providers.runpod import RunPodPods
@@ -57,7 +57,7 @@ def test_entry_without_credential_env_is_a_user_error():
 def test_each_kind_builds_its_adapter_with_the_real_default_host(kind, cls):
     built = build_provider(entry(kind), env={"PROVIDER_KEY": SECRET + "-long-enough"})
     assert isinstance(built, cls)
-    assert str(built.http._client.base_url).rstrip("/") == DEFAULT_API_BASE[kind]
+    assert str(built.http._client.base_url).rstrip("/") == default_api_base(kind)
     built.close()
 
 

@@ -1,4 +1,5 @@
-"""Massed Compute adapter, unit-tested with respx on the wire shapes of shared/reference/providers.md §4."""
+"""Massed Compute adapter, unit-tested with respx on the wire shapes of
+https://vm-docs.massedcompute.com/api/v1."""
 
 from __future__ import annotations
 

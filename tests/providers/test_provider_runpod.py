@@ -1,4 +1,6 @@
-"""RunPod Pods REST v2 adapter, unit-tested with respx on the wire shapes of shared/reference/providers.md."""
+"""RunPod Pods REST v2 adapter, unit-tested with respx on the wire shapes of
+https://github.com/runpod/docs/blob/a900806e/api-reference-v2/openapi.json
+and the pod as observed on the wire."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from gpuharness.providers.transport import ProviderHttp
 BASE = "https://api.runpod.io"
 KEY = "rpa_" + "TESTKEY0123456789abcdefghijklmnopqrs"  # assembled: no key-shaped literal in git
 
-# the observed v2 pod (providers.md §1.8), runtime/ssh filled in as the wire shows them
+# the v2 pod as observed on the wire, runtime/ssh filled in as the wire shows them
 OBSERVED_POD = {
     "actions": ["stop", "restart", "terminate"], "cloud": "SECURE", "cost": 0.72, "cudaVersion": "13.0",
     "dataCenterId": "EU-RO-1", "gpu": {"count": 1, "id": "NVIDIA RTX PRO 4500 Blackwell"},

@@ -1,4 +1,5 @@
-"""Vast.ai adapter, unit-tested with respx on the wire shapes of shared/reference/providers.md §3."""
+"""Vast.ai adapter, unit-tested with respx on the wire shapes of the vendor's spec
+(https://github.com/vast-ai/docs/tree/c6246226/api-reference/openapi/yaml)."""
 
 from __future__ import annotations
 

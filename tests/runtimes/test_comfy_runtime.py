@@ -15,9 +15,9 @@ from PIL import Image
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.health.diagnose import classify_text
-from gpuharness.operations.comfy_job import ComfyJobExecutor
+from gpuharness.operations.comfyui_job import ComfyJobExecutor
 from gpuharness.runtimes import run_test_generation
-from gpuharness.runtimes.comfyui import ComfyUI, InputError, PromptRejected, apply_inputs, job_graph
+from gpuharness.runtimes.comfyui.client import ComfyUI, InputError, PromptRejected, apply_inputs, job_graph
 from gpuharness.runtimes.http import RuntimeHttp
 from gpuharness.sim.comfyui import CUSTOM_NODE, safetensors_bytes
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
@@ -232,7 +232,7 @@ def test_an_input_name_two_nodes_have_is_refused_naming_them():
 
 
 def test_job_and_test_generation_build_the_same_graph_from_the_same_inputs():
-    from gpuharness.runtimes.comfyui import build_test_graph
+    from gpuharness.runtimes.comfyui.client import build_test_graph
 
     wf = {"id": "w", "graph": sdxl_graph(), "parameters": {"prompt": "6.text"},
           "test_generation": {"inputs": {"prompt": "a cat"}, "timeout_s": 5}}

@@ -1,6 +1,6 @@
-"""Adding a runtime is its entry in the runtime table, one client module (plus an executor module for jobs) and its
-simulator half: the health and test-generation dispatch, the run phase's executors, and the simulated runtime server
-and host are looked up by the names the table holds, never written out per runtime."""
+"""Adding a runtime is its own module declaring its entry in the runtime table with its client (plus an executor
+module for jobs) and its simulator half: the health and test-generation dispatch, the run phase's executors, and the
+simulated runtime server and host find a runtime by its name, never written out per runtime."""
 
 from __future__ import annotations
 
@@ -23,10 +23,8 @@ from gpuharness.core.registry import Registry
 from gpuharness.core.runtimes import RUNTIMES, Runtime
 from gpuharness.health import probe
 from gpuharness.operations import run
-from gpuharness.operations.seams import executor_factory, executor_of
+from gpuharness.operations.seams import EXECUTOR_SUFFIX, executor_factory, executor_of
 from gpuharness.remote.connect import HostRoute, open_remote
-from gpuharness.runtimes.http import RuntimeHttp
-from gpuharness.runtimes.outputs import Served
 from gpuharness.sim.host import HostSpec, SimHost, host_factory
 from gpuharness.sim.runtimes import RuntimeServer
 from gpuharness.sim.simulated_runtime import (
@@ -36,11 +34,13 @@ from gpuharness.sim.simulated_runtime import (
     RuntimeSetting,
     ServiceProcess,
     SimulatedRuntime,
+    half_of,
     runtime_for_image,
     simulated,
 )
 
 TOY = "toy"
+TOY_PORT = 7860
 
 
 class _ToyServer(BaseHTTPRequestHandler):
@@ -90,42 +90,56 @@ def toy_server() -> Iterator[tuple[str, list[tuple[str, str, Any]]]]:
         thread.join(5)
 
 
-def _toy_client() -> types.ModuleType:
-    """The toy runtime's client module, written as a new runtime's module would be."""
-    module = types.ModuleType(f"gpuharness.runtimes.{TOY}")
+#: the toy runtime's module, written as a new runtime's module is: its entry and its client, declared together
+TOY_MODULE = """
+from typing import Any
+from gpuharness import runtimes
+from gpuharness.core.runtimes import Runtime
+from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.runtimes.outputs import Served
 
-    def health(client: httpx.Client | RuntimeHttp, **_: Any) -> runtimes.Outcome:
-        answer = runtimes.get_health(RuntimeHttp.over(client), str(RUNTIMES[TOY].health_path))
-        if isinstance(answer, runtimes.Outcome):
-            return answer
-        return runtimes.Outcome(True, f"toy is {answer.json()['status']}")
+RUNTIME = Runtime("toy", port=PORT, health_path="/ready", process="toy_server", directory="toy")
 
-    def generate(client: httpx.Client | RuntimeHttp, workflow: Any,
-                 request: runtimes.GenerationRequest) -> runtimes.Outcome:
-        started = request.clock()
-        body = {"model": request.model, "client_id": request.client_id, **workflow["test_generation"]["inputs"]}
-        response = RuntimeHttp.over(client).post("/make", json=body, timeout=request.deadline_s)
-        text = response.json()["text"]
-        return runtimes.check_expected([Served("made.txt", text.encode(), "text/plain")],
-                                       workflow["test_generation"]["expected_outputs"], started=started,
-                                       clock=request.clock)
 
-    module.health = health
-    module.generate = generate
-    return module
+def health(client, **_: Any) -> runtimes.Outcome:
+    answer = runtimes.get_health(RuntimeHttp.over(client), str(RUNTIME.health_path))
+    if isinstance(answer, runtimes.Outcome):
+        return answer
+    return runtimes.Outcome(True, f"toy is {answer.json()['status']}")
+
+
+def generate(client, workflow, request: runtimes.GenerationRequest) -> runtimes.Outcome:
+    started = request.clock()
+    body = {"model": request.model, "client_id": request.client_id, **workflow["test_generation"]["inputs"]}
+    response = RuntimeHttp.over(client).post("/make", json=body, timeout=request.deadline_s)
+    return runtimes.check_expected([Served("made.txt", response.json()["text"].encode(), "text/plain")],
+                                   workflow["test_generation"]["expected_outputs"], started=started,
+                                   clock=request.clock)
+
+
+runtimes.declare(RUNTIME, health=health, generate=generate)
+"""
+
+
+def _undeclare(name: str) -> None:
+    RUNTIMES.pop(name, None)
+    runtimes.CLIENTS.pop(name, None)
 
 
 @pytest.fixture
-def toy_client_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    module = _toy_client()
+def toy_client_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
+    """The toy runtime's module, imported: its entry is in the runtime table and its client in the dispatch."""
+    module = types.ModuleType(f"gpuharness.runtimes.{TOY}")
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    return module
+    exec(compile(TOY_MODULE.replace("PORT", str(TOY_PORT)), f"<{module.__name__}>", "exec"), module.__dict__)
+    try:
+        yield module
+    finally:
+        _undeclare(TOY)
 
 
-def test_a_runtime_defined_only_by_its_table_entry_and_client_is_dispatched(toy_server, toy_client_module,
-                                                                           monkeypatch):
+def test_a_runtime_defined_only_by_its_own_module_is_dispatched(toy_server, toy_client_module):
     url, seen = toy_server
-    monkeypatch.setitem(RUNTIMES, TOY, Runtime(TOY, health_path="/ready", client=TOY))
     workflow = {"id": "toy-run", "runtime": TOY, "test_generation": {
         "inputs": {"prompt": "a cat"}, "expected_outputs": [{"type": "text/plain", "min_bytes": 5}],
         "timeout_s": 7}}
@@ -138,8 +152,9 @@ def test_a_runtime_defined_only_by_its_table_entry_and_client_is_dispatched(toy_
                     ("POST", "/make", {"model": "toy-1", "client_id": "gpuharness-dep_toy", "prompt": "a cat"})]
 
 
-def test_a_client_module_without_its_table_entry_is_not_dispatched(toy_server, toy_client_module):
+def test_a_client_without_its_table_entry_is_not_dispatched(toy_server, toy_client_module):
     url, seen = toy_server
+    del RUNTIMES[TOY]  # its client stays declared
     with httpx.Client(base_url=url) as client:
         outcome = runtimes.health(TOY, client)
         generation = runtimes.run_test_generation(TOY, client, {"id": "toy-run", "test_generation": {}})
@@ -148,33 +163,39 @@ def test_a_client_module_without_its_table_entry_is_not_dispatched(toy_server, t
     assert seen == []  # nothing was asked of the server
 
 
+def test_a_declaration_names_both_client_functions_or_neither():
+    with pytest.raises(ValueError, match="both health and generate, or neither"):
+        runtimes.declare(Runtime("half_declared"), health=lambda client, **_: runtimes.Outcome(True, "up"))
+    assert "half_declared" not in RUNTIMES
+    with pytest.raises(ValueError, match="lowercase letters, digits and _"):
+        Runtime("Toy-Runtime")
+
+
 def test_a_runtime_without_a_client_has_no_health_or_generation():
-    native = next(name for name, entry in RUNTIMES.items() if entry.client is None)
+    native = next(name for name in RUNTIMES if runtimes.client_of(name) is None)
     with httpx.Client(base_url="http://127.0.0.1:9") as client:
         assert runtimes.health(native, client).cause == "unsupported_runtime"
         assert runtimes.run_test_generation(native, client, {"test_generation": {}}).cause == "unsupported_runtime"
 
 
-def test_every_client_the_table_names_has_the_one_pair_of_functions():
-    expected = {name: list(inspect.signature(getattr(runtimes.RuntimeClient, name)).parameters)[1:]
-                for name in ("health", "generate")}
-    named = [entry for entry in RUNTIMES.values() if entry.client is not None]
-    assert {entry.name for entry in named} == {entry.name for entry in RUNTIMES.values() if entry.generates}
-    for entry in named:
-        module = runtimes.client_of(entry.name)
-        for function, parameters in expected.items():
-            got = list(inspect.signature(getattr(module, function)).parameters)
-            assert len(got) == len(parameters) and got[0] == "client", (entry.name, function, got)
-            if function == "generate":
-                assert got == parameters, (entry.name, got)
+def test_every_runtime_that_generates_declares_the_one_pair_of_functions():
+    expected = {"health": ["client", "_"], "generate": ["client", "workflow", "request"]}
+    assert {name for name in RUNTIMES if runtimes.client_of(name)} == {
+        name for name, entry in RUNTIMES.items() if entry.generates}
+    for name in RUNTIMES:
+        client = runtimes.client_of(name)
+        for function, parameters in expected.items() if client is not None else ():
+            got = list(inspect.signature(getattr(client, function)).parameters)
+            assert got == parameters, (name, function, got)
 
 
-def test_every_executor_the_table_names_builds_from_the_seams():
-    named = [entry for entry in RUNTIMES.values() if entry.executor is not None]
-    assert named
-    for entry in named:
-        module = executor_of(entry.name)
-        assert list(inspect.signature(module.build).parameters) == ["deployment", "seams"], entry.name
+def test_every_executor_is_the_module_named_after_its_runtime_and_builds_from_the_seams():
+    found = {name: executor_of(name) for name in RUNTIMES}
+    assert any(found.values())
+    for name, module in found.items():
+        if module is not None:
+            assert module.__name__ == f"gpuharness.operations.{name}{EXECUTOR_SUFFIX}"
+            assert list(inspect.signature(module.build).parameters) == ["deployment", "seams"], name
 
 
 def _deployment(runtime: str) -> Deployment:
@@ -190,10 +211,9 @@ def test_the_run_phase_builds_a_table_runtimes_executor_and_lists_the_supported_
     executors = executor_factory(registry, {"TOY_KEY": "x"})
     with pytest.raises(UserError) as refused:
         executors(_deployment(TOY))
-    assert refused.value.hint == "supported: " + ", ".join(
-        name for name, entry in RUNTIMES.items() if entry.executor is not None)
+    assert refused.value.hint == "supported: " + ", ".join(name for name in RUNTIMES if executor_of(name))
 
-    monkeypatch.setitem(RUNTIMES, TOY, Runtime(TOY, executor="toy_job"))
+    monkeypatch.setitem(RUNTIMES, TOY, Runtime(TOY))
     assert executors(_deployment(TOY)) == "toy executor"
     (deployment, seams), = built
     assert (deployment.id, seams.registry, seams.env) == ("dep_toy", registry, {"TOY_KEY": "x"})
@@ -205,7 +225,6 @@ def test_the_run_phase_builds_a_table_runtimes_executor_and_lists_the_supported_
 
 # --- the simulator half: a made-up runtime's routes and service, picked up by the generic simulator
 
-TOY_PORT = 7860
 
 
 class _ToyRoutes:
@@ -226,18 +245,15 @@ class _ToyRoutes:
 
 @pytest.fixture
 def toy_runtime(toy_client_module, monkeypatch) -> Runtime:
-    """The toy runtime with its table entry, its client module and its simulator half (a module of gpuharness.sim
-    in sys.modules), and nothing else."""
+    """The toy runtime: its own module (its entry and client) and its simulator half (the module of gpuharness.sim
+    named after it, in sys.modules), and nothing else."""
     half = types.ModuleType(f"gpuharness.sim.{TOY}")
     half.SIMULATED = SimulatedRuntime(
         _ToyRoutes, service=ServiceProcess(("toy_server.py", "--port", str(TOY_PORT)),
                                            files={"toy_server.py": SERVICE_MAIN}),
         image_words=("toy-runtime",))
     monkeypatch.setitem(sys.modules, half.__name__, half)
-    entry = Runtime(TOY, port=TOY_PORT, health_path="/ready", process="toy_server", directory="toy", client=TOY,
-                    simulator=TOY)
-    monkeypatch.setitem(RUNTIMES, TOY, entry)
-    return entry
+    return RUNTIMES[TOY]
 
 
 def _toy_workflow() -> dict[str, Any]:
@@ -293,8 +309,8 @@ def test_a_provider_image_naming_a_runtime_gets_a_host_serving_it(toy_runtime):
 
 
 def test_a_runtime_without_a_simulator_half_is_refused_by_name():
-    bare = next(name for name, entry in RUNTIMES.items() if entry.simulator is None)
-    hostless = next(name for name, entry in RUNTIMES.items() if not entry.has_host and entry.simulator)
+    bare = next(name for name in RUNTIMES if half_of(name) is None)
+    hostless = next(name for name, entry in RUNTIMES.items() if not entry.has_host and half_of(name))
     with pytest.raises(ValueError, match=f"the simulator has no runtime '{bare}'"):
         RuntimeServer(bare)
     with pytest.raises(ValueError, match=f"the simulator has no runtime '{TOY}'"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +23,7 @@ import msgspec
 from gpuharness.audit import rules
 from gpuharness.core import regular_file, schema
 from gpuharness.core.clock import format_ts, parse_ts
+from gpuharness.core.errors import UserError
 from gpuharness.core.job_line import (
     DECODE_ERRORS,
     HOURS,
@@ -639,6 +640,16 @@ def past_line(handle: BinaryIO, position: int, end: int) -> int:
             return position + found + 1
         position += len(block)
     return end
+
+
+def readable_size(path: Path, note: Callable[[Rule, str], None]) -> int | None:
+    """The ledger's size in bytes, or None (noted under ledger:schema) when a FIFO, a device or a directory stands in
+    its place: there is nothing to stream."""
+    try:
+        return regular_file.size_of(path) or 0
+    except UserError as exc:
+        note(rules.LEDGER_SCHEMA, f"{exc.what}; {exc.hint}")
+        return None
 
 
 def complete_length(path: Path, size: int) -> int:

@@ -27,6 +27,7 @@ from gpuharness.audit.ledger_pass import (
     complete_length,
     hash_range,
     past_line,
+    readable_size,
     scan,
 )
 from gpuharness.audit.ledger_split import TailChild, cut_point, scan_split
@@ -169,6 +170,21 @@ class AuditRun:
     def checkpoint_document(self) -> dict[str, Any]:
         return cp.document(self.state, self.deployment_ids, self.policy_sha256)
 
+    def attest(self) -> str:
+        """Write the checkpoint after a whole audit whose checks all passed, and say what happened: written,
+        unchanged (it already attests this ledger), or not written (this run fails now: the registry changed
+        during the audit; or the file could not be written)."""
+        if not self.passed:
+            return "audit checkpoint not written: the registry changed during the audit and now fails"
+        path = cp.checkpoint_path(self.root)
+        try:
+            written = cp.write(path, self.checkpoint_document(), self.previous)
+        except OSError as exc:
+            return f"audit checkpoint not written ({exc.strerror}: {path})"
+        if not written:
+            return f"audit checkpoint {path} already attests {self.state.line_count} lines; unchanged"
+        return f"audit checkpoint written: {path} ({self.state.line_count} lines, {self.state.byte_length} bytes)"
+
 
 def _load_documents(run: AuditRun) -> None:
     for file_name, (schema_name, _) in DOCUMENTS.items():
@@ -265,10 +281,8 @@ def _references(run: AuditRun) -> None:
 def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
     root = run.root
     path = root / LEDGER
-    try:
-        size = regular_file.size_of(path) or 0
-    except UserError as exc:  # a FIFO, a device, a directory in its place: nothing to stream
-        run.add(rules.LEDGER_SCHEMA, LEDGER, f"{exc.what}; {exc.hint}")
+    size = readable_size(path, lambda rule, message: run.add(rule, LEDGER, message))
+    if size is None:
         return
     ids = [d.id if "id" in d.written else None for d in run.deployments()]
     # built once from the Deployments: the pass looks a rate up per line

@@ -81,7 +81,7 @@ def _register_provision(subparsers: Any, common: argparse.ArgumentParser) -> Non
     p.add_argument("--cost-hr", type=non_negative, default=None,
                    help="the hourly price you accept (default: the provider's cheapest offer of --gpu); "
                         "checked against the policy")
-    p.add_argument("--runtime", choices=runtimes.NAMES)
+    p.add_argument("--runtime", choices=runtimes.names())
     p.add_argument("--model")
     p.add_argument("--workflow")
     p.add_argument("--gpu-count", type=whole(minimum=1), default=1)

@@ -13,12 +13,12 @@ import httpx
 from gpuharness.cli import emit, existing_registry, show
 from gpuharness.cli.arguments import positive, whole
 from gpuharness.core import json_text, regular_file, runtimes
-from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
-from gpuharness.core.comfy_problems import Problem, cause, problems
-from gpuharness.core.comfy_validation import GraphError, Verdict, graph_of, output_nodes, validate
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.runtimes.comfyui import ComfyUI, InputError, build_test_graph
+from gpuharness.runtimes.comfyui.catalog import CatalogError, NodeCatalog
+from gpuharness.runtimes.comfyui.client import ComfyUI, InputError, build_test_graph
+from gpuharness.runtimes.comfyui.problems import Problem, cause, problems
+from gpuharness.runtimes.comfyui.validation import GraphError, Verdict, graph_of, output_nodes, validate
 from gpuharness.runtimes.http import RuntimeHttp
 from gpuharness.sim.comfyui import recorded_catalog
 
@@ -47,7 +47,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("add", parents=[common], help="add a workflow to workflows.json from an exported graph")
     p.add_argument("--from", dest="source", metavar="FILE", help="the graph, exported with ComfyUI's Save (API)")
     p.add_argument("--id", required=True, help="the workflow id (deployments name it in `workflow`)")
-    p.add_argument("--runtime", default="comfyui", choices=runtimes.GENERATING)
+    p.add_argument("--runtime", default="comfyui", choices=runtimes.generating())
     p.add_argument("--model", help="the model it needs (a models.json name)")
     p.add_argument("--version", type=whole(minimum=1),
                    help="the version (default: one more than the newest with this id)")

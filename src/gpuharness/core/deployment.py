@@ -23,8 +23,6 @@ BILLING: Final = LIVE - {"stopped"}
 #: otherwise. Relative: under the login directory, so it exists for any user on any host (a container's
 #: /workspace does not exist on a VM or an owned server, and a non-root user cannot create it).
 DEFAULT_WORKSPACE: Final = "gh-workspace"
-#: The runtime of a deployment that is a serverless endpoint: no host of ours, nothing to install or probe.
-SERVERLESS_RUNTIME: Final = runtimes.SERVERLESS
 
 
 @final
@@ -207,6 +205,25 @@ class Deployment:
         return (self.ssh.workspace if self.ssh is not None else None) or DEFAULT_WORKSPACE
 
     @property
+    def outputs_folder(self) -> str:
+        """The folder of its workspace where its jobs keep their outputs: its runtime's (ComfyUI writes to its own
+        `output`), else core.runtimes.DEFAULT_OUTPUTS."""
+        entry = runtimes.runtime(self.runtime)
+        return entry.outputs if entry is not None else runtimes.DEFAULT_OUTPUTS
+
+    @property
+    def outputs_dir(self) -> str:
+        """Where its jobs keep their outputs on its host: <workspace>/<outputs_folder>."""
+        return f"{self.workspace}/{self.outputs_folder}"
+
+    @property
+    def watched_dirs(self) -> tuple[str, ...]:
+        """Every folder of its workspace where some runtime's jobs keep outputs, its own first: where work the
+        harness did not start would leave files too."""
+        folders = dict.fromkeys((self.outputs_folder, *runtimes.output_folders(), runtimes.DEFAULT_OUTPUTS))
+        return tuple(f"{self.workspace}/{folder}" for folder in folders)
+
+    @property
     def ssh_route(self) -> str | None:
         """`ssh user@host:port` when the record names an SSH host or alias, else None (no route of ours)."""
         if self.ssh is None or self.ssh == SshAccess():
@@ -215,9 +232,10 @@ class Deployment:
 
     @property
     def is_serverless(self) -> bool:
-        """A serverless endpoint (runtime serverless, set from the provider's kind at provision): there is no
-        host of ours, so nothing to install, probe or retrieve over SSH, whatever else the record holds."""
-        return self.runtime == SERVERLESS_RUNTIME
+        """A serverless endpoint (its runtime has no host of ours; provision sets it from the provider's kind): there
+        is nothing to install, probe or retrieve over SSH, whatever else the record holds."""
+        entry = runtimes.runtime(self.runtime)
+        return entry is not None and not entry.has_host
 
     @property
     def is_live(self) -> bool:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, final
 
-from gpuharness.core import schema, secrets
+from gpuharness.core import schema, secrets, tables
 from gpuharness.core.deployment import Deployment, json_value
 from gpuharness.core.errors import UserError
 from gpuharness.core.statefile import atomic_write_json, exclusive_lock, read_json, sweep_stale_temps
@@ -31,28 +31,31 @@ LEDGER = "jobs.jsonl"
 JOURNAL = "transitions.jsonl"
 OBSERVATIONS = "observations.jsonl"
 
-DEFAULT_POLICY: dict[str, Any] = {
-    "schema_version": 1,
-    "per_job_usd": 5.0,
-    "daily_usd": 50.0,
-    "monthly_usd": 500.0,
-    "max_cost_hr": 10.0,
-    "max_concurrent_deployments": 4,
-    "max_idle_minutes": 30,
-    "retry": {"max_job_attempts": 2, "max_api_attempts": 3, "max_launch_attempts": 2},
-    "allowed_providers": ["runpod", "runpod-serverless", "vast", "massed", "owned"],
-    "require_shutdown_rule": True,
-    "cost_tolerance": {"abs_usd": 0.01, "rel": 0.05},
-    "temperature_max_c": 85,
-    "disk_margin_gb": 10,
-}
+def default_policy() -> dict[str, Any]:
+    """The policy a new registry starts with: these ceilings, and every provider kind there is allowed (the provider
+    table's kinds: a new provider is allowed without editing this)."""
+    return {
+        "schema_version": 1,
+        "per_job_usd": 5.0,
+        "daily_usd": 50.0,
+        "monthly_usd": 500.0,
+        "max_cost_hr": 10.0,
+        "max_concurrent_deployments": 4,
+        "max_idle_minutes": 30,
+        "retry": {"max_job_attempts": 2, "max_api_attempts": 3, "max_launch_attempts": 2},
+        "allowed_providers": list(tables.names(tables.PROVIDER_KINDS)),
+        "require_shutdown_rule": True,
+        "cost_tolerance": {"abs_usd": 0.01, "rel": 0.05},
+        "temperature_max_c": 85,
+        "disk_margin_gb": 10,
+    }
 
 
 def empty_document(file_name: str) -> dict[str, Any]:
     """The empty form of a whole-file document."""
     _, key = DOCUMENTS[file_name]
     if key is None:
-        return dict(DEFAULT_POLICY)
+        return default_policy()
     return {"schema_version": 1, key: []}
 
 

@@ -1,16 +1,27 @@
-"""The runtimes a deployment may run, each declared once: what the rest of the harness knows about a runtime (its
-service's port, health route, process, log, whether it has a host of ours) is read from this table.
+"""The runtimes a deployment may run, one table of the facts every layer reads about each: its service's port, health
+route, process and log, whether it has a host of ours, where its jobs keep their outputs.
 
-The published schema (deployments.schema.json's `runtime` enum) stays the contract; tests/core/test_runtime_table.py
-proves the two agree. A runtime's HTTP client is the module of `gpuharness.runtimes` its entry names (`client`), the
-run phase's executor the module of `gpuharness.operations` (`executor`), its stand-in the module of `gpuharness.sim`
-(`simulator`).
-The table holds module names, never modules: the core imports no layer above it."""
+Each runtime declares its own entry beside its client (`runtimes.declare` in runtimes/<name>), which registers it
+here when imported; the core imports nothing above it, so the table is filled the first time it is read
+(core.tables). A runtime's other halves are found by its name, each in its own layer: its job executor
+`operations/<name>_job.py` and its simulator half `sim/<name>.py`. The published schemas' `runtime` enums are this
+table's names (core.schema fills them in)."""
 
 from __future__ import annotations
 
+import importlib
+import re
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Final, final
+
+from gpuharness.core import tables
+from gpuharness.core.tables import Table
+
+#: what a runtime's name may be: it names a module in each layer (operations/<name>_job.py, sim/<name>.py)
+NAME: Final = re.compile(r"[a-z][a-z0-9_]*")
+#: the folder, under the workspace, where jobs keep their outputs unless their runtime names its own
+DEFAULT_OUTPUTS: Final = "outputs"
 
 
 @final
@@ -37,33 +48,60 @@ class Runtime:
     generates: bool = True
     #: the directory its service runs in, under the workspace (the simulator lays it out there)
     directory: str | None = None
-    #: its client's module in gpuharness.runtimes: `health(client, **kwargs)` and `generate(client, workflow,
-    #: request)` (None: no client; its health and test generation are unsupported)
-    client: str | None = None
-    #: its run phase's executor module in gpuharness.operations: `build(deployment, seams)` (None: no jobs)
-    executor: str | None = None
-    #: its simulator half's module in gpuharness.sim: `SIMULATED`, its routes and its service on a simulated host
-    #: (None: the simulator has no stand-in for it)
-    simulator: str | None = None
+    #: the folder under the workspace where its jobs keep their outputs (what retrieve reads, reap watches)
+    outputs: str = DEFAULT_OUTPUTS
+
+    def __post_init__(self) -> None:
+        if not NAME.fullmatch(self.name):
+            raise ValueError(f"runtime name {self.name!r}: lowercase letters, digits and _ (it names modules)")
+        if "/" in self.outputs or self.outputs in ("", ".", ".."):
+            raise ValueError(f"runtime {self.name!r}: outputs {self.outputs!r} must be one folder name")
 
 
-RUNTIMES: Final[dict[str, Runtime]] = {runtime.name: runtime for runtime in (
-    Runtime("comfyui", port=8188, health_path="/system_stats", process="main.py", imports_torch=True,
-            node_catalog=True, directory="ComfyUI", client="comfyui", executor="comfy_job", simulator="comfyui"),
-    Runtime("openai", port=8000, health_path="/health", process="vllm", directory="vllm", client="openai",
-            executor="openai_job", simulator="openai"),
-    Runtime("native", generates=False),
-    Runtime("serverless", health_path="/health", has_host=False, client="serverless", executor="serverless_job",
-            simulator="serverless"),
-)}
-#: every runtime's name, in the table's order (the CLI's choices)
-NAMES: Final = tuple(RUNTIMES)
-#: the runtimes that run a test generation
-GENERATING: Final = tuple(name for name, runtime in RUNTIMES.items() if runtime.generates)
-#: the runtime of a deployment that is a serverless endpoint: no host of ours, nothing to install or probe
-SERVERLESS: Final = next(name for name, runtime in RUNTIMES.items() if not runtime.has_host)
+#: every runtime, by name, in declaration order
+RUNTIMES: Final = Table[Runtime](tables.RUNTIMES)
+
+
+def register(entry: Runtime) -> Runtime:
+    """Add a runtime's entry to the table (once; runtimes.declare calls this beside the runtime's client)."""
+    return RUNTIMES.register(entry.name, entry)
 
 
 def runtime(name: str | None) -> Runtime | None:
     """The table's entry for a deployment's runtime (None: no runtime, or one this version does not know)."""
     return RUNTIMES.get(name) if name is not None else None
+
+
+def names() -> tuple[str, ...]:
+    """Every runtime's name, in the table's order (the CLI's choices, the schemas' enums)."""
+    return tuple(RUNTIMES)
+
+
+def generating() -> tuple[str, ...]:
+    """The runtimes that run a test generation."""
+    return tuple(name for name, entry in RUNTIMES.items() if entry.generates)
+
+
+def serverless() -> str:
+    """The runtime of a deployment that is a serverless endpoint: no host of ours, nothing to install or probe."""
+    return next(name for name, entry in RUNTIMES.items() if not entry.has_host)
+
+
+def output_folders() -> tuple[str, ...]:
+    """Every folder, under a workspace, where some runtime's jobs keep their outputs."""
+    return tuple(dict.fromkeys(entry.outputs for entry in RUNTIMES.values() if entry.has_host))
+
+
+def half(name: str, package: str, suffix: str = "") -> ModuleType | None:
+    """A runtime's half in a layer: the module `<package>.<name><suffix>` that layer keeps for it (operations'
+    `comfyui_job`, the simulator's `comfyui`), or None when the layer has none. The caller names its own package: the
+    core imports nothing above it by name."""
+    if not NAME.fullmatch(name):
+        return None
+    module = f"{package}.{name}{suffix}"
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name == module:
+            return None
+        raise  # the half exists and something it imports does not: a bug to see, not a missing half

@@ -1,4 +1,8 @@
-"""JSON Schemas of the state files: strict on known fields, warnings for unknown ones."""
+"""JSON Schemas of the state files: strict on known fields, warnings for unknown ones.
+
+Where a value names an entry of a table that packages above the core fill in (a deployment's runtime, a provider's
+kind), the schema file says which table (`"x-gpuharness-table": "runtimes"`) and the loaded schema enumerates that
+table's names: adding a runtime or a provider edits no schema."""
 
 from __future__ import annotations
 
@@ -20,7 +24,10 @@ if "rfc3987_syntax" not in sys.modules:
 
 import jsonschema_rs
 
-from gpuharness.core import json_text
+from gpuharness.core import json_text, tables
+
+#: the keyword by which a schema node says its value is a name in one of the tables (core.tables)
+TABLE_KEYWORD = "x-gpuharness-table"
 
 SCHEMA_NAMES = ("providers", "machines", "deployments", "models", "workflows", "connections",
                 "policy", "job", "transition", "plan", "observation")
@@ -36,20 +43,52 @@ class SchemaIssue:
     message: str
 
 
-@cache
 def load_schema(name: str) -> dict[str, Any]:
-    """The packaged schema called name (see SCHEMA_NAMES)."""
+    """The packaged schema called name (see SCHEMA_NAMES), each table's names enumerated where it names one."""
     if name not in SCHEMA_NAMES:
         raise KeyError(f"unknown schema {name!r}")
-    text = resources.files("gpuharness.core.schemas").joinpath(f"{name}.schema.json").read_text("utf-8")
-    schema: dict[str, Any] = json.loads(text)
+    return _load_schema(name, _version(name))
+
+
+@cache
+def _text(name: str) -> str:
+    return resources.files("gpuharness.core.schemas").joinpath(f"{name}.schema.json").read_text("utf-8")
+
+
+def _version(name: str) -> int:
+    """What a loaded schema depends on besides its file: the tables' generation if it names one (only then are
+    the tables filled), else nothing."""
+    return tables.generation() if TABLE_KEYWORD in _text(name) else -1
+
+
+@cache
+def _load_schema(name: str, version: int) -> dict[str, Any]:
+    schema: dict[str, Any] = _enumerated(json.loads(_text(name)))
     return schema
 
 
-@cache
+def _enumerated(node: Any) -> Any:
+    """The schema with each node naming a table given `enum`: the table's names (and null where its type allows)."""
+    if isinstance(node, list):
+        return [_enumerated(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _enumerated(value) for key, value in node.items()}
+    if TABLE_KEYWORD in out:
+        kind = out.get("type")
+        nullable = kind == "null" or (isinstance(kind, list) and "null" in kind)
+        out["enum"] = [*tables.names(out[TABLE_KEYWORD]), *([None] if nullable else [])]
+    return out
+
+
 def validator(name: str) -> Draft202012Validator:
     """A checked, format-aware validator (jsonschema: the source of clear messages; imported only when a document
     needs explaining)."""
+    return _validator(name, _version(name))
+
+
+@cache
+def _validator(name: str, version: int) -> Draft202012Validator:
     from jsonschema import Draft202012Validator
 
     schema = load_schema(name)
@@ -67,15 +106,23 @@ def _open_schema(node: Any) -> Any:
     return node
 
 
-@cache
 def strict_validator(name: str) -> Any:
     """A compiled jsonschema-rs validator of the schema as written (formats on, unknown fields refused)."""
+    return _strict_validator(name, _version(name))
+
+
+@cache
+def _strict_validator(name: str, version: int) -> Any:
     return jsonschema_rs.Draft202012Validator(load_schema(name), validate_formats=True)
 
 
-@cache
 def fast_validator(name: str) -> Any:
     """A compiled jsonschema-rs validator for bulk yes/no checks (formats on, unknown fields allowed)."""
+    return _fast_validator(name, _version(name))
+
+
+@cache
+def _fast_validator(name: str, version: int) -> Any:
     return jsonschema_rs.Draft202012Validator(_open_schema(load_schema(name)), validate_formats=True)
 
 

@@ -42,7 +42,8 @@ PROBE_FIELDS_MODERN: Final[tuple[str, ...]] = tuple(f for f in PROBE_FIELDS if f
 PROBE_FIELDS_V1_LEGACY: Final[tuple[str, ...]] = tuple(f for f in PROBE_FIELDS_V1 if f != "clocks_event_reasons.active")
 PROBE_FIELD_SETS: Final[tuple[tuple[str, ...], ...]] = (
     PROBE_FIELDS, PROBE_FIELDS_LEGACY, PROBE_FIELDS_MODERN, PROBE_FIELDS_V1, PROBE_FIELDS_V1_LEGACY)
-#: The 9-field query of providers.md section 7 (recognised in headerless CSV by its column count).
+#: The common 9-field query, index to ecc.errors.uncorrected.volatile.total (the fields as `nvidia-smi
+#: --help-query-gpu` names them; recognised in headerless CSV by its column count).
 BASIC_FIELDS: Final[tuple[str, ...]] = PROBE_FIELDS[:9]
 
 ErrorClass = Literal[

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Final, final
+from typing import Any, Final, Protocol, final
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.runtimes import RUNTIMES
@@ -15,13 +15,33 @@ from gpuharness.health.measuring import MeasurementRecord
 from gpuharness.health.nvidia_smi import ERROR_REMEDIES, HARMFUL_CLOCK_EVENTS
 from gpuharness.health.performance import PerformanceFloor, PerformanceReport
 from gpuharness.health.probe import CORRUPT_REMEDY, ProbeResult
-from gpuharness.health.workflow_fit import WorkflowFit
 
-#: each runtime's default service process pattern and port (core.runtimes, where both are declared)
+#: each runtime's default service process pattern and port (the runtime table, core.runtimes)
 RUNTIME_DEFAULTS: Final[dict[str, tuple[str, int]]] = {
     name: (runtime.process, runtime.port) for name, runtime in RUNTIMES.items()
     if runtime.process is not None and runtime.port is not None}
 GIB: Final = 1024**3
+
+
+class GraphFit(Protocol):
+    """What the log rule reads of a workflow's graph judged against its server's node catalog (a ComfyUI
+    runtime's `workflow_fit.WorkflowFit`): whether it was judged and why not, the cause of a refusal, and what the
+    server lacks."""
+
+    @property
+    def judged(self) -> bool: ...
+
+    @property
+    def note(self) -> str: ...
+
+    @property
+    def cause(self) -> str | None: ...
+
+    @property
+    def missing_classes(self) -> tuple[str, ...]: ...
+
+    @property
+    def missing_models(self) -> tuple[str, ...]: ...
 
 
 @final
@@ -242,7 +262,7 @@ def classified_lines(diagnosis: Diagnosis) -> dict[str, Evidence]:
     return found
 
 
-def log_tail_clean(probe: ProbeResult, log_path: str | None, fit: WorkflowFit | None = None) -> Verdict:
+def log_tail_clean(probe: ProbeResult, log_path: str | None, fit: GraphFit | None = None) -> Verdict:
     """No classified failure in the log tail that matters to this workflow (see JUDGED_BY_WORKFLOW). `fit` is the
     workflow against a ComfyUI server's catalog; without one (another runtime) every classified cause fails."""
     if not probe.log_tail:
@@ -273,7 +293,7 @@ def _remedy(label: str) -> str:
     return next((remedy for cause, remedy in REMEDIES.items() if cause == label), "")
 
 
-def _harmless(label: str, evidence: Evidence, log_path: str | None, fit: WorkflowFit | None) -> str:
+def _harmless(label: str, evidence: Evidence, log_path: str | None, fit: GraphFit | None) -> str:
     where = f"{log_path} line {evidence.line_no}: {evidence.line} [{label}]"
     if label not in CAUSES:
         return f"{where}: a symptom, not a failure of the service"

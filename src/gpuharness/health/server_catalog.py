@@ -1,6 +1,7 @@
-"""A ComfyUI server's node catalog (GET /object_info) as the health run observed it: fetched once per deployment per
-run in the probe phase (over the runtime HTTP seam, by a fetch the caller hands in), recorded beside the probe
-transcript in record mode and read back from there offline, so a replay judges the workflow as the live run did.
+"""A runtime server's node catalog (ComfyUI's GET /object_info) as the health run observed it: fetched once per
+deployment per run in the probe phase (over the runtime HTTP seam, by a fetch the caller hands in), recorded beside
+the probe transcript in record mode and read back from there offline, so a replay judges the workflow as the live
+run did. What the catalog means is the runtime's knowledge (runtimes.comfyui.workflow_fit).
 
 Recorded catalogs are content-addressed files (`cassettes/ssh/catalogs/sha256-<hex>.json`, scrubbed as
 transcripts are) that the transcript names; deployments on the same server build share one file."""
@@ -17,7 +18,6 @@ from pathlib import Path
 from typing import Any, Final, final
 
 from gpuharness.core.base_dir import replace_below
-from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.regular_file import read_recording
@@ -30,6 +30,10 @@ CATALOG_DIR: Final = "catalogs"
 
 class CatalogUnavailable(Exception):
     """The server did not answer a catalog (unreachable, an error status, not a catalog): the message says which."""
+
+
+class CatalogUnreadable(ValueError):
+    """A recorded catalog file that cannot be read back: the message names the file."""
 
 
 #: Fetches the deployment's server catalog (the /object_info document); raises CatalogUnavailable.
@@ -49,9 +53,10 @@ class CatalogObservation:
     error: str | None = None
     note: str | None = None
 
-    def load(self) -> NodeCatalog | None:
-        """The catalog, or None when there is none (CatalogError: the recorded file is not a catalog)."""
-        return _load(self.file) if self.file is not None else None
+    def document(self) -> Mapping[str, Any] | None:
+        """The catalog document, or None when there is none (CatalogUnreadable: the recorded file cannot be read);
+        what it means is the runtime's knowledge (runtimes.comfyui.workflow_fit)."""
+        return _read(self.file) if self.file is not None else None
 
     @property
     def missing(self) -> str | None:
@@ -126,15 +131,17 @@ def recorded(document: Mapping[str, Any], transcript: Path) -> CatalogObservatio
 
 
 @functools.lru_cache(maxsize=16)
-def _load(file: str) -> NodeCatalog:
+def _read(file: str) -> Mapping[str, Any]:
     """A catalog file, read once per process (the files are content-addressed: they never change)."""
     try:
         document = read_recording(Path(file), what="a recorded catalog")
     except (OSError, ValueError) as exc:
-        raise CatalogError(f"{file}: cannot read the recorded catalog: {exc}") from None
+        raise CatalogUnreadable(f"{file}: cannot read the recorded catalog: {exc}") from None
     except UserError as exc:  # not a regular file, or over its cap
-        raise CatalogError(f"cannot read the recorded catalog: {exc.line()}") from None
-    return NodeCatalog(document, source=file)
+        raise CatalogUnreadable(f"cannot read the recorded catalog: {exc.line()}") from None
+    if not isinstance(document, Mapping):
+        raise CatalogUnreadable(f"{file}: the recorded catalog is not a JSON object")
+    return document
 
 
 def _scrubbed(value: Any, scrub: Scrub) -> Any:

@@ -15,7 +15,6 @@ from gpuharness.operations.launch import terminate_instance
 from gpuharness.operations.retrieve import unsynced
 from gpuharness.operations.unresolved import carrying_key
 from gpuharness.providers.base import ProviderError
-from gpuharness.providers.factory import capabilities_of
 
 
 @final
@@ -108,7 +107,7 @@ def _destroy_claimed(ctx: Context, deployment_id: str, discard_artifacts: bool) 
     if deployment.status != "destroying":
         transition(ctx.registry, deployment_id, "destroying", route=f"{deployment.provider} API",
                    marker={"discarded": list(discarded)} if discarded else None, next_action="terminate")
-    if capabilities_of(ctx.registry.provider(deployment.provider)).serverless:
+    if deployment.is_serverless:  # its record answers (provision wrote it from the provider's kind)
         deployment = transition(ctx.registry, deployment_id, "destroyed", route=deployment.endpoint,
                                 note="serverless endpoint: nothing to terminate (it scales to zero); closed here",
                                 next_action=None, destroyed_at=ctx.now())

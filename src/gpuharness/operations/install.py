@@ -11,6 +11,7 @@ from gpuharness.core.confinement import plain_name
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.lifecycle import transition
+from gpuharness.core.runtimes import DEFAULT_OUTPUTS
 from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify, transport_failure
@@ -55,7 +56,7 @@ def workflow_manifest(ctx: Context, workflow_id: str | None) -> dict[str, Any] |
 
 #: The install script's own shell: reads the workspace as "$ws" and each file's values as arguments of `one`.
 _INSTALL: tuple[LiteralString, ...] = (
-    'mkdir -p "$ws/models" "$ws/outputs" "$ws/jobs" || { printf \'GH-ERROR cannot create %s\\n\' "$ws"; exit 10; }',
+    'mkdir -p "$ws/models" "$ws/$outputs" "$ws/jobs" || { printf \'GH-ERROR cannot create %s\\n\' "$ws"; exit 10; }',
     'free_kb=$(df -Pk "$ws" | awk \'NR==2 {print $4}\')',
     'if [ -n "$free_kb" ] && [ "$free_kb" -lt "$need_kb" ]; then',
     '  printf \'GH-ERROR OSError: [Errno 28] No space left on device: need %s KB in %s (model files + disk_margin_gb '
@@ -91,12 +92,15 @@ _INSTALL: tuple[LiteralString, ...] = (
 )
 
 
-def install_script(ws: str, files: list[dict[str, Any]], margin_gb: float = 0.0) -> str:
-    """One POSIX shell script: disk check (the files plus policy disk_margin_gb), then each model file fetched
-    and sha256-verified under <workspace>/models; a mismatch re-downloads once, then fails with exit 3. Every
-    value is a quoted argument; a file path that would leave the models folder is refused before any exec."""
+def install_script(ws: str, files: list[dict[str, Any]], margin_gb: float = 0.0, *,
+                   outputs: str = DEFAULT_OUTPUTS) -> str:
+    """One POSIX shell script: the workspace's folders made (`outputs`: the folder its jobs keep their outputs in),
+    the disk check (the files plus policy disk_margin_gb), then each model file fetched and sha256-verified under
+    <workspace>/models; a mismatch re-downloads once, then fails with exit 3. Every value is a quoted argument; a
+    file path that would leave the models folder is refused before any exec."""
     need_kb = sum(int(f.get("size") or 0) for f in files) // 1024 + 1 + int(margin_gb * 1024 * 1024)
-    script = ShellScript(workspace=ws).let("need_kb", need_kb).let("margin_gb", f"{margin_gb:g}").code(*_INSTALL)
+    script = ShellScript(workspace=ws).let("need_kb", need_kb).let("margin_gb", f"{margin_gb:g}")
+    script.let("outputs", script.relative(outputs, what="the runtime's outputs folder")).code(*_INSTALL)
     for index, item in enumerate(files, 1):
         path = script.relative(str(item["path"]), what="models.json file path")
         url = str(item.get("url") or "")
@@ -176,7 +180,7 @@ def install(ctx: Context, deployment_id: str, *, deadline_s: float = 1800.0) -> 
     deployment = transition(ctx.registry, deployment_id, "installing", route=deployment.ssh_route,
                             marker={"files": len(files)}, next_action="wait for install")
     margin = float(ctx.registry.policy_document().get("disk_margin_gb") or 0.0)
-    script = install_script(deployment.workspace, files, margin)
+    script = install_script(deployment.workspace, files, margin, outputs=deployment.outputs_folder)
     lines, duration, failed = _run_phase(ctx, deployment, "install", script, deadline_s, files)
     if failed is not None:
         raise _fail(ctx, deployment_id, "install", failed)

@@ -1,11 +1,11 @@
 """Jobs on an OpenAI-compatible server (vLLM, SGLang, TGI): POST /v1/completions, or /v1/chat/completions when
 the workflow says `"api": "chat"`.
 
-The completion is written to the host as `<workspace>/outputs/<job>/completion.json` and recorded on the ledger
-like a ComfyUI output (remote_path, sha256, synced_at null): `gpuharness retrieve` stays the one way outputs
-reach the user, and destroy refuses until it ran. A completion that cannot be stored fails the job. The request
-runs on a worker thread, so the run loop keeps enforcing per_job_usd and the deadline; cancel drops the
-connection (vLLM and SGLang abort a request whose client went away).
+The completion is written to the host as `<workspace>/<outputs folder>/<job>/completion.json` (the deployment's
+outputs_dir) and recorded on the ledger like a ComfyUI output (remote_path, sha256, synced_at null): `gpuharness
+retrieve` stays the one way outputs reach the user, and destroy refuses until it ran. A completion that cannot be
+stored fails the job. The request runs on a worker thread, so the run loop keeps enforcing per_job_usd and the
+deadline; cancel drops the connection (vLLM and SGLang abort a request whose client went away).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class OpenAIJobExecutor:
         # the run loop enforces the job's deadline; this only bounds a request nobody waits for any more
         self.timeout_s = timeout_s
         self.client = RuntimeHttp(self.endpoint, timeout_s=timeout_s)
-        self.outputs_dir = f"{deployment.workspace}/outputs"
+        self.outputs_dir = deployment.outputs_dir
         self.calls: dict[str, _Call] = {}
 
     def submit(self, workflow: dict[str, Any], inputs: dict[str, Any], job_id: str) -> str:
@@ -143,7 +143,7 @@ class OpenAIJobExecutor:
         data = json.dumps(record, indent=2, sort_keys=True) + "\n"
         sha = hashlib.sha256(data.encode()).hexdigest()
         script = ShellScript(workspace=self.deployment.workspace, header=("set -eu",))
-        target = script.under_workspace("outputs", job_id, ARTIFACT, what="job id")
+        target = script.under_workspace(self.deployment.outputs_folder, job_id, ARTIFACT, what="job id")
         script.let("target", target).let("data", data).code(
             'mkdir -p "$(dirname "$target")"', 'printf \'%s\' "$data" > "$target.part"', 'mv "$target.part" "$target"',
             'sha256sum "$target"')
@@ -171,5 +171,5 @@ class OpenAIJobExecutor:
 
 
 def build(deployment: Deployment, seams: ExecutorSeams) -> OpenAIJobExecutor:
-    """The run phase's executor for a deployment of this runtime (the runtime table names this module)."""
+    """The run phase's executor for a deployment of this runtime (operations/<runtime>_job.py, found by its name)."""
     return OpenAIJobExecutor(deployment, seams.connect)

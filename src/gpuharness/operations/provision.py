@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, final
 
+from gpuharness.core import runtimes
 from gpuharness.core.claims import Claim, alive, holder, process_mark, take
-from gpuharness.core.deployment import SERVERLESS_RUNTIME, Deployment, ShutdownRule, SshAccess, live_burn
+from gpuharness.core.deployment import Deployment, ShutdownRule, SshAccess, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry, read_journal
 from gpuharness.core.ledger import Ledger
@@ -22,6 +23,7 @@ from gpuharness.operations.context import Context
 from gpuharness.operations.launch import launch_instance
 from gpuharness.operations.reconcile import machine_record
 from gpuharness.providers.base import (
+    ADAPTERS,
     KEY_PREFIX,
     Capabilities,
     Instance,
@@ -30,7 +32,7 @@ from gpuharness.providers.base import (
     ProviderError,
     ProviderKind,
 )
-from gpuharness.providers.factory import ADAPTERS, capabilities_of, kind_of
+from gpuharness.providers.factory import capabilities_of, kind_of
 from gpuharness.providers.offers import cheapest_offer
 
 #: states in which a deployment may be reused for the same request
@@ -242,7 +244,7 @@ def _new_deployment(ctx: Context, request: ProvisionRequest, capabilities: Capab
     return Deployment(
         id=deployment_id, provider=request.provider, status="provisioning", cost_hr=request.price,
         created_at=ctx.now(), gpu=request.gpu, gpu_count=request.gpu_count,
-        runtime=SERVERLESS_RUNTIME if capabilities.serverless and request.runtime is None else request.runtime,
+        runtime=request.runtime,
         model=request.model, workflow=request.workflow, image=request.image, region=request.region,
         shutdown_rule=request.shutdown_rule(), owner=request.owner, reason=request.reason,
         checkpoint_path=request.checkpoint_path,
@@ -338,7 +340,7 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
     entry = ctx.registry.provider(request.provider)
     capabilities = capabilities_of(entry)
     _refuse_what_is_not_offered(request, kind_of(entry), capabilities)
-    request = stewarded(request)
+    request = replace(stewarded(request), runtime=runtime_on(request, capabilities))
     if request.cost_hr is None:
         request = _priced(ctx, entry, request)
     text = disclosure(request, capabilities)
@@ -357,7 +359,7 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
             ctx.say(f"resuming {deployment.id}: its launch was recorded and never finished (its process died); "
                     "reconciling by its key first")
         ctx.say(text)
-        if capabilities.serverless:
+        if deployment.is_serverless:  # the record answers from here on (runtime_on wrote it from the kind)
             return _register_endpoint(ctx, entry, deployment.id, text)
         instance = _launch(ctx, request, deployment, reservation.claim, up_deadline_s=up_deadline_s, poll_s=poll_s)
         return ProvisionResult(_record_instance(ctx, request, deployment.id, instance), False, text, instance)
@@ -381,9 +383,29 @@ def stewarded(request: ProvisionRequest) -> ProvisionRequest:
     return replace(request, owner=owner, reason=reason)
 
 
+def runtime_on(request: ProvisionRequest, capabilities: Capabilities) -> str | None:
+    """The new deployment's runtime, as its record will hold it: whether it is a serverless endpoint is answered by
+    that record from then on (Deployment.is_serverless), so it must agree with the provider's kind. An endpoint runs
+    the serverless runtime; an instance never does. A contradiction is refused before anything is written."""
+    endpoint = runtimes.serverless()
+    if capabilities.serverless:
+        if request.runtime not in (None, endpoint):
+            raise UserError(f"--runtime {request.runtime} cannot run on {request.provider}, a serverless endpoint: it "
+                            "has no host of ours", place="provision",
+                            hint=f"leave --runtime out (an endpoint runs {endpoint}); nothing was launched")
+        return endpoint
+    entry = runtimes.runtime(request.runtime)
+    if entry is not None and not entry.has_host:
+        raise UserError(f"--runtime {request.runtime} is a serverless endpoint's, and {request.provider} rents "
+                        "instances", place="provision",
+                        hint="give the runtime the instance will serve, or a serverless provider; nothing was "
+                        "launched")
+    return request.runtime
+
+
 def _refuse_what_is_not_offered(request: ProvisionRequest, kind: ProviderKind, capabilities: Capabilities) -> None:
     if request.interruptible and not capabilities.interruptible:
-        offering = sorted(k.value for k, adapter in ADAPTERS.items() if adapter.capabilities.interruptible)
+        offering = sorted(name for name, adapter in ADAPTERS.items() if adapter.capabilities.interruptible)
         raise UserError(f"--interruptible is not offered by {kind.value}", place="provision",
                         hint=f"interruptible (spot/bid) exists on {', '.join(offering)}")
     if request.interruptible and capabilities.bid_price and request.bid_price is None:

@@ -169,7 +169,7 @@ def output_progress(ctx: Context, deployment: Deployment, since: str) -> str | N
     """A file in the outputs or the checkpoint path newer than `since` (one batched exec), else None.
 
     The ledger shows jobs this harness ran; this catches work it did not start (a notebook, a training run)."""
-    dirs = [f"{deployment.workspace}/output", f"{deployment.workspace}/outputs"]  # read only: quoted, not confined
+    dirs = list(deployment.watched_dirs)  # read only: quoted, not confined
     if deployment.checkpoint_path:
         dirs.append(deployment.checkpoint_path)
     epoch = math.ceil(parse_ts(since).timestamp())  # find compares whole seconds: round toward "not newer"

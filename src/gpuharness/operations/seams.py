@@ -1,17 +1,16 @@
 """The real seams for the command line: provider adapters from providers.json, SSH from the deployment's
-route (connections.json first), and the job runtime from the deployment's runtime (the executor module its entry in
-the runtime table names)."""
+route (connections.json first), and the job runtime from the deployment's runtime (its executor, the module
+`operations/<runtime>_job.py`)."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.core.runtimes import RUNTIMES, runtime
+from gpuharness.core.runtimes import RUNTIMES, half
 from gpuharness.operations.context import Context
 from gpuharness.operations.run import ExecutorSeams, JobExecutor
 from gpuharness.providers.base import Provider
@@ -44,12 +43,15 @@ class ExecutorModule(Protocol):
     def build(self, deployment: Deployment, seams: ExecutorSeams) -> JobExecutor: ...
 
 
+#: a runtime's executor is the module of this package named after it: operations/<runtime>_job.py
+EXECUTOR_SUFFIX = "_job"
+
+
 def executor_of(name: str | None) -> ExecutorModule | None:
-    """The executor module the runtime table names for a runtime (None: unknown, or no jobs to run on it)."""
-    entry = runtime(name)
-    if entry is None or entry.executor is None:
+    """A runtime's executor module, operations/<runtime>_job.py (None: an unknown runtime, or no jobs to run on it)."""
+    if name is None or name not in RUNTIMES:
         return None
-    return cast("ExecutorModule", importlib.import_module(f"{__package__}.{entry.executor}"))
+    return cast("ExecutorModule | None", half(name, __package__ or "gpuharness.operations", EXECUTOR_SUFFIX))
 
 
 def executor_factory(registry: Registry, env: Mapping[str, str] | None = None) -> Any:
@@ -61,7 +63,7 @@ def executor_factory(registry: Registry, env: Mapping[str, str] | None = None) -
     def executor_for(deployment: Deployment) -> JobExecutor:
         module = executor_of(deployment.runtime)
         if module is None:
-            supported = ", ".join(name for name, entry in RUNTIMES.items() if entry.executor is not None)
+            supported = ", ".join(name for name in RUNTIMES if executor_of(name) is not None)
             raise UserError(f"running jobs on a {deployment.runtime!r} runtime is not supported yet",
                             place=deployment.id, hint=f"supported: {supported}")
         return module.build(deployment, seams)

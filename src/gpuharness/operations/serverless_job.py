@@ -64,6 +64,6 @@ class ServerlessJobExecutor:
 
 
 def build(deployment: Deployment, seams: ExecutorSeams) -> ServerlessJobExecutor:
-    """The run phase's executor for a deployment of this runtime (the runtime table names this module)."""
+    """The run phase's executor for a deployment of this runtime (operations/<runtime>_job.py, found by its name)."""
     entry = seams.registry.provider(deployment.provider)
     return ServerlessJobExecutor(build_serverless(entry, deployment.instance_id or None, env=seams.env))

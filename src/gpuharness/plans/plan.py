@@ -413,3 +413,12 @@ def verify(ctx: PlanContext) -> list[str]:
     return [p for step in ctx.steps for rule in RULES
             if step["action"] in APPLIES[rule] and (p := check(step, rule, ctx)) is not None]
 
+
+
+def fingerprint_problem(plan: Mapping[str, Any], ctx: PlanContext) -> str | None:
+    """Whether the registry and recorded inventory are still the ones the plan was made from."""
+    now = fingerprint(ctx.deployments, ctx.inventory)
+    if now == plan["fingerprint"]:
+        return None
+    return (f"plan fingerprint {plan['fingerprint'][:19]}… does not match the registry and recorded inventory "
+            f"({now[:19]}…): the plan is stale; make it again")

@@ -1,12 +1,15 @@
-"""The provider seam: one narrow protocol, a normalized Instance, and classified errors."""
+"""The provider seam: one narrow protocol, a normalized Instance, and classified errors; and the provider table,
+which each adapter joins by declaring its kind and capabilities on its class (`@adapter`)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, ClassVar, Literal, Protocol, final, runtime_checkable
+from typing import Any, ClassVar, Final, Literal, Protocol, TypeVar, final, runtime_checkable
 
+from gpuharness.core import tables
 from gpuharness.core.errors import UserError
+from gpuharness.core.tables import Table
 
 Status = Literal["pending", "running", "stopped", "terminated", "error", "unknown"]
 ErrorKind = Literal["capacity", "balance", "auth", "rate_limited", "not_found", "invalid", "server",
@@ -17,23 +20,24 @@ KEY_PREFIX = "gh-"
 
 
 @final
-class ProviderKind(Enum):
-    """The kind of a providers.json entry: which adapter speaks to it."""
+@dataclass(frozen=True, slots=True)
+class ProviderKind:
+    """The kind of a providers.json entry: which adapter speaks to it. Each adapter declares its own on its class;
+    the kinds there are are the provider table's (ADAPTERS)."""
 
-    RUNPOD = "runpod"
-    RUNPOD_SERVERLESS = "runpod-serverless"
-    VAST = "vast"
-    MASSED = "massed"
-    OWNED = "owned"
+    value: str
+
+    def __str__(self) -> str:
+        return self.value
 
     @classmethod
     def parse(cls, text: object, *, place: str = "kind") -> ProviderKind:
         """The kind called text; anything else is a one-line UserError naming the kinds there are."""
-        try:
-            return cls(text)
-        except ValueError:
+        found = ADAPTERS.get(text) if isinstance(text, str) else None
+        if found is None:
             raise UserError(f"unknown kind {text!r}", path="providers.json", place=place,
-                            hint=f"kind is one of {', '.join(k.value for k in cls)}") from None
+                            hint=f"kind is one of {', '.join(ADAPTERS)}")
+        return found.kind
 
 
 @final
@@ -68,6 +72,29 @@ class Capabilities:
     inventory: InventorySource
     offers: bool
     rents: bool
+
+
+class Adapter(Protocol):
+    """What the provider table holds of each adapter class: its kind and what it offers (the lifecycle asks these,
+    never a kind's name). Built from a providers.json entry by providers.factory."""
+
+    kind: ClassVar[ProviderKind]
+    capabilities: ClassVar[Capabilities]
+
+
+#: every adapter class, by its kind's name, in declaration order (filled by `@adapter`; core.tables loads them)
+ADAPTERS: Final = Table[type[Adapter]](tables.PROVIDER_KINDS)
+AdapterClass = TypeVar("AdapterClass", bound=type)
+
+
+def adapter(cls: AdapterClass) -> AdapterClass:
+    """Class decorator: the adapter's entry in the provider table, declared on its class (its `kind` and
+    `capabilities`). A new provider is its adapter module (and its name in gpuharness.BUILTIN)."""
+    kind, capabilities = getattr(cls, "kind", None), getattr(cls, "capabilities", None)
+    if not isinstance(kind, ProviderKind) or not isinstance(capabilities, Capabilities):
+        raise TypeError(f"{cls.__name__}: an adapter declares its kind (a ProviderKind) and its capabilities")
+    ADAPTERS.register(kind.value, cls)
+    return cls
 
 
 @final

@@ -1,4 +1,5 @@
-"""Build a Provider from a providers.json entry and the credential in the environment it names."""
+"""Build a Provider from a providers.json entry and the credential in the environment it names: the entry's kind
+picks the adapter from the provider table (providers.base.ADAPTERS), where each adapter declares itself."""
 
 from __future__ import annotations
 
@@ -14,26 +15,10 @@ import httpx
 from gpuharness.core.clock import WallClock, utcnow
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.providers.base import Capabilities, InventorySource, Provider, ProviderKind
-from gpuharness.providers.massed import MassedCompute
-from gpuharness.providers.owned import OwnedServers
-from gpuharness.providers.runpod import RunPodPods
+from gpuharness.providers.base import ADAPTERS, Adapter, Capabilities, InventorySource, Provider, ProviderKind
 from gpuharness.providers.serverless import ServerlessEndpoint
 from gpuharness.providers.transport import Monotonic, ProviderHttp, RetryPolicy, Sleep
-from gpuharness.providers.vast import VastAi
 
-#: The adapter of each provider kind; what each offers is its `capabilities`. Adding a provider: its adapter
-#: module, one line here, its ProviderKind, its simulator module, and tests.
-ADAPTERS: dict[ProviderKind, type[RunPodPods | VastAi | MassedCompute | OwnedServers | ServerlessEndpoint]] = {
-    ProviderKind.RUNPOD: RunPodPods,
-    ProviderKind.RUNPOD_SERVERLESS: ServerlessEndpoint,
-    ProviderKind.VAST: VastAi,
-    ProviderKind.MASSED: MassedCompute,
-    ProviderKind.OWNED: OwnedServers,
-}
-#: real API hosts, used when an entry has no api_base
-DEFAULT_API_BASE: dict[str, str] = {kind.value: adapter.capabilities.api_base for kind, adapter in ADAPTERS.items()
-                                    if adapter.capabilities.api_base}
 #: shortest plausible key; anything shorter was cut when pasted ([UNVERIFIED] exact lengths per provider)
 MIN_KEY_LENGTH = 20
 
@@ -78,9 +63,20 @@ def kind_of(entry: Mapping[str, Any]) -> ProviderKind:
     return ProviderKind.parse(entry.get("kind"), place=f"{entry.get('name', '?')}.kind")
 
 
+def adapter_of(entry: Mapping[str, Any]) -> type[Adapter]:
+    """The adapter class of a providers.json entry's kind (UserError naming the entry: an unknown kind)."""
+    return ADAPTERS[kind_of(entry).value]
+
+
 def capabilities_of(entry: Mapping[str, Any]) -> Capabilities:
     """What the entry's provider offers (its adapter's capabilities)."""
-    return ADAPTERS[kind_of(entry)].capabilities
+    return adapter_of(entry).capabilities
+
+
+def default_api_base(kind: str) -> str | None:
+    """The real API host of a provider kind, used when an entry has no api_base (None: no API)."""
+    found = ADAPTERS.get(kind)
+    return found.capabilities.api_base if found is not None else None
 
 
 def http_for(entry: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
@@ -88,7 +84,7 @@ def http_for(entry: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
     """One HTTP client for one provider entry, for one phase."""
     opts = options or PhaseOptions()
     kind = kind_of(entry)
-    base = entry.get("api_base") or ADAPTERS[kind].capabilities.api_base
+    base = entry.get("api_base") or adapter_of(entry).capabilities.api_base
     if not base:
         raise UserError(f"provider {entry.get('name')!r} ({kind.value}) has no API", path="providers.json",
                         place=str(entry.get("name")))
@@ -103,7 +99,7 @@ def build_provider(entry: Mapping[str, Any], *, env: Mapping[str, str] | None = 
     """The adapter for a providers.json entry whose provider has instances (every kind but serverless)."""
     kind = kind_of(entry)
     name = str(entry.get("name", kind.value))
-    adapter: Any = ADAPTERS[kind]
+    adapter: Any = adapter_of(entry)
     if adapter.capabilities.serverless:
         raise UserError(f"provider {name!r} is a serverless endpoint, not a source of instances",
                         path="providers.json", place=name, hint="use build_serverless for its jobs")
@@ -117,7 +113,7 @@ def build_provider(entry: Mapping[str, Any], *, env: Mapping[str, str] | None = 
 def build_serverless(entry: Mapping[str, Any], endpoint_id: str | None = None, *,
                      env: Mapping[str, str] | None = None, options: PhaseOptions | None = None) -> ServerlessEndpoint:
     """The client of a RunPod Serverless endpoint (id from the argument or the entry's endpoint_id)."""
-    name = str(entry.get("name", "runpod-serverless"))
+    name = str(entry.get("name", ServerlessEndpoint.kind.value))
     endpoint = endpoint_id or entry.get("endpoint_id")
     if not endpoint:
         raise UserError(f"provider {name!r} names no endpoint_id", path="providers.json", place=name,

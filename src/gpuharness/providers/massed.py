@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, final
+from typing import Any, ClassVar, final
 
 from gpuharness.providers import fields
 from gpuharness.providers.base import (
@@ -16,6 +16,7 @@ from gpuharness.providers.base import (
     ProviderKind,
     SshEndpoint,
     Status,
+    adapter,
     gpu_matches,
 )
 from gpuharness.providers.transport import ProviderHttp, json_body
@@ -65,10 +66,11 @@ def _envelope(body: Any, provider: str, what: str) -> list[dict[str, Any]]:
 
 
 @final
+@adapter
 class MassedCompute:
     """Massed Compute. api_base is the host (https://vm.massedcompute.com or http://127.0.0.1:N/massed)."""
 
-    kind = ProviderKind.MASSED
+    kind: ClassVar[ProviderKind] = ProviderKind("massed")
     capabilities = Capabilities(label="Massed Compute VM", api_base="https://vm.massedcompute.com",
                                 stop_start=False, interruptible=False, bid_price=False, serverless=False, ssh=True,
                                 inventory=InventorySource.API, offers=True, rents=True)

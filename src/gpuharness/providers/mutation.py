@@ -41,7 +41,7 @@ def launch_reconciled(provider: Provider, spec: LaunchSpec, events: EventLog, ma
       listings settle_s apart (a timed-out request may still be committed late); launch again only when
       nothing was created.
     - capacity / rate limit / connect failure: the launch did not happen; retried within max_attempts, after
-      max(Retry-After, backoff) (the same wait as reads, see http_client.retry_wait).
+      max(Retry-After, backoff) (the same wait as reads, see providers.transport.retry_wait).
     - auth, balance, invalid, unsupported: raised at once.
     Every attempt and its outcome is passed to `events`. before_call runs after an attempt is heard and before its
     call goes out (the launcher's claim is checked there); what it raises ends the launch, heard as `not_sent`.

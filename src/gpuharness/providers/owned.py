@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import Any, ClassVar, final
 
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import (
@@ -14,6 +14,7 @@ from gpuharness.providers.base import (
     ProviderKind,
     SshEndpoint,
     Status,
+    adapter,
 )
 from gpuharness.providers.fields import number
 
@@ -31,10 +32,11 @@ def _ssh(value: Any) -> SshEndpoint | None:
 
 
 @final
+@adapter
 class OwnedServers:
     """Servers you own. Listing reads machines.json; launching or terminating is refused (nothing to rent)."""
 
-    kind = ProviderKind.OWNED
+    kind: ClassVar[ProviderKind] = ProviderKind("owned")
     capabilities = Capabilities(label="owned server", api_base=None, stop_start=False, interruptible=False,
                                 bid_price=False, serverless=False, ssh=True, inventory=InventorySource.MACHINES_JSON,
                                 offers=False, rents=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import Any, ClassVar, final
 
 from gpuharness.providers import fields
 from gpuharness.providers.base import (
@@ -15,6 +15,7 @@ from gpuharness.providers.base import (
     ProviderKind,
     SshEndpoint,
     Status,
+    adapter,
     gpu_matches,
 )
 from gpuharness.providers.failures import classify
@@ -71,10 +72,11 @@ def _ssh(pod: dict[str, Any], ports: list[dict[str, Any]]) -> SshEndpoint | None
 
 
 @final
+@adapter
 class RunPodPods:
     """RunPod Pods REST v2. api_base is the host (https://api.runpod.io or http://127.0.0.1:N/runpod)."""
 
-    kind = ProviderKind.RUNPOD
+    kind: ClassVar[ProviderKind] = ProviderKind("runpod")
     capabilities = Capabilities(label="RunPod Pod", api_base="https://api.runpod.io", stop_start=True,
                                 interruptible=True, bid_price=False, serverless=False, ssh=True,
                                 inventory=InventorySource.API, offers=True, rents=True)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, final
+from typing import Any, ClassVar, Protocol, final
 
 import httpx
 
 from gpuharness.core.json_text import loads_outside
 from gpuharness.providers import fields
-from gpuharness.providers.base import Capabilities, InventorySource, ProviderError, ProviderKind
+from gpuharness.providers.base import Capabilities, InventorySource, ProviderError, ProviderKind, adapter
 from gpuharness.providers.transport import json_body
 
 #: the SDK's terminal set (is_completed)
@@ -66,13 +66,14 @@ class EndpointHttp(Protocol):
 
 
 @final
+@adapter
 class ServerlessEndpoint:
     """One endpoint: the one RunPod Serverless client (provider checks, the test generation and jobs use it).
 
     api_base is the host (https://api.runpod.ai or http://127.0.0.1:N/runpod-serverless) and endpoint_id its
     endpoint; endpoint_id None when the HTTP base already is the endpoint (https://api.runpod.ai/v2/<id>/)."""
 
-    kind = ProviderKind.RUNPOD_SERVERLESS
+    kind: ClassVar[ProviderKind] = ProviderKind("runpod-serverless")
     capabilities = Capabilities(label="RunPod Serverless endpoint", api_base="https://api.runpod.ai",
                                 stop_start=False, interruptible=False, bid_price=False, serverless=True, ssh=False,
                                 inventory=InventorySource.NONE, offers=False, rents=False)

@@ -8,7 +8,7 @@ query (`select_filters`, `order_by`, `limit`, `after_token`, each JSON text), th
 from __future__ import annotations
 
 import json
-from typing import Any, final
+from typing import Any, ClassVar, final
 
 from gpuharness.providers import fields
 from gpuharness.providers.base import (
@@ -21,6 +21,7 @@ from gpuharness.providers.base import (
     ProviderKind,
     SshEndpoint,
     Status,
+    adapter,
     gpu_matches,
 )
 from gpuharness.providers.transport import ProviderHttp, json_body
@@ -130,10 +131,11 @@ def offer_query(gpu: str, gpu_count: int | None, limit: int, storage_gb: float) 
 
 
 @final
+@adapter
 class VastAi:
     """Vast.ai. api_base is the host (https://console.vast.ai or http://127.0.0.1:N/vast)."""
 
-    kind = ProviderKind.VAST
+    kind: ClassVar[ProviderKind] = ProviderKind("vast")
     capabilities = Capabilities(label="Vast.ai instance", api_base="https://console.vast.ai", stop_start=True,
                                 interruptible=True, bid_price=True, serverless=False, ssh=True,
                                 inventory=InventorySource.API, offers=True, rents=True)

@@ -178,18 +178,7 @@ class AuditSession:
         run = config.stash.get(RUN_KEY, None)
         if run is None:  # under xdist the workers audited; the controller audits again and must pass too
             run = audit_run(config)
-        if not run.passed:
-            return "audit checkpoint not written: the registry changed during the audit and now fails"
-        from gpuharness.audit import checkpoint as cp
-
-        path = cp.checkpoint_path(run.root)
-        try:
-            written = cp.write(path, run.checkpoint_document(), run.previous)
-        except OSError as exc:
-            return f"audit checkpoint not written ({exc.strerror}: {path})"
-        if not written:
-            return f"audit checkpoint {path} already attests {run.state.line_count} lines; unchanged"
-        return f"audit checkpoint written: {path} ({run.state.line_count} lines, {run.state.byte_length} bytes)"
+        return run.attest()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         run = self.config.stash.get(RUN_KEY, None)

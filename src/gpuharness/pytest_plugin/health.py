@@ -21,8 +21,9 @@ from gpuharness.health.readiness import CheckResult
 from gpuharness.health.session import ProbeSession
 from gpuharness.providers.cassette import Mode
 from gpuharness.pytest_plugin import cassette_dir, registry_root
-from gpuharness.pytest_plugin.health_target import PROPERTY, HealthTarget, catalog_fetch
+from gpuharness.pytest_plugin.health_target import PROPERTY, HealthTarget
 from gpuharness.pytest_plugin.reports import run_report
+from gpuharness.runtimes.comfyui.workflow_fit import catalog_fetch
 
 
 def selected_deployments(config: pytest.Config) -> list[str]:

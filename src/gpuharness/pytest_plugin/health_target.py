@@ -1,15 +1,13 @@
 """What a health check reads about one deployment (HealthTarget), the runtime's answers included: its health
 endpoint, its node catalog (taken with the probe) and the workflow's test generation, live, recorded or replayed per
-mode. `runtime_client` is the one place an authenticated runtime client is built (it belongs with runtimes/)."""
+mode. The runtime's client is built by runtimes.endpoint and its graph judged by runtimes.comfyui.workflow_fit."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import time
 import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -18,23 +16,20 @@ import httpx
 import pytest
 
 from gpuharness import runtimes
-from gpuharness.core.comfy_catalog import CatalogError
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.core.terminal import shown
-from gpuharness.health import performance, rules, server_catalog, targets, workflow_fit
+from gpuharness.health import performance, rules, server_catalog, targets
 from gpuharness.health.performance import PerformanceFloor
 from gpuharness.health.probe import ProbeResult, ProbeTargets
 from gpuharness.health.probing import ProbeRecord, ProgressObservation
-from gpuharness.health.server_catalog import CatalogFetch, CatalogUnavailable
 from gpuharness.health.transcripts import known_secrets
-from gpuharness.health.workflow_fit import WorkflowFit
 from gpuharness.providers import cassette
-from gpuharness.providers.deadline import DeadlineTransport
-from gpuharness.runtimes.comfyui import ComfyUI, InputError, build_test_graph
-from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.runtimes.comfyui import workflow_fit
+from gpuharness.runtimes.comfyui.workflow_fit import WorkflowFit
+from gpuharness.runtimes.endpoint import runtime_client
 
 PROPERTY: Final = "gpuharness_health"
 
@@ -150,73 +145,10 @@ class HealthTarget:
 
 
 def judge_workflow(target: HealthTarget) -> WorkflowFit | None:
-    """The workflow's test graph (inputs applied) against the catalog of this run (None: not a ComfyUI server)."""
+    """The workflow's test graph against the catalog of this run (None: a server without a node catalog)."""
     if not server_catalog.applies(target.deployment):
         return None
-    workflow = target.workflow
-    if workflow is None:
-        return workflow_fit.not_judged("the deployment has no workflow manifest")
-    observation = target.record.catalog
-    if observation is None:
-        return workflow_fit.not_judged("no server catalog was taken in this run")
-    try:
-        catalog = observation.load()
-    except CatalogError as exc:
-        return workflow_fit.not_judged(str(exc))
-    try:
-        graph = build_test_graph(workflow)
-    except InputError:  # the test generation reports bad inputs; the graph's classes and files are still judged
-        graph = (workflow.get("test_generation") or {}).get("graph") or workflow.get("graph") or {}
-    return workflow_fit.fit(graph, catalog, missing=observation.missing)
-
-
-def catalog_fetch(registry: Registry) -> CatalogFetch:
-    """The probe phase's fetch of a server's node catalog: one GET /object_info over the runtime HTTP seam, its whole
-    answer within the probe phase's deadline (`health_timeouts.probe_s`), under the seam's byte cap and parsed
-    under core.json_text's depth bound: a dripping, huge or too deep catalog is named, never waited on forever."""
-
-    def fetch(deployment: Deployment) -> Mapping[str, Any]:
-        deadline_s = targets.probe_deadline_s(Policy(registry.policy_document()))
-        client = runtime_client(deployment, registry, deadline_s=deadline_s)
-        if client is None:
-            raise CatalogUnavailable("no endpoint recorded for the service")
-        try:
-            with client:
-                return ComfyUI(RuntimeHttp.over(client, deadline_s=deadline_s)).catalog(timeout_s=deadline_s).document
-        except httpx.TimeoutException as exc:
-            raise CatalogUnavailable(f"{type(exc).__name__}: {exc}: not within the probe phase's deadline of "
-                                     f"{deadline_s:g} s (policy health_timeouts.probe_s); check the server, or raise "
-                                     "probe_s if its catalog is that slow") from None
-        except httpx.HTTPError as exc:
-            raise CatalogUnavailable(f"{type(exc).__name__}: {exc}") from None
-        except CatalogError as exc:
-            raise CatalogUnavailable(str(exc)) from None
-
-    return fetch
-
-
-def runtime_client(deployment: Deployment, registry: Registry, *, deadline_s: float | None = None
-                   ) -> httpx.Client | None:
-    """A client for the deployment's endpoint (None: no endpoint recorded); a serverless runtime's carries the
-    provider's key from the variable its `credential_env` names. With deadline_s, no socket of it waits past that
-    many seconds from now (providers.deadline)."""
-    endpoint = deployment.endpoint
-    if not endpoint:
-        return None
-    headers = {}
-    if deployment.is_serverless:
-        try:
-            env = registry.provider(deployment.provider).get("credential_env")
-        except UserError:
-            env = None
-        if env and os.environ.get(env):
-            headers["Authorization"] = f"Bearer {os.environ[env]}"
-        endpoint = str(endpoint).rstrip("/") + "/"
-    transport = None
-    if deadline_s is not None:
-        end = time.monotonic() + deadline_s
-        transport = DeadlineTransport(lambda: end - time.monotonic())
-    return httpx.Client(base_url=str(endpoint), headers=headers, timeout=httpx.Timeout(30.0), transport=transport)
+    return workflow_fit.judge_test_graph(target.workflow, target.record.catalog)
 
 
 def _client(target: HealthTarget) -> httpx.Client:
@@ -254,10 +186,9 @@ def generation(target: HealthTarget) -> runtimes.Outcome:
             "add it to workflows.json with a test_generation, so readiness is proven by a real generation"))
     runtime = str(target.deployment.runtime or workflow.get("runtime"))
     fit = target.workflow_fit
-    if fit is not None and fit.rejected:  # what the server would refuse is never submitted
-        return runtimes.failed(fit.cause or "prompt_rejected", "the server would refuse the test graph (judged "
-                               f"against its node catalog, not submitted): {fit.explain()}",
-                               problems=[p.to_json() for p in fit.problems])
+    refusal = workflow_fit.refusal(fit) if fit is not None else None
+    if refusal is not None:
+        return refusal
     if fit is not None and not fit.judged:
         target.warn(f"the test graph was not validated against the server's node catalog: {fit.note}")
     sleep: runtimes.Sleep = (lambda _s: None) if target.mode is cassette.Mode.OFFLINE else time.sleep

@@ -5,22 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, final
 
 import pytest
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.core.runtimes import runtime
 from gpuharness.pytest_plugin import cassette_dir, registry_root
 
-if TYPE_CHECKING:  # the plan machinery (inventory, cassettes) is imported only when a plan is checked
+if TYPE_CHECKING:  # the plan machinery (inventory, cassettes, catalogs) is imported only when a plan is checked
     from gpuharness.plans.plan import PlanContext
+    from gpuharness.plans.workflows import PlannedWorkflows
     from gpuharness.providers import inventory as inventory_mod
-
-
-#: The rule of a step that runs a workflow: the server it runs on would accept its graph.
-WORKFLOW_RULE: Final = "workflow"
 
 
 @final
@@ -31,28 +27,6 @@ class PlanCase:
     step: dict[str, Any] | None = None
     rule: str | None = None
     error: str | None = None
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class PlannedWorkflows:
-    """Where a planned workflow is judged from: the registry's workflows and deployments, and the catalogs recorded
-    with the probe transcripts under the cassette directory."""
-
-    registry: Registry
-    cassettes: Path
-
-
-def planned_workflow(step: dict[str, Any], registry: Registry) -> tuple[str | None, str | None]:
-    """(workflow id, deployment id) a step runs: `spec.workflow`, else a run step's deployment's workflow."""
-    dep_id = (step.get("target") or {}).get("deployment_id")
-    workflow_id = (step.get("spec") or {}).get("workflow")
-    if workflow_id is None and step["action"] == "run" and dep_id:
-        try:
-            workflow_id = registry.deployment(dep_id).workflow
-        except UserError:
-            workflow_id = None  # rule target reports the unknown deployment
-    return workflow_id, dep_id
 
 
 def plan_path(config: pytest.Config) -> Path | None:
@@ -74,6 +48,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             reason="no plan to verify: pass --plan FILE"))])
         return
     from gpuharness.plans.plan import APPLIES, RULES, load_plan, step_label
+    from gpuharness.plans.workflows import WORKFLOW_RULE, planned_workflow
 
     try:
         plan = load_plan(path)
@@ -153,6 +128,8 @@ def gh_plan_context(gh_plan: dict[str, Any], gh_plan_cassette: Path, gh_registry
 @pytest.fixture(scope="session")
 def gh_planned_workflows(gh_registry: Registry, gh_cassettes: Path) -> PlannedWorkflows:
     """Where the plan's workflows are judged from."""
+    from gpuharness.plans.workflows import PlannedWorkflows
+
     return PlannedWorkflows(gh_registry, gh_cassettes)
 
 
@@ -162,55 +139,15 @@ def verify_case(case: PlanCase, ctx: PlanContext, workflows: PlannedWorkflows | 
         return case.error
     assert case.step is not None and case.rule is not None
     from gpuharness.plans.plan import check, target_text
+    from gpuharness.plans.workflows import WORKFLOW_RULE, judge_planned_workflow
 
     if case.rule != WORKFLOW_RULE:
         return check(case.step, case.rule, ctx)
     assert workflows is not None, "a workflow case needs gh_planned_workflows"
-    problem = workflow_problem(case.step, workflows)
+    judgement = judge_planned_workflow(case.step, workflows)
+    if judgement.unjudged:
+        pytest.skip(judgement.unjudged)
     step = case.step
-    return f"step {step['id']} ({step['action']} {target_text(step)}): rule workflow: {problem}" if problem else None
-
-
-def workflow_problem(step: dict[str, Any], where: PlannedWorkflows) -> str | None:
-    """Why the server the step runs on would refuse its workflow's graph, judged by the catalog recorded with the
-    deployment's probe transcript; skips where no catalog was recorded."""
-    from gpuharness.health import targets, transcripts, workflow_fit
-    from gpuharness.runtimes.comfyui import InputError, job_graph
-
-    workflow_id, dep_id = planned_workflow(step, where.registry)
-    try:
-        workflow = targets.manifest(where.registry, "workflows.json", "id", workflow_id)
-    except UserError as exc:
-        return exc.line()
-    if workflow is None:
-        return f"workflow {workflow_id!r} is not in {where.registry.path('workflows.json')}"
-    entry = runtime(workflow.get("runtime"))
-    if entry is None or not entry.node_catalog:  # only a server with a node catalog can refuse a graph
-        pytest.skip(f"workflow {workflow_id} runs on {workflow.get('runtime')}: no node catalog to judge it by")
-    observation = transcripts.recorded_catalog(where.cassettes, str(dep_id)) if dep_id else None
-    if observation is None or observation.missing:
-        why = observation.missing if observation is not None else (
-            f"no probe transcript {transcripts.transcript_path(where.cassettes, str(dep_id))}")
-        pytest.skip(f"workflow {workflow_id} not judged: no server catalog recorded for {dep_id} ({why}); record "
-                    f"one with `pytest checks/health --gpu-mode record --deployment {dep_id}`")
-    try:
-        graph = job_graph(workflow, (step.get("spec") or {}).get("inputs") or {})
-    except InputError as exc:
-        return f"workflow {workflow_id}: {exc}"
-    fit = workflow_fit.fit(graph, observation.load())
-    if not fit.rejected:
-        return None
-    return (f"{dep_id}'s server would refuse workflow {workflow_id} v{workflow.get('version')} ({fit.cause}; judged "
-            f"by the catalog recorded {observation.file}): {fit.explain()}")
-
-
-def fingerprint_problem(plan: dict[str, Any], ctx: PlanContext) -> str | None:
-    """Whether the registry and recorded inventory are still the ones the plan was made from."""
-    from gpuharness.plans.plan import fingerprint
-
-    now = fingerprint(ctx.deployments, ctx.inventory)
-    if now == plan["fingerprint"]:
-        return None
-    return (f"plan fingerprint {plan['fingerprint'][:19]}… does not match the registry and recorded inventory "
-            f"({now[:19]}…): the plan is stale; make it again")
+    return (f"step {step['id']} ({step['action']} {target_text(step)}): rule workflow: {judgement.problem}"
+            if judgement.problem else None)
 

@@ -1,19 +1,18 @@
-"""Runtime clients, one module per runtime (the runtime table's `client`), over one HTTP seam (runtimes.http): the
-service's health endpoint and the workflow's test generation, dispatched by the table; the run phase's executors
-use the same clients. Every client module has the same two functions, `health(client, **kwargs)` and
-`generate(client, workflow, request)` (RuntimeClient)."""
+"""Runtime clients, one home per runtime (runtimes/<name>), over one HTTP seam (runtimes.http): the service's health
+endpoint and the workflow's test generation, dispatched by runtime; the run phase's executors use the same clients.
+Each runtime's module declares its entry in the runtime table together with its client's two functions,
+`health(client, **kwargs)` and `generate(client, workflow, request)` (`declare`)."""
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast, final
+from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import httpx
 
-from gpuharness.core.runtimes import runtime as runtime_entry
+from gpuharness.core.runtimes import RUNTIMES, Runtime, register
 from gpuharness.core.secrets import clip
 from gpuharness.health.diagnose import classify_text
 from gpuharness.runtimes.outputs import Served, judge, shortfall
@@ -119,30 +118,56 @@ class GenerationRequest:
     client_id: str | None = None
 
 
-class RuntimeClient(Protocol):
-    """A runtime's client module, as the dispatch calls it."""
+class Health(Protocol):
+    """A runtime's health call: its service's answer on its health endpoint."""
 
-    def health(self, client: httpx.Client | RuntimeHttp, **kwargs: Any) -> Outcome: ...
+    def __call__(self, client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome: ...
 
-    def generate(self, client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any],
+
+class Generate(Protocol):
+    """A runtime's test generation: the workflow run once within the request's deadline, its outputs judged."""
+
+    def __call__(self, client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any],
                  request: GenerationRequest) -> Outcome: ...
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class RuntimeClient:
+    """A runtime's client, as the dispatch calls it."""
+
+    health: Health
+    generate: Generate
+
+
+#: each runtime's client, by the runtime's name (filled by `declare`; read after the runtime table, which loads them)
+CLIENTS: Final[dict[str, RuntimeClient]] = {}
+
+
+def declare(entry: Runtime, *, health: Health | None = None, generate: Generate | None = None) -> Runtime:
+    """A runtime's entry in the runtime table and its client, declared once in its own module: a new runtime is
+    that module (and its name in gpuharness.BUILTIN)."""
+    if (health is None) != (generate is None):
+        raise ValueError(f"runtime {entry.name!r}: a client has both health and generate, or neither")
+    register(entry)
+    if health is not None and generate is not None:
+        CLIENTS[entry.name] = RuntimeClient(health, generate)
+    return entry
+
+
 def client_of(name: str | None) -> RuntimeClient | None:
-    """The client module the runtime table names for a runtime (None: an unknown runtime, or one without a
-    client). Imported by name: the table lives in the core, which imports nothing above it."""
-    entry = runtime_entry(name)
-    if entry is None or entry.client is None:
+    """The client a runtime declared (None: an unknown runtime, or one without a client)."""
+    if name is None or name not in RUNTIMES:  # reading the table loads every declared runtime, clients included
         return None
-    return cast("RuntimeClient", importlib.import_module(f"{__name__}.{entry.client}"))
+    return CLIENTS.get(name)
 
 
 def health(runtime: str, client: httpx.Client | RuntimeHttp, **kwargs: Any) -> Outcome:
     """The runtime's health endpoint."""
-    module = client_of(runtime)
-    if module is None:
+    found = client_of(runtime)
+    if found is None:
         return failed("unsupported_runtime", f"no health client for runtime {runtime!r}")
-    return module.health(client, **kwargs)
+    return found.health(client, **kwargs)
 
 
 def run_test_generation(runtime: str, client: httpx.Client | RuntimeHttp, workflow: dict[str, Any], *,
@@ -152,10 +177,10 @@ def run_test_generation(runtime: str, client: httpx.Client | RuntimeHttp, workfl
     """Run the workflow's test generation within its timeout and validate its output.
 
     A fixed client_id keeps the request body stable, so recorded runtime HTTP replays offline."""
-    module = client_of(runtime)
-    if module is None:
+    found = client_of(runtime)
+    if found is None:
         return failed("unsupported_runtime", f"no test generation client for runtime {runtime!r}")
     spec = workflow.get("test_generation") or {}
     request = GenerationRequest(float(spec.get("timeout_s", 300)), sleep=sleep, clock=clock, model=model,
                                 client_id=client_id)
-    return module.generate(client, workflow, request)
+    return found.generate(client, workflow, request)

@@ -5,17 +5,18 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 import httpx
 
-from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.core.runtimes import Runtime
 from gpuharness.core.secrets import clip
 from gpuharness.runtimes import (
     GenerationRequest,
     Outcome,
     check_expected,
     classified,
+    declare,
     failed,
     get_health,
     transport_failure,
@@ -23,13 +24,15 @@ from gpuharness.runtimes import (
 from gpuharness.runtimes.http import RuntimeHttp, answer_json
 from gpuharness.runtimes.outputs import Served, judge
 
+#: OpenAI-compatible servers' entry in the runtime table, declared with the client at the end of this module
+RUNTIME: Final = Runtime("openai", port=8000, health_path="/health", process="vllm", directory="vllm")
 #: the completion answer's name as an output of the test generation (a job's record is completion.json on its host)
 ANSWER = "completion.json"
 
 
 def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
     started = time.monotonic()
-    answer = get_health(RuntimeHttp.over(client), str(RUNTIMES["openai"].health_path),
+    answer = get_health(RuntimeHttp.over(client), str(RUNTIME.health_path),
                         hint="engine starting, dead or out of memory: read the server log")
     if isinstance(answer, Outcome):
         return answer
@@ -105,3 +108,6 @@ def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], re
     if not outcome.ok:
         return outcome
     return replace(outcome, message=f"completion of {len(text)} chars: {clip(text.strip(), 60)!r}")
+
+
+declare(RUNTIME, health=health, generate=generate)

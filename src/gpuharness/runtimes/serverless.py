@@ -8,10 +8,11 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, final
+from typing import Any, Final, final
 
 import httpx
 
+from gpuharness.core.runtimes import Runtime
 from gpuharness.providers.base import ProviderError
 from gpuharness.providers.failures import classify
 from gpuharness.providers.serverless import ServerlessEndpoint, ServerlessJob
@@ -22,6 +23,7 @@ from gpuharness.runtimes import (
     Sleep,
     check_expected,
     classified,
+    declare,
     failed,
     transport_failure,
 )
@@ -130,3 +132,8 @@ def _judged(job: ServerlessJob, expected: list[dict[str, Any]], started: float, 
     if not outcome.ok:
         return replace(outcome, message=f"job {job.id} COMPLETED: {outcome.message}")
     return replace(outcome, message=f"job {job.id} COMPLETED with output ({len(data)} B)")
+
+
+#: a serverless endpoint's entry in the runtime table: no host of ours, nothing to install, probe or retrieve over SSH
+RUNTIME: Final = declare(Runtime("serverless", health_path="/health", has_host=False), health=health,
+                         generate=generate)

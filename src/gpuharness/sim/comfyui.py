@@ -24,9 +24,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final, final
 
-from gpuharness.core.comfy_catalog import MODEL_EXTENSIONS, MODEL_FOLDERS, NodeCatalog
-from gpuharness.core.comfy_validation import GraphError, graph_of, validate
 from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.runtimes.comfyui.catalog import MODEL_EXTENSIONS, MODEL_FOLDERS, NodeCatalog
+from gpuharness.runtimes.comfyui.validation import GraphError, graph_of, validate
 from gpuharness.sim.simulated_runtime import (
     JSON,
     SERVICE_MAIN,

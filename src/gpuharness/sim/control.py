@@ -3,22 +3,32 @@ recorded requests, shutdown (`gpuharness sim stop`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import threading
+from typing import Any, Protocol
 
-from gpuharness.sim import catalog, host_faults, vast_offers
-from gpuharness.sim.faults import parse_fault, seconds, whole_number
+from gpuharness.sim import catalog, host_faults, wires
+from gpuharness.sim.exchanges import RequestLog
+from gpuharness.sim.faults import FaultPlan, parse_fault, seconds, whole_number
 from gpuharness.sim.routing import SimRequest, SimResponse, json_response
 from gpuharness.sim.state import SimState
-
-if TYPE_CHECKING:
-    from gpuharness.sim.server import Simulator
 
 #: the longest settable pending -> running delay (a day)
 MAX_READY_DELAY_S = 86_400
 MAX_BULK = 100_000
 
 
-def control(sim: Simulator, req: SimRequest) -> SimResponse:
+class Controlled(Protocol):
+    """What the control routes act on (the Simulator): its state, armed faults, request log and stop signal."""
+
+    state: SimState
+    faults: FaultPlan
+    requests: RequestLog
+    shutdown_requested: threading.Event
+
+    def stats(self) -> dict[str, Any]: ...
+
+
+def control(sim: Controlled, req: SimRequest) -> SimResponse:
     """Answer one /_sim/ request; bad bodies get 400 with a one-line reason."""
     try:
         return _route(sim, req)
@@ -28,7 +38,7 @@ def control(sim: Simulator, req: SimRequest) -> SimResponse:
         return json_response(404, {"error": str(exc)})
 
 
-def _route(sim: Simulator, req: SimRequest) -> SimResponse:
+def _route(sim: Controlled, req: SimRequest) -> SimResponse:
     method, path = req.method, req.path
     if method == "GET" and path == "/_sim/stats":
         return json_response(200, sim.stats())
@@ -65,9 +75,10 @@ def bulk_create(state: SimState, body: Any) -> list[str]:
     """Create instances directly (no launch counted): POST /_sim/instances."""
     if not isinstance(body, dict):
         raise ValueError("expected a JSON object")
-    provider = body.get("provider")
-    if provider not in ("runpod", "vast", "massed"):
-        raise ValueError("'provider' must be runpod, vast or massed")
+    named = body.get("provider")
+    wire = wires.provider(named) if isinstance(named, str) else None
+    if wire is None or wire.made is None:
+        raise ValueError(f"'provider' must be {' or '.join(w.provider for w in wires.keeping_instances())}")
     count = body.get("count", 1)
     if not whole_number(count) or not 1 <= count <= MAX_BULK:
         raise ValueError(f"'count' must be an integer between 1 and {MAX_BULK}")
@@ -81,17 +92,9 @@ def bulk_create(state: SimState, body: Any) -> list[str]:
         start = len(state.instances)
         for n in range(count):
             name = f"{prefix}{start + n:05d}"
-            if provider == "runpod":
-                gpu, cost = row.runpod_id, row.runpod_secure or 0.0
-                extra: dict[str, Any] = {}
-            elif provider == "vast":
-                gpu, cost = row.display, row.vast_prices[0]
-                extra = {"label": name, "gpu_ram": vast_offers.gpu_ram(row)}
-            else:
-                gpu, cost = row.massed_product or "gpu_1x_a6000", row.massed_price or 0.57
-                extra = {"image_id": 7}
-            instance = state.create(provider, name=name, gpu=gpu, gpu_count=1, cost_hr=cost,
+            made = wire.made(row, name)
+            instance = state.create(wire.provider, name=name, gpu=made.gpu, gpu_count=1, cost_hr=made.cost_hr,
                                     image=str(body.get("image") or "runpod/pytorch:2.4.0"), region="sim-1",
-                                    extra=extra, count_launch=False)
+                                    extra=made.extra, count_launch=False)
             ids.append(instance.id)
     return ids

@@ -29,7 +29,7 @@ from paramiko.common import AUTH_FAILED, AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRA
 from paramiko.sftp import SFTP_PERMISSION_DENIED
 
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
-from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.core.runtimes import DEFAULT_OUTPUTS, RUNTIMES
 from gpuharness.health import gpu_classes
 from gpuharness.health.nvidia_smi import CLOCK_EVENT_BITS
 from gpuharness.sim import gpu_figures
@@ -460,7 +460,7 @@ class SimHost:
         spec = self.spec
         if spec.runtime is not None:
             self.runtime = RuntimeServer(spec.runtime, faults=spec.runtime_faults, model=spec.model,
-                                         output_root=self.workspace / "output", models_root=self.workspace / "models",
+                                         output_root=self.outputs_dir, models_root=self.workspace / "models",
                                          gpu=(spec.gpu, _memory_total_mib(spec))).start()
         self.write_sandbox()
         self.client_key.write_private_key_file(str(self.client_key_path))
@@ -540,6 +540,12 @@ class SimHost:
             handle.write(f"{self.known_hosts_name} {key.get_name()} {key.get_base64()}\n")
 
     @property
+    def outputs_dir(self) -> Path:
+        """Where the jobs of its runtime keep their outputs (the runtime table's folder under the workspace)."""
+        entry = RUNTIMES.get(self.spec.runtime) if self.spec.runtime is not None else None
+        return self.workspace / (entry.outputs if entry is not None else DEFAULT_OUTPUTS)
+
+    @property
     def service_python(self) -> Path | None:
         """The interpreter the service runs under: its virtual environment's bin/python."""
         if self.spec.runtime is None:
@@ -586,7 +592,7 @@ class SimHost:
     def write_sandbox(self) -> None:
         """The host as the spec says: environments, the service process (started or stopped), fake tools, log."""
         self.workspace.mkdir(parents=True, exist_ok=True)
-        (self.workspace / "output").mkdir(exist_ok=True)
+        self.outputs_dir.mkdir(exist_ok=True)
         self.write_environments()
         if self.spec.service_up and self.spec.runtime is not None:
             self._start_service()

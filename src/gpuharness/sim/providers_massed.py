@@ -1,4 +1,5 @@
-"""Massed Compute REST v1 (shared/reference/providers.md §4), under /massed."""
+"""Massed Compute REST v1 (https://vm-docs.massedcompute.com/api/v1, the reference its official MCP server names),
+under /massed."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpuharness.sim import catalog
-from gpuharness.sim.routing import ProviderWire, Route, SimRequest, SimResponse, json_response
+from gpuharness.sim.routing import Made, ProviderWire, Route, SimRequest, SimResponse, json_response
 from gpuharness.sim.state import SimInstance, SimState
 
 PROVIDER = "massed"
@@ -153,4 +154,6 @@ WIRE = ProviderWire(
     server_error=lambda: json_response(500, {"message": "Server Error"}),
     not_found=lambda: json_response(404, {"message": "Not Found"}),
     bad_request=lambda reason: json_response(400, {"message": reason}),
+    made=lambda row, name: Made(row.massed_product or "gpu_1x_a6000", row.massed_price or 0.57, {"image_id": 7}),
+    mirrored=lambda label: {"image_id": 7},
 )

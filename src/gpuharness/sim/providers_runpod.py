@@ -1,4 +1,5 @@
-"""RunPod Pods REST v2 as observed on the wire (shared/reference/providers.md §1.8), under /runpod."""
+"""RunPod Pods REST v2 as observed on the wire, under /runpod (the spec:
+https://github.com/runpod/docs/blob/a900806e/api-reference-v2/openapi.json)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpuharness.sim import catalog
-from gpuharness.sim.routing import ProviderWire, Route, SimRequest, SimResponse, json_response
+from gpuharness.sim.routing import Made, ProviderWire, Route, SimRequest, SimResponse, json_response
 from gpuharness.sim.state import SimInstance, SimState
 
 PROVIDER = "runpod"
@@ -148,4 +149,6 @@ WIRE = ProviderWire(
     server_error=lambda: json_response(500, {"error": "Something went wrong.", "status": 500}),
     not_found=lambda: problem(404, "Not Found", "no such route"),
     bad_request=lambda reason: problem(400, "Bad Request", reason),
+    made=lambda row, name: Made(row.runpod_id, row.runpod_secure or 0.0),
+    mirrored=lambda label: {},
 )

@@ -1,4 +1,5 @@
-"""RunPod's GraphQL API (POST {api base}/graphql; shared/reference/providers.md §1.7), under /runpod/graphql.
+"""RunPod's GraphQL API (POST {api base}/graphql;
+https://github.com/runpod/docs/blob/a900806e/sdks/graphql/manage-pods.mdx), under /runpod/graphql.
 
 What runpod-python 1.12 sends (get_gpus, get_gpu, get_pods, get_pod, create_pod, stop_pod, resume_pod,
 terminate_pod) and podRentInterruptable, over the same pods as REST v2. Errors come in GraphQL's shape: a refused

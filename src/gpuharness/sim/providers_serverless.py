@@ -1,4 +1,5 @@
-"""RunPod Serverless endpoints (shared/reference/providers.md §2), under /runpod-serverless/v2/<endpoint>."""
+"""RunPod Serverless endpoints, under /runpod-serverless/v2/<endpoint>
+(https://github.com/runpod/docs/blob/a900806e/serverless/endpoints/operation-reference.mdx)."""
 
 from __future__ import annotations
 
@@ -162,4 +163,5 @@ WIRE = ProviderWire(
     capacity=lambda: json_response(503, {"error": "no workers available"}),
     server_error=lambda: json_response(500, {"error": "Internal Server Error"}),
     not_found=lambda: json_response(404, {"error": "Not Found"}),
+    entry={"endpoint_id": "sim-endpoint"},
 )

@@ -1,4 +1,5 @@
-"""Vast.ai instance calls, v0 and the paginated v1 list (shared/reference/providers.md §3), under /vast.
+"""Vast.ai instance calls, v0 and the paginated v1 list (the vendor's spec:
+https://github.com/vast-ai/docs/tree/c6246226/api-reference/openapi/yaml), under /vast.
 
 Shapes follow the official client (pip `vastai` 1.9: vastai/api/instances.py) where it shows them.
 """
@@ -12,7 +13,16 @@ from typing import Any
 
 from gpuharness.sim import vast_account, vast_listing, vast_offers, vast_records
 from gpuharness.sim.faults import RequestKind
-from gpuharness.sim.routing import Handler, ProviderWire, Route, SimRequest, SimResponse, json_response, text_response
+from gpuharness.sim.routing import (
+    Handler,
+    Made,
+    ProviderWire,
+    Route,
+    SimRequest,
+    SimResponse,
+    json_response,
+    text_response,
+)
 from gpuharness.sim.state import SimInstance, SimState
 
 PROVIDER = "vast"
@@ -258,4 +268,6 @@ WIRE = ProviderWire(
     not_found=lambda: error(404, "not_found", "no such route"),
     query_key="api_key",
     bad_request=lambda reason: error(400, "invalid_args", reason),
+    made=lambda row, name: Made(row.display, row.vast_prices[0], {"label": name, "gpu_ram": vast_offers.gpu_ram(row)}),
+    mirrored=lambda label: {"label": label},
 )

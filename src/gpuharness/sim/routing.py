@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, final
 from gpuharness.sim.faults import RequestKind
 
 if TYPE_CHECKING:
+    from gpuharness.sim.catalog import CatalogGpu
     from gpuharness.sim.state import SimState
 
 
@@ -90,8 +91,21 @@ class Route:
 
 @final
 @dataclass(frozen=True, slots=True)
+class Made:
+    """What the simulator keeps of an instance it makes directly (POST /_sim/instances): the GPU's name as the
+    provider writes it, the price, and the provider's own fields."""
+
+    gpu: str
+    cost_hr: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@final
+@dataclass(frozen=True, slots=True)
 class ProviderWire:
-    """How one provider's API looks on the wire: its routes and its error bodies."""
+    """How one provider's API looks on the wire: its routes and its error bodies; and, for a provider whose
+    instances the simulator keeps, how it makes one directly and how it copies one in from elsewhere. A provider's
+    simulator is one module, sim/providers_<name>.py, whose WIRE this is (sim.wires finds it)."""
 
     provider: str
     prefix: str
@@ -105,6 +119,13 @@ class ProviderWire:
     query_key: str | None = None
     #: the provider's answer to a request the parser refuses (body not JSON, bad Content-Length)
     bad_request: Callable[[str], SimResponse] = lambda reason: json_response(400, {"error": reason})
+    #: an instance made directly, from a catalog row and its name (None: it has no instances, or it shares its
+    #: provider's: a serverless endpoint, a second API over the same pods)
+    made: Callable[[CatalogGpu, str], Made] | None = None
+    #: the provider's own fields of an instance copied in under its own id, given its label (the same None)
+    mirrored: Callable[[str], dict[str, Any]] | None = None
+    #: what its providers.json entry holds besides name, kind, key and api_base (a serverless endpoint's id)
+    entry: Mapping[str, Any] = field(default_factory=dict)
 
     def route(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
         for route in self.routes:

@@ -1,6 +1,6 @@
 """Simulated runtimes on 127.0.0.1: one HTTP server per runtime, answering with that runtime's simulator half
 (sim/simulated_runtime.py: ComfyUI's, the OpenAI-compatible (vLLM) one, RunPod Serverless's, each in its own module
-the runtime table names), with the real wire shapes and injectable faults. Each also answers in-process
+sim/<runtime>.py), with the real wire shapes and injectable faults. Each also answers in-process
 (`RuntimeServer.transport()`), the fake of the runtime HTTP seam."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 
-from gpuharness.core.comfy_catalog import NodeCatalog
+from gpuharness.runtimes.comfyui.catalog import NodeCatalog
 from gpuharness.sim.simulated_runtime import DROPPED, JSON, Answer, RuntimeFaults, RuntimeSetting, simulated
 
 __all__ = ["RuntimeFaults", "RuntimeServer"]

@@ -10,14 +10,7 @@ from types import TracebackType
 from typing import Any, final
 
 from gpuharness.core.errors import UserError
-from gpuharness.sim import (
-    host_faults,
-    providers_massed,
-    providers_runpod,
-    providers_runpod_graphql,
-    providers_serverless,
-    providers_vast,
-)
+from gpuharness.sim import host_faults, wires
 from gpuharness.sim.access import HostAccess
 from gpuharness.sim.control import bulk_create, control
 from gpuharness.sim.exchanges import RecordedRequest, RequestLog, kept_headers, kept_query
@@ -25,14 +18,7 @@ from gpuharness.sim.faults import FaultPlan, parse_fault
 from gpuharness.sim.http_layer import SimHTTPServer
 from gpuharness.sim.routing import ProviderWire, Route, SimRequest, SimResponse, bearer, json_response
 from gpuharness.sim.state import HostFactory, SimState
-
-WIRES: tuple[ProviderWire, ...] = (
-    providers_serverless.WIRE,  # before runpod: "/runpod-serverless" must win over "/runpod"
-    providers_runpod_graphql.WIRE,  # "/runpod/graphql": the same pods as REST v2, its own error shapes
-    providers_runpod.WIRE,
-    providers_vast.WIRE,
-    providers_massed.WIRE,
-)
+from gpuharness.sim.wires import wire_for
 
 
 def require_loopback(host: str) -> None:
@@ -50,7 +36,7 @@ def require_loopback(host: str) -> None:
 
 @final
 class Simulator:
-    """The provider simulator. `with Simulator() as sim:` serves on a free loopback port; sim.base_url."""
+    """The provider simulator. `with Simulator() as sim:` serves on a free loopback port (its base_url)."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, ready_delay_s: float = 0.2,
                  api_keys: dict[str, str] | None = None, host_factory: HostFactory | None = None,
@@ -88,9 +74,8 @@ class Simulator:
         return f"http://{self.host}:{self._server.server_address[1]}"
 
     def url(self, provider: str) -> str:
-        """The api_base of a provider kind on this simulator (runpod, runpod-serverless, vast, massed)."""
-        # a nested wire (GraphQL under /runpod) shares its provider's base
-        wire = next((w for w in WIRES if w.provider == provider and w.prefix.count("/") == 1), None)
+        """The api_base of a provider kind on this simulator (each simulated provider: sim.wires)."""
+        wire = wires.provider(provider)  # a nested wire (GraphQL under /runpod) shares its provider's base
         if wire is None:
             raise KeyError(provider)
         return self.base_url + wire.prefix
@@ -100,12 +85,9 @@ class Simulator:
         """providers.json entries pointing at this simulator (any key of 20+ characters works); with access,
         the providers that rent hosts name the client key and the known_hosts file their hosts are reached with."""
         ssh = {"ssh_key_file": str(access.key_file), "known_hosts": str(access.known_hosts)} if access else {}
-        entries: list[dict[str, Any]] = [
-            {"name": kind, "kind": kind, "credential_env": credential_env, "api_base": self.url(kind), **ssh}
-            for kind in ("runpod", "vast", "massed")]
-        entries.append({"name": "runpod-serverless", "kind": "runpod-serverless", "credential_env": credential_env,
-                        "api_base": self.url("runpod-serverless"), "endpoint_id": "sim-endpoint"})
-        return entries
+        return [{"name": wire.provider, "kind": wire.provider, "credential_env": credential_env,
+                 "api_base": self.url(wire.provider), **(ssh if wire.made is not None else {}), **wire.entry}
+                for wire in wires.providers()]
 
     def start(self) -> str:
         """Start serving in a background thread; return the base URL."""
@@ -222,8 +204,3 @@ class Simulator:
         """The answer to a request the parser refused, in the shape of the provider it was meant for."""
         wire = None if path.startswith("/_sim/") else wire_for(path)
         return wire.bad_request(reason) if wire is not None else json_response(400, {"error": reason})
-
-
-def wire_for(path: str) -> ProviderWire | None:
-    """The provider wire serving a path (the longest prefix wins: /runpod/graphql before /runpod)."""
-    return next((w for w in WIRES if path == w.prefix or path.startswith(w.prefix + "/")), None)

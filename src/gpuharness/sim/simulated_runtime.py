@@ -1,18 +1,17 @@
 """A runtime's simulator half, declared once per runtime: how its server answers and the service process a simulated
-host runs for it. The runtime table (core/runtimes.py) names each runtime's module of gpuharness.sim (`simulator`),
-whose `SIMULATED` is that declaration; the simulated runtime server (sim/runtimes.py) and host (sim/host.py) look a
+host runs for it. A runtime's half is the module of gpuharness.sim named after it (sim/<runtime>.py), whose
+`SIMULATED` is that declaration; the simulated runtime server (sim/runtimes.py) and host (sim/host.py) look a
 runtime up here by its name and write none out."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol, final
 
-from gpuharness.core.comfy_catalog import NodeCatalog
-from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.core.runtimes import RUNTIMES, half
+from gpuharness.runtimes.comfyui.catalog import NodeCatalog
 
 JSON: Final[str] = "application/json"
 DROPPED: Final[int] = 0  # a status meaning: close the connection without an answer
@@ -100,20 +99,26 @@ class SimulatedRuntime:
     image_words: tuple[str, ...] = ()
 
 
+def half_of(name: str) -> SimulatedRuntime | None:
+    """The simulator half of the table's runtime `name`: the SIMULATED of sim/<name>.py (None: it has none)."""
+    module = half(name, "gpuharness.sim") if name in RUNTIMES else None
+    declaration = getattr(module, "SIMULATED", None)
+    if module is not None and not isinstance(declaration, SimulatedRuntime):
+        raise TypeError(f"{module.__name__} is no simulator half: it declares no SimulatedRuntime as SIMULATED")
+    return declaration
+
+
 def simulated(name: str) -> SimulatedRuntime:
     """The simulator half of the table's runtime `name` (ValueError: the simulator has none)."""
-    entry = RUNTIMES.get(name)
-    if entry is None or entry.simulator is None:
+    declaration = half_of(name)
+    if declaration is None:
         raise ValueError(f"the simulator has no runtime {name!r}")
-    declaration = importlib.import_module(f"gpuharness.sim.{entry.simulator}").SIMULATED
-    if not isinstance(declaration, SimulatedRuntime):
-        raise TypeError(f"gpuharness.sim.{entry.simulator}.SIMULATED is not a SimulatedRuntime")
     return declaration
 
 
 def hosted() -> tuple[str, ...]:
     """The runtimes a simulated host can serve (a host of ours and a simulator half), in the table's order."""
-    return tuple(name for name, entry in RUNTIMES.items() if entry.has_host and entry.simulator is not None)
+    return tuple(name for name, entry in RUNTIMES.items() if entry.has_host and half_of(name) is not None)
 
 
 def service_of(name: str) -> ServiceProcess:

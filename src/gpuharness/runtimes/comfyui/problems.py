@@ -1,6 +1,6 @@
 """What a ComfyUI rejection means for the person who has to fix it: one problem per node input, with its cause.
 
-Works on the server's HTTP 400 body (`{"error", "node_errors"}`) and on `comfy_validation.Verdict` alike, so a
+Works on the server's HTTP 400 body (`{"error", "node_errors"}`) and on `validation.Verdict` alike, so a
 rejection reads the same whether a live server, a recording or the offline validator made it.
 
 Causes: `custom_node_missing` (a class the server does not have), `model_missing` (a model file input naming a
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, final
 
-from gpuharness.core.comfy_catalog import MODEL_FOLDERS, NodeCatalog
+from gpuharness.runtimes.comfyui.catalog import MODEL_FOLDERS, NodeCatalog
 
 #: The cause that explains a rejection best when several nodes fail (lower first).
 CAUSE_ORDER: Final[tuple[str, ...]] = ("custom_node_missing", "model_missing", "input_missing", "invalid_graph",

@@ -9,14 +9,11 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, final
+from typing import Any, Final, final
 
 import httpx
 
-from gpuharness.core.comfy_catalog import CatalogError, NodeCatalog
-from gpuharness.core.comfy_problems import Problem, cause, problems
-from gpuharness.core.comfy_validation import Verdict, validate
-from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.core.runtimes import Runtime
 from gpuharness.core.secrets import clip
 from gpuharness.remote.lines import lines_of
 from gpuharness.runtimes import (
@@ -24,13 +21,21 @@ from gpuharness.runtimes import (
     Outcome,
     check_expected,
     classified,
+    declare,
     failed,
     get_health,
     transport_failure,
 )
+from gpuharness.runtimes.comfyui.catalog import CatalogError, NodeCatalog
+from gpuharness.runtimes.comfyui.problems import Problem, cause, problems
+from gpuharness.runtimes.comfyui.validation import Verdict, validate
 from gpuharness.runtimes.http import Download, RuntimeHttp, answer_json
 from gpuharness.runtimes.outputs import MAX_BYTES, Served
 
+#: ComfyUI's entry in the runtime table, declared with its client at the end of this module. Its jobs write to its
+#: `output` folder (ComfyUI's own name for it).
+RUNTIME: Final = Runtime("comfyui", port=8188, health_path="/system_stats", process="main.py", imports_torch=True,
+                         node_catalog=True, directory="ComfyUI", outputs="output")
 #: First poll interval; it doubles up to POLL_MAX_S (short generations finish fast, long ones poll calmly).
 POLL_S = 0.25
 #: GET /view's whole answer: an output file (a video may take minutes)
@@ -190,7 +195,7 @@ class ComfyUI:
 
 def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
     started = time.monotonic()
-    response = get_health(RuntimeHttp.over(client), str(RUNTIMES["comfyui"].health_path))
+    response = get_health(RuntimeHttp.over(client), str(RUNTIME.health_path))
     if isinstance(response, Outcome):
         return response
     devices = [d.get("name") for d in answer_json(response).get("devices", [])]
@@ -260,3 +265,6 @@ def _json(response: httpx.Response) -> Any:
         return answer_json(response)
     except ValueError:
         return response.text
+
+
+declare(RUNTIME, health=health, generate=generate)

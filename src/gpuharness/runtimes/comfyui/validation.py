@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
-from gpuharness.core.comfy_catalog import InputSpec, NodeCatalog
+from gpuharness.runtimes.comfyui.catalog import InputSpec, NodeCatalog
 
 #: Core nodes with their own VALIDATE_INPUTS: (class, input) -> the message it returns for a file not on disk.
 #: Those inputs skip the combo check; the file is looked up in the catalog's list instead.

@@ -10,7 +10,7 @@ from gpuharness.core.confinement import plain_name, relative_parts, remote_path
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.operations.run import ExecutorSeams, JobProgress
-from gpuharness.runtimes.comfyui import ComfyUI, job_graph
+from gpuharness.runtimes.comfyui.client import ComfyUI, job_graph
 from gpuharness.runtimes.http import RuntimeHttp
 
 
@@ -26,7 +26,7 @@ class ComfyJobExecutor:
             raise ValueError(f"deployment {deployment.id} has no runtime endpoint")
         self.deployment = deployment
         self.comfy = ComfyUI(http or RuntimeHttp(str(endpoint), timeout_s=timeout_s))
-        self.output_dir = f"{deployment.workspace}/output"
+        self.output_dir = deployment.outputs_dir
 
     def submit(self, workflow: dict[str, Any], inputs: dict[str, Any], job_id: str) -> str:
         """Queue the job's graph (InputError for inputs that name no single graph input, PromptRejected with the
@@ -63,5 +63,5 @@ class ComfyJobExecutor:
 
 
 def build(deployment: Deployment, seams: ExecutorSeams) -> ComfyJobExecutor:
-    """The run phase's executor for a deployment of this runtime (the runtime table names this module)."""
+    """The run phase's executor for a deployment of this runtime (operations/<runtime>_job.py, found by its name)."""
     return ComfyJobExecutor(deployment)
