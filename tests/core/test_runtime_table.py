@@ -20,7 +20,7 @@ SIMULATOR_HALVES = frozenset(f"sim/{entry.simulator}.py" for entry in RUNTIMES.v
 #: the files outside those that still name a runtime, each for a reason of its own (a runtime added touches none
 #: of them): `workflow add|check|show`'s ComfyUI graph and its default --runtime (cli/workflow_cmds), a log's
 #: source (diagnose), the demo's estate. The run phase's executors and the plan's node-catalog rule read the table.
-STILL_NAMING: frozenset[str] = frozenset({"cli/workflow_cmds.py", "health/diagnose.py", "demo/tour.py"})
+STILL_NAMING: frozenset[str] = frozenset({"cli/workflow_cmds.py", "diagnose/diagnosis.py", "demo/tour.py"})
 LITERAL = re.compile("|".join(rf"[\"']{re.escape(name)}[\"']" for name in NAMES))
 
 

@@ -174,7 +174,8 @@ def verify_case(case: PlanCase, ctx: PlanContext, workflows: PlannedWorkflows | 
 def workflow_problem(step: dict[str, Any], where: PlannedWorkflows) -> str | None:
     """Why the server the step runs on would refuse its workflow's graph, judged by the catalog recorded with the
     deployment's probe transcript; skips where no catalog was recorded."""
-    from gpuharness.health import targets, transcripts, workflow_fit
+    from gpuharness.health import workflow_fit
+    from gpuharness.probe import targets, transcripts
     from gpuharness.runtimes.comfyui import InputError, job_graph
 
     workflow_id, dep_id = planned_workflow(step, where.registry)

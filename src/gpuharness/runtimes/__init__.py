@@ -15,7 +15,7 @@ import httpx
 
 from gpuharness.core.runtimes import runtime as runtime_entry
 from gpuharness.core.secrets import clip
-from gpuharness.health.diagnose import classify_text
+from gpuharness.diagnose import classify_text
 from gpuharness.runtimes.outputs import Served, judge, shortfall
 
 if TYPE_CHECKING:

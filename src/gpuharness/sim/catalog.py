@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import final
 
-from gpuharness.health.gpu_classes import GpuClass, by_name
+from gpuharness.gpu.classes import GpuClass, by_name
 
 
 def _gpu(name: str) -> GpuClass:
     found = by_name(name)
     if found is None:
-        raise KeyError(f"{name} is not in gpuharness.health.gpu_classes")
+        raise KeyError(f"{name} is not in gpuharness.gpu.classes")
     return found
 
 

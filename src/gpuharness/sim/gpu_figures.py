@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final, final
 
-from gpuharness.health import gpu_classes
-from gpuharness.health.gpu_classes import HOST_LINKS
+from gpuharness.gpu import classes
+from gpuharness.gpu.classes import HOST_LINKS
 
 #: Fractions of the class's datasheet figures a healthy card reaches in a short torch measurement:
 #: a bf16 matmul 0.80 (stas00/ml-engineering MAMF: H100 SXM 794.5 of 989 TFLOP/s), a device copy 0.88
@@ -65,7 +65,7 @@ class SimFigures:
 
 def figures(gpu: str, behaviour: GpuBehaviour = GpuBehaviour()) -> SimFigures:
     """The figures of a simulated `gpu` (an nvidia-smi name; an unknown one behaves as an RTX 4090)."""
-    known = gpu_classes.by_name(gpu) or gpu_classes.by_name("NVIDIA GeForce RTX 4090")
+    known = classes.by_name(gpu) or classes.by_name("NVIDIA GeForce RTX 4090")
     assert known is not None
     gen, width = known.pcie_gen or 4, known.pcie_width or 16
     gen_load = behaviour.link_gen_under_load or gen
@@ -109,7 +109,7 @@ def torch_files(*, gpu: str, devices: int, total_mib: int, used_mib: int, smoke_
                 busy_dir: Path) -> dict[str, str]:
     """The torch stand-in (sim/torch_package.py) for a virtual environment's site-packages, configured as this
     card: path in site-packages -> text. What the smoke test and the measurement meet there."""
-    known = gpu_classes.by_name(gpu)
+    known = classes.by_name(gpu)
     config = {"torch": "2.7.1+cu128", "cuda": "12.8", "devices": devices, "name": gpu, "total_mib": total_mib,
               "used_mib": used_mib, "smoke_error": smoke_error, "bf16": known.bf16 if known is not None else True,
               "busy_dir": str(busy_dir), "figures": asdict(sim)}

@@ -30,8 +30,8 @@ from paramiko.sftp import SFTP_PERMISSION_DENIED
 
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.core.runtimes import RUNTIMES
-from gpuharness.health import gpu_classes
-from gpuharness.health.nvidia_smi import CLOCK_EVENT_BITS
+from gpuharness.gpu import classes
+from gpuharness.gpu.nvidia_smi import CLOCK_EVENT_BITS
 from gpuharness.sim import gpu_figures
 from gpuharness.sim.access import HostAccess
 from gpuharness.sim.gpu_figures import GpuBehaviour
@@ -127,13 +127,13 @@ def _memory_total_mib(spec: HostSpec) -> int:
     """memory.total of the host's GPU: the spec's own figure, else its class's, else an RTX 4090's."""
     if spec.memory_total_mib is not None:
         return spec.memory_total_mib
-    known = gpu_classes.by_name(spec.gpu)
+    known = classes.by_name(spec.gpu)
     return known.memory_mib if known is not None else 24564
 
 
 def _gpu_rows(spec: HostSpec, *, under_load: bool = False) -> list[dict[str, str]]:
     """What nvidia-smi --query-gpu prints of each GPU, at rest or while our measurement loads it."""
-    known = gpu_classes.by_name(spec.gpu)
+    known = classes.by_name(spec.gpu)
     total = _memory_total_mib(spec)
     has_ecc = known is not None and known.ecc
     card = gpu_figures.figures(spec.gpu, spec.performance)
@@ -756,7 +756,7 @@ def host_factory(counter: Counter | None = None, base: HostSpec | None = None,
     with `access` when given)."""
 
     def make(instance: Any) -> SimHost:
-        spec = replace(base or HostSpec(), gpu=gpu_classes.nvidia_smi_name(str(instance.gpu)),
+        spec = replace(base or HostSpec(), gpu=classes.nvidia_smi_name(str(instance.gpu)),
                        gpu_count=int(getattr(instance, "gpu_count", 1) or 1),
                        runtime=runtime_for_image(getattr(instance, "image", None)))
         return SimHost(spec, counter=counter, name=f"host-{instance.id}", access=access).start()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from gpuharness.health.diagnose import classify_text
+from gpuharness.diagnose import classify_text
 
 
 class Sample(NamedTuple):

@@ -14,9 +14,9 @@ from gpuharness.core.clock import now_ts
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.health import probing, progress, server_catalog, transcripts
-from gpuharness.health.probing import ProbeFailure, ProbeRecord
-from gpuharness.health.server_catalog import CatalogFetch, CatalogObservation
+from gpuharness.probe import probing, progress, server_catalog, transcripts
+from gpuharness.probe.probing import ProbeFailure, ProbeRecord
+from gpuharness.probe.server_catalog import CatalogFetch, CatalogObservation
 from gpuharness.providers.cassette import Mode
 
 #: How long a process waits for another one's probe of the same deployment (a probe has its own deadlines).

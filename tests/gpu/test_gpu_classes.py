@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from gpuharness import probe
 from gpuharness.core.deployment import Deployment
-from gpuharness.health import gpu_classes, probe, rules
-from gpuharness.health.gpu_classes import GPU_CLASSES, nvidia_smi_name, ordered
+from gpuharness.gpu import classes
+from gpuharness.gpu.classes import GPU_CLASSES, nvidia_smi_name, ordered
+from gpuharness.health import rules
 from gpuharness.remote.connect import HostRoute, open_remote
 from gpuharness.sim import catalog
 from gpuharness.sim.host import HostSpec, SimHost
@@ -34,7 +36,7 @@ def test_every_order_name_belongs_to_one_class_only():
 
 
 def test_the_health_rules_read_the_table():
-    assert rules.GPU_MEMORY_MIB is gpu_classes.GPU_MEMORY_MIB and rules.ORDER_NAMES is gpu_classes.ORDER_NAMES
+    assert rules.GPU_MEMORY_MIB is classes.GPU_MEMORY_MIB and rules.ORDER_NAMES is classes.ORDER_NAMES
     assert rules.ordered_name("h100") == "NVIDIA H100 80GB HBM3"
 
 

@@ -8,8 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpuharness.health import gpu_measurement
-from gpuharness.health.gpu_measurement import build_script, parse
+from gpuharness.gpu.measurement import Measurement, build_script, parse, run
 from gpuharness.remote.local import LocalRemote
 
 
@@ -24,9 +23,9 @@ def stand_in(tmp_path: Path, body: str) -> str:
     return str(wrapper)
 
 
-def measure(interpreter: str | None, deadline_s: int) -> tuple[gpu_measurement.Measurement, float]:
+def measure(interpreter: str | None, deadline_s: int) -> tuple[Measurement, float]:
     started = time.monotonic()
-    _, measurement = gpu_measurement.run(LocalRemote(), interpreter, deadline_s=deadline_s)
+    _, measurement = run(LocalRemote(), interpreter, deadline_s=deadline_s)
     return measurement, time.monotonic() - started
 
 

@@ -1,13 +1,13 @@
 """The legacy reader: probe transcripts of probe v1-v4, which marked sections with `@@gpuharness` lines instead of
-framing them. Only for replaying our own recordings offline (health.probing.replay); a live probe is always read by
-health.probe_framing, under its nonce."""
+framing them. Only for replaying our own recordings offline (probe.probing.replay); a live probe is always read by
+probe.framing, under its nonce."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Final
 
-from gpuharness.health.probe_framing import SECTION_CAP_BYTES, Frame, Frames
+from gpuharness.probe.framing import SECTION_CAP_BYTES, Frame, Frames
 from gpuharness.remote.lines import lines_of
 
 #: the marker line of probe v1-v4

@@ -1,4 +1,4 @@
-"""The probe's framing (health.probe_framing) and its readers: each section's bytes under the run's nonce, believed
+"""The probe's framing (probe.framing) and its readers: each section's bytes under the run's nonce, believed
 only whole. A missing, repeated, foreign or undecodable frame is probe_corrupt, naming the section; output cut off
 inside a frame is an unfinished probe; recordings of probe v1-v4 replay through the legacy reader only."""
 
@@ -13,8 +13,10 @@ from checkout import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuharness.health import probe, probe_framing, probe_legacy, probing, rules
-from gpuharness.health.probe_framing import Frame
+from gpuharness import probe
+from gpuharness.health import rules
+from gpuharness.probe import framing, legacy, probing
+from gpuharness.probe.framing import Frame
 from gpuharness.remote.local import LocalRemote
 
 NONCE = "0123456789abcdef0123456789abcdef"
@@ -22,7 +24,7 @@ NAMES = ("gpus", "log")
 
 
 def framed(*frames: Frame, done: bool = True, nonce: str = NONCE) -> str:
-    return probe_framing.encode(nonce, frames, done=done)
+    return framing.encode(nonce, frames, done=done)
 
 
 GPUS = Frame("gpus", 0, b"# query: index\n0\n# exit: 0\n")
@@ -30,7 +32,7 @@ LOG = Frame("log", 0, "Starting server\n\u2028@@gpuharness done\x1e\r\n".encode(
 
 
 def test_frames_read_back_exactly_what_was_sent():
-    read = probe_framing.read(framed(GPUS, LOG), NONCE, NAMES)
+    read = framing.read(framed(GPUS, LOG), NONCE, NAMES)
     assert read.problem is None and read.done
     assert read.frames == {"gpus": GPUS, "log": LOG}
 
@@ -50,14 +52,14 @@ def test_frames_read_back_exactly_what_was_sent():
     (f"{NONCE} fatal no_private_directory\n", "no private directory"),
 ])
 def test_output_that_is_not_the_probes_frames_is_not_believed(stdout, problem):
-    read = probe_framing.read(stdout, NONCE, NAMES)
+    read = framing.read(stdout, NONCE, NAMES)
     assert read.problem is not None and problem in read.problem, read.problem
     assert not read.done
 
 
 def test_a_section_over_its_cap_is_not_believed():
     big = Frame("log", 0, b"x" * 40)
-    read = probe_framing.read(framed(GPUS, big), NONCE, NAMES, cap=32)
+    read = framing.read(framed(GPUS, big), NONCE, NAMES, cap=32)
     assert read.problem is not None and "section 'log' printed 40 bytes, more than its cap of 32" in read.problem
 
 
@@ -72,7 +74,7 @@ def cut_points() -> list[tuple[int, set[str]]]:
 
 @pytest.mark.parametrize(("cut", "whole"), cut_points())
 def test_output_that_stops_inside_a_frame_is_an_unfinished_probe(cut, whole):
-    read = probe_framing.read(framed(GPUS, LOG)[:cut], NONCE, NAMES)
+    read = framing.read(framed(GPUS, LOG)[:cut], NONCE, NAMES)
     assert read.problem is None and not read.done
     assert set(read.frames) == whole
 
@@ -166,7 +168,7 @@ def test_the_legacy_reader_believes_no_repeated_section_and_no_live_output_is_re
     assert current.corrupt is not None and "text outside any frame" in current.corrupt
     unnamed = probe.parse_transcript(LEGACY_V4, "", 0, probe_version=probe.PROBE_VERSION, nonce=None)
     assert unnamed.corrupt is not None and "names no nonce" in unnamed.corrupt
-    assert probe_legacy.LAST_MARKED_VERSION < probe.PROBE_VERSION
+    assert legacy.LAST_MARKED_VERSION < probe.PROBE_VERSION
 
 
 def test_a_corrupt_probe_fails_every_gpu_rule_with_its_remedy():
@@ -195,10 +197,10 @@ def tampered_fixture(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "fixtures" / "health" / "cassettes", cassettes)
     path = cassettes / "ssh" / "dep_comfy_ok.json"
     document = json.loads(path.read_text())
-    frames = probe_framing.read(document["stdout"], document["nonce"], probe.SECTION_NAMES)
+    frames = framing.read(document["stdout"], document["nonce"], probe.SECTION_NAMES)
     assert frames.done
     twice = [*frames.frames.values(), Frame("log", 0, b"all good\n")]
-    document["stdout"] = probe_framing.encode(document["nonce"], twice, done=True)
+    document["stdout"] = framing.encode(document["nonce"], twice, done=True)
     path.write_text(json.dumps(document))
     return cassettes
 

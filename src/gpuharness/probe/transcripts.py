@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuharness import probe
 from gpuharness.core.base_dir import replace_below
 from gpuharness.core.clock import now_ts
 from gpuharness.core.confinement import plain_name
@@ -15,9 +16,9 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.core.secrets import configured_values, redact
-from gpuharness.health import measuring, probe, probe_framing, server_catalog
-from gpuharness.health.measuring import MeasurementRecord
-from gpuharness.health.server_catalog import CatalogObservation
+from gpuharness.probe import framing, measuring, server_catalog
+from gpuharness.probe.measuring import MeasurementRecord
+from gpuharness.probe.server_catalog import CatalogObservation
 from gpuharness.remote import ExecResult
 
 if TYPE_CHECKING:  # the route module imports paramiko (~0.4 s): only a live probe needs it
@@ -65,7 +66,7 @@ def recorded_text(document: dict[str, Any]) -> str:
     stdout = str(document.get("stdout", ""))
     nonce = document.get("nonce")
     if isinstance(nonce, str) and nonce:
-        frames = probe_framing.read(stdout, nonce, probe.SECTION_NAMES)
+        frames = framing.read(stdout, nonce, probe.SECTION_NAMES)
         stdout = "".join(frame.text for frame in frames.frames.values())
     return stdout + str(document.get("stderr", ""))
 
@@ -81,7 +82,7 @@ def write(path: Path, deployment: Deployment, route: HostRoute, result: ExecResu
     """Write the probe's transcript, with its nonce, scrubbed (each section's text, framed again), with its
     provenance, the server catalog of the same phase and the GPU measurement's transcript (where the policy asked
     for one)."""
-    stdout = probe_framing.rewrite(result.stdout, nonce, probe.SECTION_NAMES, lambda text: scrub(text, secrets))
+    stdout = framing.rewrite(result.stdout, nonce, probe.SECTION_NAMES, lambda text: scrub(text, secrets))
     document = {"deployment": deployment.id, "recorded_at": now_ts(), "source": source_of(deployment, route),
                 "probe_version": probe.PROBE_VERSION, "nonce": nonce, "stdout": stdout,
                 "stderr": scrub(result.stderr, secrets), "exit_status": result.exit_status,

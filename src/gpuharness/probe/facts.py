@@ -1,6 +1,6 @@
-"""The batched health probe: one exec of the probe script (health.probe_script), its output read frame by frame under
-the run's nonce (health.probe_framing), every remote fact parsed into a ProbeResult. A transcript recorded by probe
-v1-v4 is read by the legacy reader (health.probe_legacy), and only where its recording says it is one."""
+"""The batched health probe: one exec of the probe script (probe.script), its output read frame by frame under
+the run's nonce (probe.framing), every remote fact parsed into a ProbeResult. A transcript recorded by probe
+v1-v4 is read by the legacy reader (probe.legacy), and only where its recording says it is one."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, final
 
-from gpuharness.health import nvidia_smi, probe_framing, probe_legacy
-from gpuharness.health.nvidia_smi import GpuInfo
-from gpuharness.health.probe_framing import Frames
-from gpuharness.health.probe_script import PROBE_VERSION, SECTION_NAMES, ProbeScript, ProbeTargets, build_script
+from gpuharness.gpu import nvidia_smi
+from gpuharness.gpu.nvidia_smi import GpuInfo
+from gpuharness.probe import framing, legacy
+from gpuharness.probe.framing import Frames
+from gpuharness.probe.script import PROBE_VERSION, SECTION_NAMES, ProbeScript, ProbeTargets, build_script
 from gpuharness.remote import ExecResult, Remote
 from gpuharness.remote.lines import lines_of
 
@@ -132,19 +133,19 @@ def digest_of(stdout: str, stderr: str, exit_status: int | None) -> str:
 def parse(stdout: str, stderr: str = "", exit_status: int | None = 0, *, nonce: str,
           sections: Sequence[str] = SECTION_NAMES) -> ProbeResult:
     """Parse one probe run's output, read under its nonce (`sections`: those the run's script ran)."""
-    return facts(probe_framing.read(stdout, nonce, sections), stdout, stderr, exit_status)
+    return facts(framing.read(stdout, nonce, sections), stdout, stderr, exit_status)
 
 
 def parse_transcript(stdout: str, stderr: str, exit_status: int | None, *, probe_version: int,
                      nonce: str | None) -> ProbeResult:
     """Parse a transcript as its probe version wrote it: framed under its nonce, or (a recording of probe v1-v4)
     by the legacy reader."""
-    if probe_version <= probe_legacy.LAST_MARKED_VERSION:
-        frames = probe_legacy.read_marked(stdout)
+    if probe_version <= legacy.LAST_MARKED_VERSION:
+        frames = legacy.read_marked(stdout)
     elif not nonce:
         frames = Frames(problem=f"the transcript of probe v{probe_version} names no nonce to read it under")
     else:
-        frames = probe_framing.read(stdout, nonce, SECTION_NAMES)
+        frames = framing.read(stdout, nonce, SECTION_NAMES)
     return facts(frames, stdout, stderr, exit_status)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from checkout import ROOT
 
-from gpuharness.health.nvidia_smi import (
+from gpuharness.gpu.nvidia_smi import (
     PERFORMANCE_FIELDS,
     PROBE_FIELDS,
     PROBE_FIELDS_V1,

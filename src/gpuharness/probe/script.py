@@ -1,4 +1,4 @@
-"""The batched probe's script: one POSIX sh script of framed sections (health.probe_framing), every remote fact in
+"""The batched probe's script: one POSIX sh script of framed sections (probe.framing), every remote fact in
 one exec. One builder (`build_script`) assembles it from its sections (`SECTIONS`); a new fact is a new section,
 never a new exec. A value the script prints goes through printf '%s' (never echo, which expands backslashes under
 dash); a path the host names (the interpreter) is a section of its own, so a newline in it cannot start a line."""
@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Final, final
 
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
-from gpuharness.health import nvidia_smi, probe_framing
+from gpuharness.gpu import nvidia_smi
+from gpuharness.probe import framing
 from gpuharness.remote.script import ShellScript
 
-#: 5: sections framed under a nonce (v1-v4 marked them with `@@gpuharness` lines: health.probe_legacy)
+#: 5: sections framed under a nonce (v1-v4 marked them with `@@gpuharness` lines: probe.legacy)
 PROBE_VERSION: Final = 5
 #: the bytes of the log's tail the probe sends (its last 200 lines, cut to their last bytes)
 LOG_TAIL_BYTES: Final = 256 * 1024
@@ -243,10 +244,10 @@ def build_script(targets: ProbeTargets, sections: Sequence[SectionBuilder] = SEC
                  nonce: str | None = None) -> ProbeScript:
     """The probe script under a fresh nonce (or `nonce`): the settings as quoted shell variables, the framing's
     shell, then each section in its frame."""
-    nonce = nonce or probe_framing.new_nonce()
+    nonce = nonce or framing.new_nonce()
     built = [section(targets) for section in sections]
     settings: dict[str, object] = {"GH_T": targets.nvidia_smi_timeout_s, "GH_TT": targets.torch_timeout_s,
-                                   "GH_NONCE": nonce, "GH_CAP": probe_framing.SECTION_CAP_BYTES}
+                                   "GH_NONCE": nonce, "GH_CAP": framing.SECTION_CAP_BYTES}
     for section in built:
         settings.update(section.settings)
     script = ShellScript(header=("#!/bin/sh", f"# gpuharness probe v{PROBE_VERSION}: one exec, framed sections",
@@ -258,12 +259,12 @@ def build_script(targets: ProbeTargets, sections: Sequence[SectionBuilder] = SEC
             script.let(name, value)
     script.code(
         "export GH_PAT",
-        *probe_framing.SHELL,
+        *framing.SHELL,
         # `timeout` may be missing on minimal images; then run without the cut-off (recorded as such).
         'if command -v timeout >/dev/null 2>&1; then TO="timeout -k 2 $GH_T"; TOT="timeout -k 2 $GH_TT"; '
         'else TO=""; TOT=""; fi',
     )
     for section in built:
-        script.code(*probe_framing.section_lines(section.name, section.lines, section.rc))
-    script.code(probe_framing.DONE_LINE)
+        script.code(*framing.section_lines(section.name, section.lines, section.rc))
+    script.code(framing.DONE_LINE)
     return ProbeScript(script.text(), nonce, tuple(section.name for section in built))

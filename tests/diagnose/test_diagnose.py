@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from checkout import ROOT
 
-from gpuharness.health.diagnose import _RULES, CAUSES, REMEDIES, classify_file, classify_lines, classify_text
+from gpuharness.diagnose.diagnosis import _RULES, CAUSES, REMEDIES, classify_file, classify_lines, classify_text
 
 LOGS = ROOT / "fixtures" / "logs"
 
@@ -269,7 +269,7 @@ def test_comfyui_missing_model_file_is_model_missing_with_the_servers_line():
 
 
 def test_big_log_starting_with_a_bracket_is_streamed_not_read_whole(tmp_path, monkeypatch):
-    import gpuharness.health.diagnose as diagnose_module
+    import gpuharness.diagnose.diagnosis as diagnose_module
 
     monkeypatch.setattr(diagnose_module, "JSON_MAX_BYTES", 64 * 1024)
     log = tmp_path / "comfyui.log"
@@ -304,7 +304,7 @@ def test_the_matching_segment_of_a_progress_bar_line_is_shown():
 
 
 def test_json_over_the_size_limit_is_read_as_a_log(tmp_path, monkeypatch):
-    import gpuharness.health.diagnose as diagnose_module
+    import gpuharness.diagnose.diagnosis as diagnose_module
 
     monkeypatch.setattr(diagnose_module, "JSON_MAX_BYTES", 16)
     diagnosis = classify_file(LOGS / "runpod-serverless-oom-status.json")

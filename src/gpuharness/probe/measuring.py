@@ -11,10 +11,10 @@ from typing import Any, final
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.policy import Policy
-from gpuharness.health import gpu_measurement
-from gpuharness.health.gpu_measurement import Measurement
-from gpuharness.health.performance import PerformanceFloor
-from gpuharness.health.probe import ProbeResult
+from gpuharness.gpu import measurement
+from gpuharness.gpu.measurement import Measurement
+from gpuharness.gpu.performance import PerformanceFloor
+from gpuharness.probe.facts import ProbeResult
 from gpuharness.remote import Remote
 
 
@@ -35,7 +35,7 @@ class MeasurementRecord:
     def parse(self) -> Measurement | None:
         """The measurement; for a host that cannot be measured, why (None: not taken for another reason)."""
         if self.stdout is not None:
-            return gpu_measurement.parse(self.stdout, self.stderr, self.exit_status, interpreter=self.interpreter)
+            return measurement.parse(self.stdout, self.stderr, self.exit_status, interpreter=self.interpreter)
         if self.skipped == "absent":
             return Measurement("absent", self.reason or "torch is absent")
         if self.skipped == "no_interpreter":
@@ -56,7 +56,7 @@ class MeasurementRecord:
 
 def deadline_s(policy: Policy) -> int:
     """The measurement's own deadline (`health_timeouts.measure_s`)."""
-    return int((policy.get("health_timeouts") or {}).get("measure_s", gpu_measurement.DEFAULT_DEADLINE_S))
+    return int((policy.get("health_timeouts") or {}).get("measure_s", measurement.DEFAULT_DEADLINE_S))
 
 
 def skip(deployment: Deployment, facts: ProbeResult) -> MeasurementRecord | None:
@@ -88,7 +88,7 @@ def take(remote: Remote, deployment: Deployment, policy: Policy, facts: ProbeRes
         return skipped
     started = clock()
     interpreter = facts.smoke.interpreter
-    result = remote.exec(gpu_measurement.build_script(interpreter, deadline_s=deadline_s(policy),
+    result = remote.exec(measurement.build_script(interpreter, deadline_s=deadline_s(policy),
                                                       precision=precision), deadline_s=deadline_s(policy) + 15)
     return MeasurementRecord(result.stdout, result.stderr, result.exit_status, interpreter,
                              round(clock() - started, 3))
@@ -103,7 +103,7 @@ def transcript_entry(record: MeasurementRecord | None, scrub: Callable[[str], st
         if data[name] is not None:
             data[name] = scrub(data[name])
     data.pop("duration_s")
-    return {"measurement": data, "measurement_version": gpu_measurement.MEASUREMENT_VERSION}
+    return {"measurement": data, "measurement_version": measurement.MEASUREMENT_VERSION}
 
 
 def recorded(document: Mapping[str, Any]) -> MeasurementRecord | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from gpuharness.core.deployment import Deployment
-from gpuharness.health import gpu_classes
+from gpuharness.gpu import classes
 
 #: The figures compared, in the order they are shown: (key, heading).
 FIGURES: Final[tuple[tuple[str, str], ...]] = (
@@ -79,11 +79,11 @@ def compare(deployments: Iterable[Deployment], *, gpu: str | None = None,
             provider: str | None = None) -> list[Peers]:
     """Every (GPU class, provider) with its deployments' figures, optionally only one class or provider."""
     groups: dict[tuple[str, str], list[Deployment]] = {}
-    want_gpu = gpu_classes.nvidia_smi_name(gpu) if gpu else None
+    want_gpu = classes.nvidia_smi_name(gpu) if gpu else None
     for deployment in deployments:
         if not deployment.gpu or deployment.is_serverless:
             continue
-        name = gpu_classes.nvidia_smi_name(deployment.gpu)
+        name = classes.nvidia_smi_name(deployment.gpu)
         if (want_gpu and name != want_gpu) or (provider and deployment.provider != provider):
             continue
         groups.setdefault((name, deployment.provider), []).append(deployment)
@@ -116,7 +116,7 @@ def text(groups: list[Peers]) -> str:
         return "no deployments with a GPU in the registry"
     lines: list[str] = []
     for group in groups:
-        known = gpu_classes.by_name(group.gpu)
+        known = classes.by_name(group.gpu)
         short = known.short if known is not None else group.gpu
         lines.append(f"{short} at {group.provider}: {len(group.hosts)} measured, {len(group.not_measured)} not")
         heads = [h for key, h in FIGURES if key in group.medians]

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from gpuharness.core.lifecycle import read_journal
-from gpuharness.health import progress
-from gpuharness.health.probing import ProbeRecord
-from gpuharness.health.session import ProbeSession
+from gpuharness.probe import progress
+from gpuharness.probe.probing import ProbeRecord
+from gpuharness.probe.session import ProbeSession
 from gpuharness.providers.cassette import Mode
 from gpuharness.remote.connections import record_probe
 from gpuharness.remote.route import HostRoute
@@ -128,7 +128,7 @@ def test_the_server_catalog_is_taken_once_with_the_probe_and_read_by_every_proce
 
 
 def test_a_catalog_the_server_does_not_answer_is_recorded_as_why_and_replayed_so(world, tmp_path):
-    from gpuharness.health.server_catalog import CatalogUnavailable
+    from gpuharness.probe.server_catalog import CatalogUnavailable
 
     def refuse(deployment):
         raise CatalogUnavailable("HTTPStatusError: 500 Internal Server Error")

@@ -7,11 +7,15 @@ from typing import Any, Final
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
-from gpuharness.health.probe import ProbeTargets
-from gpuharness.health.rules import RUNTIME_DEFAULTS
+from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.probe.script import ProbeTargets
 
 #: The manifests a deployment names its model and workflow in.
 MANIFESTS: Final = ("models.json", "workflows.json")
+#: each runtime's default service process pattern and port (core.runtimes, where both are declared)
+RUNTIME_DEFAULTS: Final[dict[str, tuple[str, int]]] = {
+    name: (runtime.process, runtime.port) for name, runtime in RUNTIMES.items()
+    if runtime.process is not None and runtime.port is not None}
 
 
 def service_process(deployment: Deployment) -> str | None:

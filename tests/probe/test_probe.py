@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from gpuharness.health import probe, probe_framing
+from gpuharness import probe
+from gpuharness.probe import framing
 from gpuharness.remote.connect import HostRoute, LocalRemote, open_remote
 from gpuharness.sim.host import HostSpec, SimHost, with_fault
 
@@ -87,7 +88,7 @@ def test_foreign_compute_processes_are_listed(tmp_path):
 
 
 def test_a_truncated_transcript_is_incomplete():
-    nonce = probe_framing.new_nonce()
+    nonce = framing.new_nonce()
     facts = probe.parse(f"{nonce} gpus 0 40\n 23 20 71 75 65\n", "", None, nonce=nonce)
     assert facts.gpu_error == "probe_incomplete" and not facts.complete and facts.corrupt is None
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from gpuharness.health.nvidia_smi import SmiParseError, parse_output
+from gpuharness.gpu.nvidia_smi import SmiParseError, parse_output
 
 
 class Sample(NamedTuple):

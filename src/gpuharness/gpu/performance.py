@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any, Final, final
 
 from gpuharness.core.secrets import clip
-from gpuharness.health import gpu_classes
-from gpuharness.health.gpu_classes import GpuClass
-from gpuharness.health.gpu_measurement import DeviceFigures, Measurement
-from gpuharness.health.nvidia_smi import HARMFUL_CLOCK_EVENTS, GpuInfo
+from gpuharness.gpu import classes
+from gpuharness.gpu.classes import GpuClass
+from gpuharness.gpu.measurement import DeviceFigures, Measurement
+from gpuharness.gpu.nvidia_smi import HARMFUL_CLOCK_EVENTS, GpuInfo
 
 #: What to do about each likely cause (one line, shown to users).
 CAUSES: Final[Mapping[str, str]] = {
@@ -209,7 +209,7 @@ def likely_cause(gpu: GpuInfo, known: GpuClass, device: DeviceFigures, *, copy: 
 
 def _measured_figures(gpu: GpuInfo, known: GpuClass, device: DeviceFigures, floor: PerformanceFloor,
                       foreign: bool) -> list[Figure]:
-    link = gpu_classes.host_copy_gbps(known)
+    link = classes.host_copy_gbps(known)
     copy_expected, copy_source = link if link is not None else (None, None)
     figures: list[Figure] = []
     rows: Sequence[tuple[str, str, float | None, float | None, str, str | None, bool]] = (
@@ -240,7 +240,7 @@ def judge(gpus: Sequence[GpuInfo], measurement: Measurement | None, floor: Perfo
     failure = _measurement_failure(measurement, floor, notes)
     measured = measurement is not None and measurement.measured
     for gpu in gpus:
-        known = gpu_classes.by_name(gpu.name or "")
+        known = classes.by_name(gpu.name or "")
         device = measurement.device(gpu.index) if measured and measurement is not None else None
         if known is None:
             notes.append(f"GPU {gpu.index} ({gpu.name}): no expectation: not in the GPU class table")

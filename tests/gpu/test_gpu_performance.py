@@ -1,4 +1,4 @@
-"""Does the GPU perform like its class? The judgement (health.performance) over real nvidia-smi facts and published
+"""Does the GPU perform like its class? The judgement (gpu.performance) over real nvidia-smi facts and published
 measurements, each with its source: the figure, the expectation from the class table and the likely cause."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 from checkout import ROOT
 
-from gpuharness.health import gpu_classes
-from gpuharness.health.gpu_classes import GPU_CLASSES, HOST_LINKS
-from gpuharness.health.gpu_measurement import DeviceFigures, Measurement
-from gpuharness.health.nvidia_smi import GpuInfo, parse_output
-from gpuharness.health.performance import PerformanceFloor, judge, message
+from gpuharness.gpu import classes
+from gpuharness.gpu.classes import GPU_CLASSES, HOST_LINKS
+from gpuharness.gpu.measurement import DeviceFigures, Measurement
+from gpuharness.gpu.nvidia_smi import GpuInfo, parse_output
+from gpuharness.gpu.performance import PerformanceFloor, judge, message
 
 SMI = ROOT / "fixtures" / "nvidia-smi"
 FLOOR = PerformanceFloor()
@@ -58,9 +58,9 @@ def test_every_figure_of_the_class_table_cites_its_source():
 
 
 def test_a_class_without_a_published_width_has_no_host_copy_expectation():
-    h100_pcie = gpu_classes.by_name("NVIDIA H100 PCIe")
+    h100_pcie = classes.by_name("NVIDIA H100 PCIe")
     assert h100_pcie is not None and h100_pcie.pcie_width is None
-    assert gpu_classes.host_copy_gbps(h100_pcie) is None
+    assert classes.host_copy_gbps(h100_pcie) is None
 
 
 def test_an_h100_measured_as_published_performs_like_its_class():

@@ -10,13 +10,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, final
 
+from gpuharness import probe
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
-from gpuharness.health import measuring, probe, server_catalog, targets, transcripts
-from gpuharness.health.measuring import MeasurementRecord
-from gpuharness.health.probe import ProbeResult
-from gpuharness.health.server_catalog import CatalogObservation
+from gpuharness.probe import measuring, server_catalog, targets, transcripts
+from gpuharness.probe.facts import ProbeResult
+from gpuharness.probe.measuring import MeasurementRecord
+from gpuharness.probe.server_catalog import CatalogObservation
 from gpuharness.remote import RemoteError
 from gpuharness.remote.connections import record_probe
 

@@ -9,7 +9,7 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry
 from gpuharness.core.registry import Registry
-from gpuharness.health.probing import ProgressObservation
+from gpuharness.probe.probing import ProgressObservation
 
 NOTE: Final = "progress observation"
 

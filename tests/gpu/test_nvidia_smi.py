@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from checkout import ROOT
 
-from gpuharness.health.nvidia_smi import (
+from gpuharness.gpu.nvidia_smi import (
     ERROR_REMEDIES,
     HARMFUL_CLOCK_EVENTS,
     PROBE_FIELD_SETS,
@@ -30,7 +30,7 @@ from gpuharness.health.nvidia_smi import (
 )
 
 SMI = ROOT / "fixtures" / "nvidia-smi"
-#: Real captures with the link, power and clock fields (tests/health/test_nvidia_smi_performance_fields.py reads them).
+#: Real captures with the link, power and clock fields (tests/gpu/test_nvidia_smi_performance_fields.py reads them).
 PERFORMANCE_CAPTURES = tuple(p.name for p in SMI.glob("csv-header-units-*-*-*.txt"))
 
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, final
 
-from gpuharness.health import nvidia_smi
-from gpuharness.health.nvidia_smi import GpuInfo
+from gpuharness.gpu import nvidia_smi
+from gpuharness.gpu.nvidia_smi import GpuInfo
 from gpuharness.remote import ExecResult, Remote
 from gpuharness.remote.lines import lines_of
 

@@ -7,8 +7,9 @@ import json
 import pytest
 from checkout import ROOT
 
+from gpuharness import probe
 from gpuharness.core.deployment import Deployment
-from gpuharness.health import probe, rules
+from gpuharness.health import rules
 
 
 def ordered(gpu: str, count: int = 1) -> Deployment:
