@@ -129,7 +129,7 @@ _CLASSES = st.builds(
 def test_any_class_is_listed_as_the_table_says(gpu: GpuClass, count: int, price: float):
     row = CatalogGpu(gpu, runpod_secure=price, runpod_community=None, vast_prices=(price,), massed_product=None,
                      massed_price=None)
-    offer = vast_offers.offer(0, row, 0, price, count)
+    offer = vast_offers.offer_of(0, row, 0, price, count)
     assert (offer["gpu_name"], offer["gpu_ram"], offer["gpu_mem_bw"], offer["gpu_max_power"]) == (
         gpu.short, gpu.memory_mib, gpu.memory_bandwidth_gbps, gpu.power_w)
     assert gpu.fp32_tflops is not None
