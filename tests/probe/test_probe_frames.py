@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from gpuharness import probe
 from gpuharness.health import rules
+from gpuharness.probe import facts as facts_module
 from gpuharness.probe import framing, legacy, probing
 from gpuharness.probe.framing import Frame
 from gpuharness.remote.local import LocalRemote
@@ -182,8 +183,8 @@ def test_a_corrupt_probe_fails_every_gpu_rule_with_its_remedy():
 def test_a_replayed_transcript_is_parsed_once(tmp_path, monkeypatch):
     source = ROOT / "cassettes" / "ssh" / "sim-rtx4090-comfyui.json"
     calls = []
-    real = probe.parse_transcript
-    monkeypatch.setattr(probe, "parse_transcript", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = facts_module.parse_transcript
+    monkeypatch.setattr(facts_module, "parse_transcript", lambda *a, **k: calls.append(1) or real(*a, **k))
     probing.PARSED.clear()
     for _ in range(15):  # one fresh record per check, as the health fixture hands each check its own
         record = probing.replay(source, "sim-rtx4090-comfyui")

@@ -10,13 +10,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, final
 
-from gpuharness import probe
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
-from gpuharness.probe import measuring, server_catalog, targets, transcripts
+from gpuharness.probe import facts, measuring, server_catalog, targets, transcripts
 from gpuharness.probe.facts import ProbeResult
 from gpuharness.probe.measuring import MeasurementRecord
+from gpuharness.probe.script import PROBE_VERSION, build_script
 from gpuharness.probe.server_catalog import CatalogObservation
 from gpuharness.remote import RemoteError
 from gpuharness.remote.connections import record_probe
@@ -34,11 +34,11 @@ class Transcript:
     timed_out: bool = False
     duration_s: float | None = None
     nonce: str | None = None
-    probe_version: int = probe.PROBE_VERSION
+    probe_version: int = PROBE_VERSION
 
     @property
     def digest(self) -> str:
-        return probe.digest_of(self.stdout, self.stderr, self.exit_status)
+        return facts.digest_of(self.stdout, self.stderr, self.exit_status)
 
     def parse(self) -> ProbeResult:
         """Its facts, parsed once per process however many checks (each with its own copy of the record) read
@@ -46,7 +46,7 @@ class Transcript:
         key = f"{self.digest} v{self.probe_version} {self.nonce}"
         parsed = PARSED.get(key)
         if parsed is None:
-            parsed = probe.parse_transcript(self.stdout, self.stderr, self.exit_status,
+            parsed = facts.parse_transcript(self.stdout, self.stderr, self.exit_status,
                                             probe_version=self.probe_version, nonce=self.nonce)
             if len(PARSED) >= _PARSED_MAX:
                 PARSED.pop(next(iter(PARSED)))
@@ -127,11 +127,11 @@ def live(registry: Registry, deployment: Deployment, *, record_to: Path | None =
     except RemoteError as exc:  # one attempt: never retried
         record_probe(registry, route, phase="health", result=f"failed: {exc.kind}")
         return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)), catalog=catalog)
-    script = probe.build_script(targets.probe_targets(deployment, policy))
+    script = build_script(targets.probe_targets(deployment, policy))
     try:
         result = remote.exec(script.text, deadline_s=float(timeouts.get("probe_s", 120)))
         workflow = targets.manifest(registry, "workflows.json", "id", deployment.workflow) or {}
-        measured = measuring.take(remote, deployment, policy, probe.read(script, result), workflow.get("precision"))
+        measured = measuring.take(remote, deployment, policy, facts.read(script, result), workflow.get("precision"))
     except RemoteError as exc:
         return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)), catalog=catalog)
     finally:

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuharness import probe
 from gpuharness.core.base_dir import replace_below
 from gpuharness.core.clock import now_ts
 from gpuharness.core.confinement import plain_name
@@ -18,6 +17,7 @@ from gpuharness.core.registry import Registry
 from gpuharness.core.secrets import configured_values, redact
 from gpuharness.probe import framing, measuring, server_catalog
 from gpuharness.probe.measuring import MeasurementRecord
+from gpuharness.probe.script import PROBE_VERSION, SECTION_NAMES
 from gpuharness.probe.server_catalog import CatalogObservation
 from gpuharness.remote import ExecResult
 
@@ -66,7 +66,7 @@ def recorded_text(document: dict[str, Any]) -> str:
     stdout = str(document.get("stdout", ""))
     nonce = document.get("nonce")
     if isinstance(nonce, str) and nonce:
-        frames = framing.read(stdout, nonce, probe.SECTION_NAMES)
+        frames = framing.read(stdout, nonce, SECTION_NAMES)
         stdout = "".join(frame.text for frame in frames.frames.values())
     return stdout + str(document.get("stderr", ""))
 
@@ -82,9 +82,9 @@ def write(path: Path, deployment: Deployment, route: HostRoute, result: ExecResu
     """Write the probe's transcript, with its nonce, scrubbed (each section's text, framed again), with its
     provenance, the server catalog of the same phase and the GPU measurement's transcript (where the policy asked
     for one)."""
-    stdout = framing.rewrite(result.stdout, nonce, probe.SECTION_NAMES, lambda text: scrub(text, secrets))
+    stdout = framing.rewrite(result.stdout, nonce, SECTION_NAMES, lambda text: scrub(text, secrets))
     document = {"deployment": deployment.id, "recorded_at": now_ts(), "source": source_of(deployment, route),
-                "probe_version": probe.PROBE_VERSION, "nonce": nonce, "stdout": stdout,
+                "probe_version": PROBE_VERSION, "nonce": nonce, "stdout": stdout,
                 "stderr": scrub(result.stderr, secrets), "exit_status": result.exit_status,
                 **server_catalog.transcript_entry(catalog, path),
                 **measuring.transcript_entry(measurement, lambda text: scrub(text, secrets))}
