@@ -27,11 +27,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from health_world import MODEL, WORKFLOW, HealthWorld  # noqa: E402
 
+from gpuharness import probe  # noqa: E402
 from gpuharness.core.deployment import Deployment  # noqa: E402
 from gpuharness.core.policy import Policy  # noqa: E402
-from gpuharness.health import measuring, probe  # noqa: E402
-from gpuharness.health import rules as rules  # noqa: E402
-from gpuharness.health.performance import PerformanceFloor  # noqa: E402
+from gpuharness.gpu.performance import PerformanceFloor  # noqa: E402
+from gpuharness.health import rules  # noqa: E402
+from gpuharness.probe import measuring  # noqa: E402
 from gpuharness.remote.connect import HostRoute, open_remote  # noqa: E402
 from gpuharness.sim.host import HostSpec, SimHost  # noqa: E402
 

@@ -35,9 +35,9 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
-from gpuharness.health import server_catalog, transcripts
 from gpuharness.operations.retrieve import retrieve
 from gpuharness.operations.seams import cli_context
+from gpuharness.probe import server_catalog, transcripts
 from gpuharness.remote import ExecResult
 from gpuharness.remote.route import HostRoute
 from gpuharness.sim import host as sim_host

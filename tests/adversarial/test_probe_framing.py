@@ -19,9 +19,11 @@ from health_world import HealthWorld, run_checks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpuharness import probe
 from gpuharness.core.deployment import Deployment
-from gpuharness.health import nvidia_smi, probe, rules
-from gpuharness.health.probe import ProbeResult, ProbeTargets
+from gpuharness.gpu import nvidia_smi
+from gpuharness.health import rules
+from gpuharness.probe.facts import ProbeResult, ProbeTargets
 from gpuharness.remote import ExecResult, LineSink
 from gpuharness.remote.local import LocalRemote
 from gpuharness.sim.host import HostSpec, SimHost

@@ -430,11 +430,11 @@ SINKS: dict[str, tuple[int, str]] = {
     "core/jsonl.py": (3, "append_record redacts the line; the torn fragment is redacted; a newline"),
     "core/claims.py": (1, "a pid"),
     "core/base_dir.py": (1, "Folder.replace writes what its callers give: the transcript (redacted in "
-                            "health/transcripts.py) and the server catalog (every string scrubbed by the "
+                            "probe/transcripts.py) and the server catalog (every string scrubbed by the "
                             "transcripts' redactor when recorded; the run's own copy is a cache in pytest's "
                             "temporary directory)"),
-    "health/session.py": (1, "the run's probe cache in pytest's temporary directory, read back by its workers"),
-    "health/probing.py": (1, "transcripts.write, redacted there"),
+    "probe/session.py": (1, "the run's probe cache in pytest's temporary directory, read back by its workers"),
+    "probe/probing.py": (1, "transcripts.write, redacted there"),
     "pytest_plugin/health_target.py": (2, "shown(): redacted and escaped (the captured output)"),
     "audit/ledger_pass.py": (1, "the pass's job states (msgspec), read back by the audit"),
     "audit/run.py": (1, "the audit's checkpoint (AuditRun.attest), through statefile.atomic_write_bytes"),

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuharness.core import secrets
-from gpuharness.health.transcripts import scrub
+from gpuharness.probe.transcripts import scrub
 from gpuharness.providers import cassette
 from gpuharness.providers.failures import classify, redact
 

@@ -11,7 +11,8 @@ import uuid
 
 from health_world import run_checks
 
-from gpuharness.health import probe, rules
+from gpuharness import probe
+from gpuharness.health import rules
 from gpuharness.remote.local import LocalRemote
 from gpuharness.sim.host import HostSpec, python_environment, torch_stand_in, with_fault
 

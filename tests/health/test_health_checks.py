@@ -9,7 +9,7 @@ from dataclasses import replace
 import paramiko
 from health_world import run_checks
 
-from gpuharness.health import transcripts
+from gpuharness.probe import transcripts
 from gpuharness.sim.host import HostSpec, with_fault
 from gpuharness.sim.runtimes import RuntimeFaults
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from checkout import ROOT
 
-from gpuharness.health import transcripts
+from gpuharness.probe import transcripts
 
 FIXTURE = ROOT / "fixtures" / "health"
 

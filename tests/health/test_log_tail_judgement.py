@@ -9,7 +9,9 @@ import pytest
 from checkout import ROOT
 from health_world import CHECKPOINT, WITH_AUDIO, WORKFLOW, sdxl_graph
 
-from gpuharness.health import probe, probe_framing, rules
+from gpuharness import probe
+from gpuharness.health import rules
+from gpuharness.probe import framing
 from gpuharness.runtimes.comfyui import workflow_fit
 from gpuharness.sim.comfyui import recorded_catalog
 
@@ -18,9 +20,9 @@ SERVER = recorded_catalog().with_model_files({"checkpoints": [CHECKPOINT]})
 
 
 def tail_of(*lines: str) -> probe.ProbeResult:
-    nonce = probe_framing.new_nonce()
-    log = probe_framing.Frame("log", 0, "".join(f"{line}\n" for line in lines).encode())
-    return probe.parse(probe_framing.encode(nonce, [log], done=False), nonce=nonce)
+    nonce = framing.new_nonce()
+    log = framing.Frame("log", 0, "".join(f"{line}\n" for line in lines).encode())
+    return probe.parse(framing.encode(nonce, [log], done=False), nonce=nonce)
 
 
 def log(name: str) -> probe.ProbeResult:

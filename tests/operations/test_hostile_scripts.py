@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from health_world import HealthWorld
 
+from gpuharness import probe
 from gpuharness.core.errors import UserError
-from gpuharness.health import probe
 from gpuharness.remote.connect import HostRoute, open_remote
 from gpuharness.remote.script import ShellScript, quote
 from gpuharness.sim.host import HostSpec, SimHost

@@ -184,7 +184,7 @@ def _world_running_a_workflow(world: World, tmp_path: Path, workflow_id: str, *,
     `catalog`, the server catalog recorded with its probe transcript (as `checks/health --gpu-mode record` keeps it)."""
     from health_world import WITH_AUDIO, WORKFLOW
 
-    from gpuharness.health import server_catalog, transcripts
+    from gpuharness.probe import server_catalog, transcripts
     from gpuharness.sim.comfyui import recorded_catalog
 
     registry = tmp_path / "registry"

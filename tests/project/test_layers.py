@@ -12,11 +12,19 @@ from checkout import ROOT
 SRC = ROOT / "src" / "gpuharness"
 
 # Highest first. A package may import the packages listed after it (and itself), never those before it.
-LAYERS = ["cli", "demo", "pytest_plugin", "plans", "operations", "audit", "runtimes", "health", "providers",
-          "remote", "core"]
-# The simulator stands beside the product: it borrows the core's errors and the nvidia-smi field tables, and only
-# the demo, the plans' rehearsal and the command line (`sim serve`) may start it.
-SIM_MAY_IMPORT = {"sim", "core", "health"}
+LAYERS = ["cli", "demo", "pytest_plugin", "plans", "operations", "audit", "runtimes", "health", "probe", "providers",
+          "gpu", "diagnose", "remote", "core"]
+# The simulator stands beside the product: it borrows the core's errors, the GPU class table and nvidia-smi's field
+# tables, and only the demo, the plans' rehearsal and the command line (`sim serve`) may start it.
+SIM_MAY_IMPORT = {"sim", "core", "gpu"}
+# Floors that read less than the map would let them (a package, or one module of it): the ready gate judges the
+# probe's facts and opens no connection; the GPU's facts need only the remote seam their measurement runs over;
+# failure diagnosis reads text, cut into lines by the one rule for remote text, and is used by everyone above.
+NARROWER: dict[str, set[str]] = {
+    "health": {"health", "probe", "gpu", "diagnose", "core"},
+    "gpu": {"gpu", "remote", "core"},
+    "diagnose": {"diagnose", "remote.lines", "core"},
+}
 MAY_IMPORT_SIM = {"cli", "demo", "plans"}
 # ...and what the harness knows of a ComfyUI server without asking one, so its stand-in judges a graph as the
 # harness does: these modules exactly, not the rest of runtimes/ (they in turn import only the core and each other).
@@ -46,6 +54,10 @@ def _imported_modules(path: Path) -> list[tuple[int, str]]:
         found += [(node.lineno, name.split(".", 1)[1]) for name in names
                   if name.startswith("gpuharness.") and name != "gpuharness"]
     return found
+
+
+#: (line, dotted name under gpuharness) for every gpuharness import in the file, top-level or nested
+_modules = _imported_modules
 
 
 def _is_module(name: str) -> bool:
@@ -93,6 +105,25 @@ def test_imports_point_down_the_map(path):
     wrong = [f"{path.relative_to(SRC)}:{line} imports gpuharness.{target}"
              for line, target in _imports(path) if not _allowed(source, target)]
     assert wrong == [], "imports against the package map (README, Architecture): " + "; ".join(wrong)
+
+
+def _within(name: str, allowed: set[str]) -> bool:
+    return any(name == floor or name.startswith(floor + ".") for floor in allowed)
+
+
+@pytest.mark.parametrize("floor", sorted(NARROWER))
+def test_the_narrow_floors_read_only_what_they_need(floor):
+    assert (SRC / floor / "__init__.py").is_file(), f"gpuharness.{floor} is no package"
+    wrong = [f"{path.relative_to(SRC)}:{line} imports gpuharness.{name}"
+             for path in sorted((SRC / floor).rglob("*.py")) for line, name in _modules(path)
+             if not _within(name, NARROWER[floor])]
+    assert wrong == [], f"{floor} may import only {sorted(NARROWER[floor])}: " + "; ".join(wrong)
+
+
+def test_the_narrow_floor_test_catches_a_module_beside_the_allowed_one(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from gpuharness.remote.ssh import SshRemote\nfrom gpuharness.remote.lines import lines_of\n")
+    assert [n for _, n in _modules(bad) if not _within(n, NARROWER["diagnose"])] == ["remote.ssh"]
 
 
 def test_the_map_test_catches_an_upward_import(tmp_path):

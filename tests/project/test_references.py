@@ -31,7 +31,9 @@ def _exists(package: str, name: str) -> bool:
     base = SRC / package
     if name in NOT_MODULES or (base / f"{name}.py").is_file() or (base / name).is_dir():
         return True
-    return re.search(rf"^(?:class |def )?{name}\b", (base / "__init__.py").read_text("utf-8"), re.MULTILINE) is not None
+    # a name the package defines, or re-exports (listed in its __all__)
+    return re.search(rf"^(?:class |def )?{name}\b|\"{name}\"", (base / "__init__.py").read_text("utf-8"),
+                     re.MULTILINE) is not None
 
 
 def _prose(text: str) -> list[tuple[int, str]]:

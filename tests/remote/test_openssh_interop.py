@@ -9,7 +9,7 @@ from dataclasses import replace
 import paramiko
 import pytest
 
-from gpuharness.health import probe
+from gpuharness import probe
 from gpuharness.remote import RemoteError
 from gpuharness.remote.connect import open_remote
 

@@ -14,7 +14,7 @@ from health_world import CHECKPOINT, sdxl_graph
 from PIL import Image
 
 from gpuharness.core.deployment import Deployment
-from gpuharness.health.diagnose import classify_text
+from gpuharness.diagnose import classify_text
 from gpuharness.operations.comfyui_job import ComfyJobExecutor
 from gpuharness.runtimes import run_test_generation
 from gpuharness.runtimes.comfyui.client import ComfyUI, InputError, PromptRejected, apply_inputs, job_graph

@@ -16,12 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
-from gpuharness import runtimes
+from gpuharness import probe, runtimes
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.core.runtimes import RUNTIMES, Runtime
-from gpuharness.health import probe
 from gpuharness.operations import run
 from gpuharness.operations.seams import EXECUTOR_SUFFIX, executor_factory, executor_of
 from gpuharness.remote.connect import HostRoute, open_remote

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from gpuharness.health import probe
-from gpuharness.health.gpu_classes import nvidia_smi_name
+from gpuharness import probe
+from gpuharness.gpu.classes import nvidia_smi_name
 from gpuharness.remote.connect import HostRoute, open_remote
 from gpuharness.sim.host import HostSpec, SimHost, host_factory, with_fault
 from gpuharness.sim.server import Simulator

@@ -8,8 +8,9 @@ import time
 import httpx
 import pytest
 
+from gpuharness import probe
 from gpuharness.core.deployment import Deployment
-from gpuharness.health import probe, rules
+from gpuharness.health import rules
 from gpuharness.remote.connect import HostRoute, open_remote
 from gpuharness.sim.host import SimHost, host_factory
 from gpuharness.sim.server import Simulator

@@ -14,9 +14,9 @@ from gpuharness.cli import emit, existing_registry, show
 from gpuharness.cli.arguments import positive
 from gpuharness.core import regular_file
 from gpuharness.core.errors import EXIT_USAGE, UserError
-from gpuharness.health import performance_history
-from gpuharness.health.diagnose import classify_file, classify_stream
-from gpuharness.health.nvidia_smi import SmiParseError, SmiReport, parse_output, run_local
+from gpuharness.diagnose import classify_file, classify_stream
+from gpuharness.gpu import performance_history
+from gpuharness.gpu.nvidia_smi import SmiParseError, SmiReport, parse_output, run_local
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ from typing import Any, final
 from gpuharness.core import secrets as core_secrets
 from gpuharness.core import terminal
 from gpuharness.core.registry import Registry
-from gpuharness.health.gpu_classes import nvidia_smi_name
+from gpuharness.gpu.classes import nvidia_smi_name
 from gpuharness.operations.context import Context
 from gpuharness.operations.seams import executor_factory, remote_factory
 from gpuharness.providers.base import Instance, Provider

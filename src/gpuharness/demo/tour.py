@@ -16,7 +16,7 @@ from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 from gpuharness.core.secrets import redact
 from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
-from gpuharness.health.diagnose import REMEDIES
+from gpuharness.diagnose import REMEDIES
 from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy
 from gpuharness.operations.install import configure, install

@@ -25,7 +25,7 @@ FAILURES_TO_ERROR: Final = 2
 @dataclass(frozen=True, slots=True)
 class RunEvidence:
     """What the run offers as evidence: the probe's digest and route, the report of the run, and the GPU's figures
-    against its class (health.performance.evidence)."""
+    against its class (gpu.performance.evidence)."""
 
     probe_digest: str | None = None
     route: str | None = None

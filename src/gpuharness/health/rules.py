@@ -8,18 +8,14 @@ from typing import Any, Final, Protocol, final
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.runtimes import RUNTIMES
-from gpuharness.health import performance
-from gpuharness.health.diagnose import CAUSES, REMEDIES, Diagnosis, Evidence, classify_lines
-from gpuharness.health.gpu_classes import GPU_MEMORY_MIB, ORDER_NAMES
-from gpuharness.health.measuring import MeasurementRecord
-from gpuharness.health.nvidia_smi import ERROR_REMEDIES, HARMFUL_CLOCK_EVENTS
-from gpuharness.health.performance import PerformanceFloor, PerformanceReport
-from gpuharness.health.probe import CORRUPT_REMEDY, ProbeResult
+from gpuharness.diagnose import CAUSES, REMEDIES, Diagnosis, Evidence, classify_lines
+from gpuharness.gpu import performance
+from gpuharness.gpu.classes import GPU_MEMORY_MIB, ORDER_NAMES
+from gpuharness.gpu.nvidia_smi import ERROR_REMEDIES, HARMFUL_CLOCK_EVENTS
+from gpuharness.gpu.performance import PerformanceFloor, PerformanceReport
+from gpuharness.probe.facts import CORRUPT_REMEDY, ProbeResult
+from gpuharness.probe.measuring import MeasurementRecord
 
-#: each runtime's default service process pattern and port (the runtime table, core.runtimes)
-RUNTIME_DEFAULTS: Final[dict[str, tuple[str, int]]] = {
-    name: (runtime.process, runtime.port) for name, runtime in RUNTIMES.items()
-    if runtime.process is not None and runtime.port is not None}
 GIB: Final = 1024**3
 
 
@@ -414,7 +410,7 @@ def progress_advanced(current: dict[str, int], previous: dict[str, Any] | None, 
 
 def gpu_performs_like_its_class(probe: ProbeResult, record: MeasurementRecord | None,
                                 floor: PerformanceFloor) -> tuple[Verdict, PerformanceReport]:
-    """The GPU's figures against its class (health.performance): the link and power limit from the probe, and the
+    """The GPU's figures against its class (gpu.performance): the link and power limit from the probe, and the
     measurement where the policy asked for one. Fails naming the figure, the expectation and the likely cause;
     skips where nothing could be judged (a GPU outside the class table); the report is the evidence."""
     error = gpu_error(probe)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import final
 
-from gpuharness.health.diagnose import classify_text
+from gpuharness.diagnose import classify_text
 from gpuharness.remote import RemoteError
 from gpuharness.remote.lines import lines_of
 

@@ -12,7 +12,7 @@ from typing import Any, Final, final
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.core.runtimes import runtime
-from gpuharness.health import targets, transcripts
+from gpuharness.probe import targets, transcripts
 from gpuharness.runtimes.comfyui.client import InputError, job_graph
 from gpuharness.runtimes.comfyui.workflow_fit import catalog_of, fit
 

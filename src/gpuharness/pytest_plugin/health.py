@@ -1,5 +1,5 @@
 """checks/health support: one test per check of the health table and per deployment, the facts each check reads
-(the probe is taken once per deployment per run, across xdist workers, by health.session), and the ready gate
+(the probe is taken once per deployment per run, across xdist workers, by probe.session), and the ready gate
 (health.gate over the pure ready decision), run once at session end on the controller."""
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.core.terminal import shown
-from gpuharness.health import gate, targets
+from gpuharness.health import gate
 from gpuharness.health.checks_table import HEALTH_CHECKS, TEST_PREFIX
 from gpuharness.health.readiness import CheckResult
-from gpuharness.health.session import ProbeSession
+from gpuharness.probe import targets
+from gpuharness.probe.session import ProbeSession
 from gpuharness.providers.cassette import Mode
 from gpuharness.pytest_plugin import cassette_dir, registry_root
 from gpuharness.pytest_plugin.health_target import PROPERTY, HealthTarget

@@ -21,11 +21,13 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.core.terminal import shown
-from gpuharness.health import performance, rules, server_catalog, targets
-from gpuharness.health.performance import PerformanceFloor
-from gpuharness.health.probe import ProbeResult, ProbeTargets
-from gpuharness.health.probing import ProbeRecord, ProgressObservation
-from gpuharness.health.transcripts import known_secrets
+from gpuharness.gpu import performance
+from gpuharness.gpu.performance import PerformanceFloor
+from gpuharness.health import rules
+from gpuharness.probe import server_catalog, targets
+from gpuharness.probe.facts import ProbeResult, ProbeTargets
+from gpuharness.probe.probing import ProbeRecord, ProgressObservation
+from gpuharness.probe.transcripts import known_secrets
 from gpuharness.providers import cassette
 from gpuharness.runtimes.comfyui import workflow_fit
 from gpuharness.runtimes.comfyui.workflow_fit import WorkflowFit

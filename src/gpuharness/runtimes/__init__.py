@@ -14,7 +14,7 @@ import httpx
 
 from gpuharness.core.runtimes import RUNTIMES, Runtime, register
 from gpuharness.core.secrets import clip
-from gpuharness.health.diagnose import classify_text
+from gpuharness.diagnose import classify_text
 from gpuharness.runtimes.outputs import Served, judge, shortfall
 
 if TYPE_CHECKING:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import final
+from typing import Final, final
 
-from gpuharness.health.gpu_classes import GpuClass, by_name
+from gpuharness.gpu.classes import GpuClass, by_name
 
 
 def _gpu(name: str) -> GpuClass:
     found = by_name(name)
     if found is None:
-        raise KeyError(f"{name} is not in gpuharness.health.gpu_classes")
+        raise KeyError(f"{name} is not in gpuharness.gpu.classes")
     return found
 
 
@@ -50,6 +50,8 @@ CATALOG: tuple[CatalogGpu, ...] = (
     CatalogGpu(_gpu("NVIDIA A100-SXM4-80GB"), 1.89, 1.19, (1.05,), "gpu_1x_a100_80gb", 1.49),
     CatalogGpu(_gpu("NVIDIA H100 80GB HBM3"), 2.99, 2.69, (1.90, 2.10), "gpu_1x_h100", 2.49),
 )
+#: The card of a simulated host, runtime or provider instance made without one: the catalog's first row.
+DEFAULT_GPU: Final[GpuClass] = CATALOG[0].gpu
 
 #: Massed Compute VM images (GET /images).
 MASSED_IMAGES: tuple[tuple[int, str], ...] = (

@@ -428,7 +428,7 @@ class SimComfyUI:
         return 200, path.read_bytes()
 
     # --- GET /system_stats
-    def system_stats(self, device: str = "NVIDIA GeForce RTX 4090", vram_mib: int = 24564) -> dict[str, Any]:
+    def system_stats(self, device: str, vram_mib: int) -> dict[str, Any]:
         vram = vram_mib * 1024 * 1024
         return {"system": {"os": "linux", "ram_total": 67430924288, "ram_free": 60129542144,
                            "comfyui_version": "0.8.0", "required_frontend_version": "1.35.9",

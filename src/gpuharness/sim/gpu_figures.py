@@ -9,8 +9,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final, final
 
-from gpuharness.health import gpu_classes
-from gpuharness.health.gpu_classes import HOST_LINKS
+from gpuharness.gpu import classes
+from gpuharness.gpu.classes import HOST_LINKS
+from gpuharness.sim.catalog import DEFAULT_GPU
 
 #: Fractions of the class's datasheet figures a healthy card reaches in a short torch measurement:
 #: a bf16 matmul 0.80 (stas00/ml-engineering MAMF: H100 SXM 794.5 of 989 TFLOP/s), a device copy 0.88
@@ -22,9 +23,9 @@ HEALTHY_HOST_COPY: Final = 0.96
 #: their encodings): how a link trained down to an older generation slows host<->device copies.
 LANE_GBPS: Final = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938}
 #: SM clocks of real captures (github.com/utkuozdemir/nvidia_gpu_exporter internal/captures): at rest 210 MHz on a
-#: GeForce card (RTX 4080 SUPER, P8) and 345 MHz on a data-center card (H100, H200); maximum 1980 (H100, H200) and
-#: 2520 MHz (L40S). A GeForce card also idles its link at Gen1 (same RTX 4080 SUPER capture).
-MAX_SM_MHZ: Final = {"NVIDIA L40S": 2520}
+#: GeForce card (RTX 4080 SUPER, P8) and 345 MHz on a data-center card (H100, H200); the maximum is the class's
+#: (`sm_max_mhz`), else that of the H100 and H200 captures. A GeForce card also idles its link at Gen1 (same RTX 4080
+#: SUPER capture).
 DEFAULT_MAX_SM_MHZ: Final = 1980
 
 
@@ -64,9 +65,12 @@ class SimFigures:
 
 
 def figures(gpu: str, behaviour: GpuBehaviour = GpuBehaviour()) -> SimFigures:
-    """The figures of a simulated `gpu` (an nvidia-smi name; an unknown one behaves as an RTX 4090)."""
-    known = gpu_classes.by_name(gpu) or gpu_classes.by_name("NVIDIA GeForce RTX 4090")
-    assert known is not None
+    """The figures of a simulated `gpu` (an nvidia-smi name; an unknown one behaves as the catalog's default card,
+    and a figure its class lacks is the default card's)."""
+    known = classes.by_name(gpu) or DEFAULT_GPU
+    fallback = DEFAULT_GPU
+    assert fallback.power_w is not None and fallback.dense_tflops is not None
+    assert fallback.memory_bandwidth_gbps is not None
     gen, width = known.pcie_gen or 4, known.pcie_width or 16
     gen_load = behaviour.link_gen_under_load or gen
     width_load = behaviour.link_width_under_load or width
@@ -76,11 +80,12 @@ def figures(gpu: str, behaviour: GpuBehaviour = GpuBehaviour()) -> SimFigures:
     # a power cap lowers the SM clock about in proportion; memory-bound copies suffer less than compute
     compute = behaviour.speed * min(1.0, 0.1 + 0.9 * cap)
     memory = behaviour.speed * min(1.0, 0.5 + 0.5 * cap)
-    sm_max = MAX_SM_MHZ.get(known.name, DEFAULT_MAX_SM_MHZ)
-    power = float(known.power_w or 450)
+    sm_max = known.sm_max_mhz or DEFAULT_MAX_SM_MHZ
+    power = float(known.power_w or fallback.power_w)
     return SimFigures(
-        matmul_tflops=round((known.dense_tflops or 165.2) * HEALTHY_MATMUL * compute, 1),
-        device_copy_gbps=round((known.memory_bandwidth_gbps or 1008) * HEALTHY_DEVICE_COPY * memory, 1),
+        matmul_tflops=round((known.dense_tflops or fallback.dense_tflops) * HEALTHY_MATMUL * compute, 1),
+        device_copy_gbps=round((known.memory_bandwidth_gbps or fallback.memory_bandwidth_gbps) * HEALTHY_DEVICE_COPY
+                               * memory, 1),
         h2d_gbps=round(link * HEALTHY_HOST_COPY * link_share, 2),
         d2h_gbps=round(link * HEALTHY_HOST_COPY * link_share, 2),
         link_gen_max=gen, link_width_max=width, link_gen_at_rest=gen if known.ecc else 1,
@@ -109,7 +114,7 @@ def torch_files(*, gpu: str, devices: int, total_mib: int, used_mib: int, smoke_
                 busy_dir: Path) -> dict[str, str]:
     """The torch stand-in (sim/torch_package.py) for a virtual environment's site-packages, configured as this
     card: path in site-packages -> text. What the smoke test and the measurement meet there."""
-    known = gpu_classes.by_name(gpu)
+    known = classes.by_name(gpu)
     config = {"torch": "2.7.1+cu128", "cuda": "12.8", "devices": devices, "name": gpu, "total_mib": total_mib,
               "used_mib": used_mib, "smoke_error": smoke_error, "bf16": known.bf16 if known is not None else True,
               "busy_dir": str(busy_dir), "figures": asdict(sim)}

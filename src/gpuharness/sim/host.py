@@ -30,10 +30,11 @@ from paramiko.sftp import SFTP_PERMISSION_DENIED
 
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.core.runtimes import DEFAULT_OUTPUTS, RUNTIMES
-from gpuharness.health import gpu_classes
-from gpuharness.health.nvidia_smi import CLOCK_EVENT_BITS
+from gpuharness.gpu import classes
+from gpuharness.gpu.nvidia_smi import CLOCK_EVENT_BITS
 from gpuharness.sim import gpu_figures
 from gpuharness.sim.access import HostAccess
+from gpuharness.sim.catalog import DEFAULT_GPU
 from gpuharness.sim.gpu_figures import GpuBehaviour
 from gpuharness.sim.output_faults import SIGNATURE_THEN_ZEROS, bomb_png
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
@@ -49,9 +50,10 @@ TorchMode = Literal["absent", "ok", "mismatch"]
 @final
 @dataclass(frozen=True, slots=True)
 class HostSpec:
-    """What the simulated host looks like, faults included. Defaults describe a healthy RTX 4090 box."""
+    """What the simulated host looks like, faults included. Defaults describe a healthy box with the catalog's
+    default card (sim.catalog.DEFAULT_GPU)."""
 
-    gpu: str = "NVIDIA GeForce RTX 4090"
+    gpu: str = DEFAULT_GPU.name
     gpu_count: int = 1
     memory_total_mib: int | None = None  # None: the GPU class's
     driver: str = "570.86.15"
@@ -124,16 +126,15 @@ def with_fault(spec: HostSpec, name: str) -> HostSpec:
 
 
 def _memory_total_mib(spec: HostSpec) -> int:
-    """memory.total of the host's GPU: the spec's own figure, else its class's, else an RTX 4090's."""
+    """memory.total of the host's GPU: the spec's own figure, else its class's, else the default card's."""
     if spec.memory_total_mib is not None:
         return spec.memory_total_mib
-    known = gpu_classes.by_name(spec.gpu)
-    return known.memory_mib if known is not None else 24564
+    return (classes.by_name(spec.gpu) or DEFAULT_GPU).memory_mib
 
 
 def _gpu_rows(spec: HostSpec, *, under_load: bool = False) -> list[dict[str, str]]:
     """What nvidia-smi --query-gpu prints of each GPU, at rest or while our measurement loads it."""
-    known = gpu_classes.by_name(spec.gpu)
+    known = classes.by_name(spec.gpu)
     total = _memory_total_mib(spec)
     has_ecc = known is not None and known.ecc
     card = gpu_figures.figures(spec.gpu, spec.performance)
@@ -762,7 +763,7 @@ def host_factory(counter: Counter | None = None, base: HostSpec | None = None,
     with `access` when given)."""
 
     def make(instance: Any) -> SimHost:
-        spec = replace(base or HostSpec(), gpu=gpu_classes.nvidia_smi_name(str(instance.gpu)),
+        spec = replace(base or HostSpec(), gpu=classes.nvidia_smi_name(str(instance.gpu)),
                        gpu_count=int(getattr(instance, "gpu_count", 1) or 1),
                        runtime=runtime_for_image(getattr(instance, "image", None)))
         return SimHost(spec, counter=counter, name=f"host-{instance.id}", access=access).start()

@@ -58,9 +58,6 @@ SCHEMA: dict[str, dict[str, FieldType]] = {
                     "stockStatus": _S, "maxUnreservedGpuCount": _I, "availableGpuCounts": FieldType("[Int]")},
 }
 
-#: CUDA cores per catalog GPU (spec sheets)
-CUDA_CORES = {"RTX 4090": 16384, "RTX 5090": 21760, "RTX A6000": 10752, "L40S": 18176, "A100 SXM4": 6912,
-              "H100 SXM": 16896}
 _DESIRED = {"pending": "RUNNING", "running": "RUNNING", "stopped": "EXITED", "terminated": "TERMINATED"}
 
 
@@ -83,7 +80,7 @@ def gpu_type(row: catalog.CatalogGpu) -> dict[str, Any]:
 
     return {
         "id": row.runpod_id, "displayName": row.display, "manufacturer": "Nvidia", "memoryInGb": row.vram_gb,
-        "cudaCores": CUDA_CORES.get(row.display, 0), "maxGpuCount": 8, "maxGpuCountSecureCloud": 8,
+        "cudaCores": row.gpu.cuda_cores, "maxGpuCount": 8, "maxGpuCountSecureCloud": 8,
         "maxGpuCountCommunityCloud": 8, "secureCloud": secure is not None, "communityCloud": community is not None,
         "securePrice": secure, "communityPrice": community,
         "oneWeekPrice": round(secure * 0.95, 3) if secure else None,

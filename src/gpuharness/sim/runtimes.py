@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlparse
 import httpx
 
 from gpuharness.runtimes.comfyui.catalog import NodeCatalog
+from gpuharness.sim.catalog import DEFAULT_GPU
 from gpuharness.sim.simulated_runtime import DROPPED, JSON, Answer, RuntimeFaults, RuntimeSetting, simulated
 
 __all__ = ["RuntimeFaults", "RuntimeServer"]
@@ -29,7 +30,7 @@ class RuntimeServer:
     def __init__(self, kind: str, *, faults: RuntimeFaults | None = None,
                  model: str = "Qwen/Qwen2.5-0.5B-Instruct", output_root: Path | None = None,
                  models_root: Path | None = None, catalog: NodeCatalog | None = None,
-                 gpu: tuple[str, int] = ("NVIDIA GeForce RTX 4090", 24564)) -> None:
+                 gpu: tuple[str, int] = (DEFAULT_GPU.name, DEFAULT_GPU.memory_mib)) -> None:
         self.kind = kind
         self.faults = faults or RuntimeFaults()
         self.model = model

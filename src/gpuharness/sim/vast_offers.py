@@ -9,15 +9,6 @@ from gpuharness.sim.routing import SimRequest, SimResponse, json_response
 from gpuharness.sim.state import SimState
 from gpuharness.sim.vast_query import Column, QueryError, filters, offer_order, ordered
 
-#: per GPU model: compute capability x100, TFLOPs (fp32), memory bandwidth GB/s, power limit W, MiB per GPU
-HARDWARE: dict[str, tuple[int, float, float, float, int]] = {
-    "RTX 4090": (890, 82.6, 1008.0, 450.0, 24564),
-    "RTX 5090": (1200, 104.8, 1792.0, 575.0, 32607),
-    "RTX A6000": (860, 38.7, 768.0, 300.0, 49140),
-    "L40S": (890, 91.6, 864.0, 350.0, 46068),
-    "A100 SXM4": (800, 19.5, 2039.0, 400.0, 81920),
-    "H100 SXM": (900, 66.9, 3350.0, 700.0, 81559),
-}
 OFFER_TYPES = ("on-demand", "bid", "reserved")
 #: keys of a search body that are not filters
 NOT_FILTERS = ("order", "type", "limit", "allocated_storage", "disable_bundling")
@@ -43,12 +34,24 @@ COLUMNS: dict[str, Column] = {
 
 def gpu_ram(row: catalog.CatalogGpu) -> int:
     """Vast's gpu_ram for a catalog GPU: MiB, as nvidia-smi reports the card."""
-    return HARDWARE.get(row.display, (0, 0.0, 0.0, 0.0, row.vram_gb * 1024))[4]
+    return row.gpu.memory_mib
 
 
-def _offer(row_index: int, row: catalog.CatalogGpu, price_index: int, price: float, count: int) -> dict[str, Any]:
+def _hardware(row: catalog.CatalogGpu) -> tuple[int, float, float, float]:
+    """What Vast lists of the card, from its class: compute capability x100, fp32 TFLOP/s, memory GB/s, power W."""
+    gpu = row.gpu
+    if gpu.compute_capability is None or gpu.fp32_tflops is None or gpu.memory_bandwidth_gbps is None \
+            or gpu.power_w is None:
+        raise KeyError(f"{gpu.name} lacks a figure Vast lists (gpuharness.gpu.classes)")
+    major, minor = gpu.compute_capability
+    return major * 100 + minor * 10, float(gpu.fp32_tflops), float(gpu.memory_bandwidth_gbps), float(gpu.power_w)
+
+
+def offer_of(row_index: int, row: catalog.CatalogGpu, price_index: int, price: float, count: int) -> dict[str, Any]:
+    """The offer of `count` cards of a catalog row at one of its prices, as Vast lists it."""
     offer_id = 5_000_000 + row_index * 100 + price_index * 10 + count
-    cap, flops, bandwidth, power, mib = HARDWARE.get(row.display, (800, 10.0, 500.0, 300.0, row.vram_gb * 1024))
+    cap, flops, bandwidth, power = _hardware(row)
+    mib = gpu_ram(row)
     dph = round(price * count, 4)
     dlperf = round(flops * count * 0.9, 2)
     machine = 170 + row_index * 3 + price_index
@@ -80,7 +83,7 @@ def _offers() -> list[dict[str, Any]]:
     for row_index, row in enumerate(catalog.CATALOG):
         for price_index, price in enumerate(row.vast_prices):
             for count in (1, 2) if price_index == 0 else (1,):
-                offers.append(_offer(row_index, row, price_index, price, count))
+                offers.append(offer_of(row_index, row, price_index, price, count))
     return offers
 
 

@@ -1,6 +1,6 @@
 """How a workflow's graph fits a ComfyUI server: what the server would answer on POST /prompt, judged against its
 node catalog without submitting anything, and what the graph needs that the server lacks (every class, not only the
-first the server would name). The catalog is the one the health run observed (health.server_catalog): taken with
+first the server would name). The catalog is the one the health run observed (probe.server_catalog): taken with
 the probe, or recorded with its transcript."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import httpx
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
-from gpuharness.health import targets
-from gpuharness.health.server_catalog import CatalogFetch, CatalogObservation, CatalogUnavailable, CatalogUnreadable
+from gpuharness.probe import targets
+from gpuharness.probe.server_catalog import CatalogFetch, CatalogObservation, CatalogUnavailable, CatalogUnreadable
 from gpuharness.runtimes import Outcome, failed
 from gpuharness.runtimes.comfyui.catalog import CatalogError, NodeCatalog
 from gpuharness.runtimes.comfyui.client import ComfyUI, InputError, build_test_graph
