@@ -132,6 +132,13 @@ def _documents() -> list[tuple[str, object]]:
     return docs
 
 
+def test_year_0000_is_refused_by_the_compiled_validator_as_by_jsonschema() -> None:
+    line = {"ts": "0000-01-01T00:00:00Z", "deployment": "d", "from": "ready", "to": "running"}
+    assert not schema.validator("transition").is_valid(line)
+    assert not schema.strict_validator("transition").is_valid(line)
+    assert not schema.fast_validator("transition").is_valid(line)
+
+
 def test_the_compiled_validator_never_passes_what_jsonschema_reports() -> None:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpuharness.core import terminal
-from gpuharness.core.errors import EXIT_USAGE, UserError
+from gpuharness.core.errors import EXIT_USAGE, GpuharnessError, UserError  # noqa: F401  (re-exported)
 from gpuharness.core.registry import Registry
 
 #: Each module defines `register(subparsers, common)`; a new command family adds one line here.
@@ -69,16 +69,16 @@ def emit(args: argparse.Namespace, payload: Any, text: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script. UserError -> one line on stderr, exit 2."""
+    """Entry point of the console script. Any GpuharnessError -> one line on stderr, exit by its class."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         Registry.locate(getattr(args, "registry", None))  # its providers' keys are redacted from all it prints
         handler: Handler = args.handler
         return handler(args)
-    except UserError as exc:
+    except GpuharnessError as exc:  # the one place the exit code is read from the class (core.errors)
         show(f"gpuharness: error: {exc.line()}", err=True)
-        return EXIT_USAGE
+        return exc.exit_code
     except KeyboardInterrupt:
         show("gpuharness: interrupted", err=True)
         return 130

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import orjson
 
-from gpuharness.core.errors import UserError
+from gpuharness.core.errors import GpuharnessError, UserError
 
 #: The most digits an integer may have and still fit a float (10**309 does not); Python's int() refuses 4,300.
 MAX_INT_DIGITS: Final = 309
@@ -39,14 +39,14 @@ _NOT_BRACKETS: Final = bytes(byte for byte in range(256) if byte not in b"[]{}")
 _STEP: Final = {0x5B: 1, 0x7B: 1, 0x5D: -1, 0x7D: -1}
 
 
-class _Unreadable(ValueError):
+class _Unreadable(GpuharnessError, ValueError):
     def __init__(self, token: str, why: str) -> None:
         super().__init__(token)
         self.token = token
         self.why = why
 
 
-class _Duplicate(ValueError):
+class _Duplicate(GpuharnessError, ValueError):
     pass
 
 
@@ -114,7 +114,7 @@ def deep_message(limit: int = MAX_DEPTH) -> str:
     return f"nested too deeply: JSON deeper than {limit} levels (nothing the harness reads needs that many)"
 
 
-class OutsideJsonError(ValueError):
+class OutsideJsonError(GpuharnessError, ValueError):
     """JSON from outside that is not JSON, or nests deeper than MAX_DEPTH (a ValueError, as json's own errors)."""
 
 
@@ -132,7 +132,7 @@ def loads_outside(text: str | bytes | bytearray, *, what: str = "the answer") ->
         raise OutsideJsonError(f"{what}: not JSON ({exc})") from None
 
 
-class LineError(ValueError):
+class LineError(GpuharnessError, ValueError):
     """A JSON Lines line that cannot be read: not JSON, or nested deeper than MAX_DEPTH; `column` is where."""
 
     def __init__(self, message: str, column: int = 1) -> None:

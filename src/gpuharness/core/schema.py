@@ -6,7 +6,9 @@ table's names: adding a runtime or a provider edits no schema."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 import sys
 from dataclasses import dataclass
 from functools import cache
@@ -106,6 +108,31 @@ def _open_schema(node: Any) -> Any:
     return node
 
 
+_RFC3339 = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.\d+)?(?:[Zz]|([+-])(\d\d):(\d\d))")
+
+
+def is_date_time(text: str) -> bool:
+    """RFC 3339's date-time, as both validators read it: a leap second only at 23:59:60 UTC, and no year 0000,
+    which jsonschema (and Python's datetime) refuses and jsonschema-rs alone would pass."""
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        return False
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    sign, off_h, off_m = match.group(7), int(match.group(8) or 0), int(match.group(9) or 0)
+    try:
+        dt.datetime(year, month, day, hour, minute, min(second, 59))
+    except ValueError:  # year 0000, a 30th of February, hour 24
+        return False
+    if off_h > 23 or off_m > 59 or second > 60:
+        return False
+    offset = (off_h * 60 + off_m) * (-1 if sign == "-" else 1)
+    return second < 60 or (hour * 60 + minute - offset) % 1440 == 1439
+
+
+#: The one place where the compiled validator's formats are made to agree with jsonschema's.
+_FORMATS = {"date-time": is_date_time}
+
+
 def strict_validator(name: str) -> Any:
     """A compiled jsonschema-rs validator of the schema as written (formats on, unknown fields refused)."""
     return _strict_validator(name, _version(name))
@@ -113,7 +140,7 @@ def strict_validator(name: str) -> Any:
 
 @cache
 def _strict_validator(name: str, version: int) -> Any:
-    return jsonschema_rs.Draft202012Validator(load_schema(name), validate_formats=True)
+    return jsonschema_rs.Draft202012Validator(load_schema(name), validate_formats=True, formats=_FORMATS)
 
 
 def fast_validator(name: str) -> Any:
@@ -123,7 +150,8 @@ def fast_validator(name: str) -> Any:
 
 @cache
 def _fast_validator(name: str, version: int) -> Any:
-    return jsonschema_rs.Draft202012Validator(_open_schema(load_schema(name)), validate_formats=True)
+    return jsonschema_rs.Draft202012Validator(_open_schema(load_schema(name)), validate_formats=True,
+                                              formats=_FORMATS)
 
 
 def _path(error: ValidationError) -> str:

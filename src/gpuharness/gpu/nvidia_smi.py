@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, final
 
+from gpuharness.core.errors import GpuharnessError
 from gpuharness.core.secrets import clip
 from gpuharness.remote.lines import lines_of
 
@@ -195,7 +196,7 @@ class SmiReport:
         }
 
 
-class SmiParseError(ValueError):
+class SmiParseError(GpuharnessError, ValueError):
     """The text is CSV-shaped but cannot be mapped to fields (headerless with an unknown column count)."""
 
 

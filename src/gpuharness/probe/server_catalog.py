@@ -19,7 +19,7 @@ from typing import Any, Final, final
 
 from gpuharness.core.base_dir import replace_below
 from gpuharness.core.deployment import Deployment
-from gpuharness.core.errors import UserError
+from gpuharness.core.errors import GpuharnessError, UserError
 from gpuharness.core.regular_file import read_recording
 from gpuharness.core.runtimes import RUNTIMES
 
@@ -28,11 +28,11 @@ CATALOG_RUNTIMES: Final = frozenset(name for name, runtime in RUNTIMES.items() i
 CATALOG_DIR: Final = "catalogs"
 
 
-class CatalogUnavailable(Exception):
+class CatalogUnavailable(GpuharnessError):
     """The server did not answer a catalog (unreachable, an error status, not a catalog): the message says which."""
 
 
-class CatalogUnreadable(ValueError):
+class CatalogUnreadable(GpuharnessError, ValueError):
     """A recorded catalog file that cannot be read back: the message names the file."""
 
 

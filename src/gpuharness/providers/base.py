@@ -8,7 +8,7 @@ from enum import Enum
 from typing import Any, ClassVar, Final, Literal, Protocol, TypeVar, final, runtime_checkable
 
 from gpuharness.core import tables
-from gpuharness.core.errors import UserError
+from gpuharness.core.errors import GpuharnessError, UserError
 from gpuharness.core.tables import Table
 
 Status = Literal["pending", "running", "stopped", "terminated", "error", "unknown"]
@@ -157,7 +157,7 @@ class LaunchSpec:
     offer_id: str | None = None
 
 
-class ProviderError(Exception):
+class ProviderError(GpuharnessError):
     """A classified provider failure with a message a person can act on."""
 
     def __init__(self, kind: ErrorKind, message: str, *, provider: str, status: int | None = None,

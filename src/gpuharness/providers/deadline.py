@@ -21,6 +21,7 @@ from typing import Any, Final, final
 import httpcore
 import httpx
 
+from gpuharness.core.errors import GpuharnessError
 from gpuharness.core.regular_file import size_words
 
 MAX_ANSWER_BYTES: Final = 64 << 20
@@ -104,11 +105,11 @@ class DeadlineTransport(httpx.HTTPTransport):
                                              network_backend=_DeadlineBackend(remaining))
 
 
-class AnswerTooLarge(httpx.ReadError):
+class AnswerTooLarge(GpuharnessError, httpx.ReadError):
     """An answer over its cap: refused as soon as the cap is passed, never held whole."""
 
 
-class AnswerPastDeadline(httpx.ReadTimeout):
+class AnswerPastDeadline(GpuharnessError, httpx.ReadTimeout):
     """An answer still arriving when its deadline passed (a drip): cut off there."""
 
 

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO, Literal, Protocol, final
 
+from gpuharness.core.errors import GpuharnessError
+
 #: refused: the remote path is a link, not a regular file, or not the file looked at (nothing was read)
 RemoteErrorKind = Literal["unreachable", "host_key_unknown", "host_key_changed", "auth", "timeout", "closed", "refused"]
 
@@ -20,7 +22,7 @@ class ExecResult:
     duration_s: float
 
 
-class RemoteError(Exception):
+class RemoteError(GpuharnessError):
     """A transport failure. Probes make one attempt: callers never retry on this. `remedy`, when the transport
     knows one (the command that pins a host key), is kept apart so that no caller cuts it off."""
 

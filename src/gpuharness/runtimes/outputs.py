@@ -36,7 +36,7 @@ from typing import Any, Final, final
 from PIL import GifImagePlugin, Image, ImageFile, JpegImagePlugin, PngImagePlugin, WebPImagePlugin
 
 from gpuharness.core import json_text
-from gpuharness.core.errors import UserError
+from gpuharness.core.errors import GpuharnessError, UserError
 
 #: the most bytes an output may have (a test generation's output is small; a run's is fetched by retrieve)
 MAX_BYTES: Final = 256 << 20
@@ -118,7 +118,7 @@ class Verdict:
         return self.refusal is None
 
 
-class _Refused(Exception):
+class _Refused(GpuharnessError):
     def __init__(self, cause: str, reason: str) -> None:
         super().__init__(reason)
         self.refusal = Refusal(cause, reason, _REMEDIES.get(cause))

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
+from gpuharness.core.errors import GpuharnessError
 from gpuharness.sim.graphql_syntax import EnumValue, Field, Operation, Spread, Variable
 
 SCALARS = frozenset({"String", "Int", "Float", "Boolean", "ID", "Void"})
@@ -37,7 +38,7 @@ Schema = Mapping[str, Mapping[str, FieldType]]
 Resolver = Callable[[dict[str, Any]], Any]
 
 
-class FieldError(Exception):
+class FieldError(GpuharnessError):
     """A resolver's refusal: reported under `errors` with `extensions.code`, the field's value null."""
 
     def __init__(self, message: str, code: str = "INTERNAL_SERVER_ERROR") -> None:
@@ -45,7 +46,7 @@ class FieldError(Exception):
         self.code = code
 
 
-class RequestError(Exception):
+class RequestError(GpuharnessError):
     """A document the server refuses whole (validation, variables): HTTP 400."""
 
     def __init__(self, errors: list[dict[str, Any]]) -> None:

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, final
 
+from gpuharness.core.errors import GpuharnessError
+
 _TOKEN = re.compile(r"""
     (?P<skip>[\s,]+|\#[^\n]*)
   | (?P<spread>\.\.\.)
@@ -23,7 +25,7 @@ _TOKEN = re.compile(r"""
 _KINDS = {"name": "Name", "string": "String", "number": "Int"}
 
 
-class GraphQLSyntaxError(ValueError):
+class GraphQLSyntaxError(GpuharnessError, ValueError):
     """A document that does not parse; the message is graphql-js's ("Syntax Error: ...")."""
 
 

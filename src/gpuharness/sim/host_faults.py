@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuharness.core.errors import GpuharnessError
 from gpuharness.sim.state import SimInstance, SimState
 
 
-class UnknownInstance(LookupError):
+class UnknownInstance(GpuharnessError, LookupError):
     """No simulated instance has the id a host-fault request names (404)."""
 
 

@@ -11,11 +11,13 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from gpuharness.core.errors import GpuharnessError
+
 Column = Literal["num", "bool", "str", "version", "geo", "json"]
 OPERATORS = ("eq", "neq", "gt", "gte", "lt", "lte", "in", "notin")
 
 
-class QueryError(ValueError):
+class QueryError(GpuharnessError, ValueError):
     """A filter or ordering the server would refuse (400)."""
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, final
 
 from gpuharness.core import json_text, regular_file
-from gpuharness.core.errors import UserError
+from gpuharness.core.errors import GpuharnessError, UserError
 
 InputCategory = Literal["required", "optional"]
 
@@ -84,7 +84,7 @@ class NodeClass:
         return next((spec for spec in self.inputs if spec.name == name), None)
 
 
-class CatalogError(ValueError):
+class CatalogError(GpuharnessError, ValueError):
     """The document is not an /object_info catalog."""
 
 

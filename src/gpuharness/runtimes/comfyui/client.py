@@ -13,6 +13,7 @@ from typing import Any, Final, final
 
 import httpx
 
+from gpuharness.core.errors import GpuharnessError
 from gpuharness.core.runtimes import Runtime
 from gpuharness.core.secrets import clip
 from gpuharness.remote.lines import lines_of
@@ -44,12 +45,12 @@ POLL_MAX_S = 2.0
 OUTPUT_KINDS = ("images", "gifs", "videos", "audio")
 
 
-class InputError(ValueError):
+class InputError(GpuharnessError, ValueError):
     """Job inputs that do not name exactly one input of the graph."""
 
 
 @final
-class PromptRejected(Exception):
+class PromptRejected(GpuharnessError):
     """ComfyUI refused the graph (HTTP 400): its body, the problems found in it and their cause."""
 
     def __init__(self, status: int, body: Any, found: list[Problem]) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
+from gpuharness.core.errors import GpuharnessError
 from gpuharness.runtimes.comfyui.catalog import InputSpec, NodeCatalog
 
 #: Core nodes with their own VALIDATE_INPUTS: (class, input) -> the message it returns for a file not on disk.
@@ -39,11 +40,11 @@ BODY_KEYS: Final[frozenset[str]] = frozenset({"prompt", "client_id", "prompt_id"
 _MAX_DEPTH: Final[int] = 900
 
 
-class GraphError(ValueError):
+class GraphError(GpuharnessError, ValueError):
     """The document is not an API-format graph (a UI-format workflow, a list, ...)."""
 
 
-class _Raised(Exception):
+class _Raised(GpuharnessError):
     """A Python exception ComfyUI's validation would raise (its type name and str())."""
 
     def __init__(self, type_name: str, message: str) -> None:
