@@ -204,3 +204,18 @@ def test_provision_unknown_outcome_it_cannot_check_is_never_called_nothing_creat
     again = provision(world.ctx, request())
     assert again.deployment.id == dep.id and again.deployment.instance_id == "i-1"
     assert len(world.provider.instances) == 1 and world.provider.launch_calls == 1
+
+
+def test_provision_refuses_a_policy_with_no_ceiling_at_all(tmp_path):
+    # issue 18 held-out: a policy.json holding only schema_version let a $50/hr provision through silently
+    world = make_world(tmp_path)
+    with world.registry.update("policy.json") as doc:
+        doc.clear()
+        doc["schema_version"] = 1
+    with pytest.raises(UserError, match="no ceiling"):
+        provision(world.ctx, request(cost_hr=50.0))
+    assert world.provider.launch_calls == 0
+    with world.registry.update("policy.json") as doc:
+        doc.update({"ceilings": "none", "reason": "a lab account"})
+    provision(world.ctx, request(cost_hr=50.0))
+    assert world.provider.launch_calls == 1

@@ -151,3 +151,15 @@ def test_reap_apply_keeps_a_deployment_whose_outputs_moved_without_a_ledger_line
     assert decision.action == "keep"
     assert "output progress on the host" in decision.reasons[-1] and "frame_0042.png" in decision.reasons[-1]
     assert world.provider.terminate_calls == 0
+
+
+def test_reap_treats_a_future_created_at_as_suspect_not_young(tmp_path):
+    # issue 18 held-out: a deployment created "a year from now" was kept by reap as young
+    world, _dep_id = ready_world(tmp_path)
+    with world.registry.update("deployments.json") as doc:
+        future = format_ts(world.clock.now + timedelta(days=365))
+        doc["deployments"][0]["created_at"] = future
+        doc["deployments"][0]["ready_at"] = future
+    [decision] = reap(world.ctx)
+    assert decision.action == "destroy"
+    assert any("in the future" in r and "suspect" in r for r in decision.reasons)

@@ -37,6 +37,7 @@ from gpuharness.core.job_line import (
     settle,
 )
 from gpuharness.core.ledger import TERMINAL, sequence_problem
+from gpuharness.core.policy import exceeds
 from gpuharness.core.regular_file import JSONL_LINE, size_words
 from gpuharness.core.rules import Rule
 from gpuharness.core.secrets import Credential, find_secrets, line_of
@@ -558,7 +559,7 @@ class LedgerPass:
             if cost:
                 key = (state.day, state.provider, state.gpu, state.deployment_id)
                 combos[key] = combos.get(key, 0.0) + cost
-                if cap is not None and cost > cap + 1e-9:
+                if exceeds(cost, cap):
                     over.append(state)
             if state.status not in TERMINAL:
                 result.opened[job_id] = state.deployment_id

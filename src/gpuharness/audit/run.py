@@ -38,7 +38,7 @@ from gpuharness.core.deployment import Deployment, ShutdownRule, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.job_line import DECODE_ERRORS
 from gpuharness.core.json_text import LineError, loads_line
-from gpuharness.core.policy import Policy
+from gpuharness.core.policy import Policy, exceeds
 from gpuharness.core.registry import DOCUMENTS, JOURNAL, LEDGER
 from gpuharness.core.rules import Rule
 from gpuharness.core.secrets import Credential, configured_credentials, scan_tree
@@ -439,7 +439,7 @@ def _spend(run: AuditRun) -> None:
         if limit is None:
             continue
         for key, spent in state.rounded(grouping).items():
-            if spent > float(limit) + 1e-9:
+            if exceeds(spent, limit):
                 run.add(rules.SPEND_DAILY if grouping == "day" else rules.SPEND_MONTHLY, f"{grouping} {key} (UTC)",
                         f"spent ${spent:.2f} > {ceiling} ${float(limit):.2f} "
                         f"(over by ${spent - float(limit):.2f}); see `gpuharness spend --by {grouping}` and stop the "
@@ -448,7 +448,7 @@ def _spend(run: AuditRun) -> None:
     burn, _ = live_burn(billing)
     cap_hr = policy.get("max_cost_hr")
     names = ", ".join(f"{d.id} ${d.cost_hr:.2f}/hr ({d.status})" for d in billing)
-    if cap_hr is not None and burn > float(cap_hr) + 1e-9:
+    if exceeds(burn, cap_hr):
         run.add(rules.SPEND_LIVE_BURN, "deployments.json",
                 f"live burn ${burn:.2f}/hr > max_cost_hr ${float(cap_hr):.2f}/hr: {names}; destroy or stop one "
                 "(`gpuharness destroy ID`)")

@@ -12,6 +12,8 @@ import math
 from collections import defaultdict
 from typing import Any, Final
 
+from gpuharness.core.policy import exceeds
+
 WIDTH: Final = 1000
 HEIGHT: Final = 420
 #: The plot area: left, top, right, bottom.
@@ -136,7 +138,7 @@ def _ceiling(draw: Any, days: list[str], totals: list[float], ceiling: float, to
     for start in range(left, right, 13):
         draw.line([(start, y), (min(start + 8, right), y)], fill=CEILING_COLOR, width=2)
     legend = [(f"daily_usd ceiling ${ceiling:,.2f}", "dash", CEILING_COLOR)]
-    over = [index for index, total in enumerate(totals) if total > ceiling + 1e-9]
+    over = [index for index, total in enumerate(totals) if exceeds(total, ceiling)]
     for index in over:
         x, tip = _x(index + 0.5, len(days)), _y(totals[index], top) - 3
         draw.polygon([(x - 6, tip - 10), (x + 6, tip - 10), (x, tip)], fill=CEILING_COLOR)

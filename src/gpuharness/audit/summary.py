@@ -8,6 +8,7 @@ from typing import Any
 from gpuharness.audit.run import AuditRun
 from gpuharness.core.clock import format_ts
 from gpuharness.core.deployment import live_burn
+from gpuharness.core.policy import exceeds
 
 CEILINGS = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr", "max_concurrent_deployments",
             "max_idle_minutes")
@@ -57,7 +58,7 @@ def to_html(summary: dict[str, Any], chart_png_b64: str | None) -> str:
         day = key.partition("|")[0]
         by_day[day] = by_day.get(day, 0.0) + spent
     daily = policy.get("daily_usd")
-    over = sorted(d for d, s in by_day.items() if daily is not None and s > float(daily) + 1e-9)
+    over = sorted(d for d, s in by_day.items() if exceeds(s, daily))
     if problems:
         verdict = (f"<p class='gh-verdict' style='color:#b00020;font-weight:bold'>Audit found "
                    f"{sum(problems.values())} problem(s): "

@@ -3,9 +3,42 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, final
+from typing import Any, Final, Literal, final
 
 ActionKind = Literal["launch", "job", "keep_alive"]
+
+# The one tolerance for float money comparisons: a value equal to its ceiling is within it.
+EPSILON: Final = 1e-9
+
+
+def exceeds(value: float, ceiling: float | None) -> bool:
+    """True when value is above ceiling; no ceiling (None) is never exceeded. The one comparison every check uses."""
+    return ceiling is not None and float(value) > float(ceiling) + EPSILON
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Ceilings:
+    """The money ceilings of policy.json, typed; None means the document sets none. Defaults live here only."""
+
+    per_job_usd: float | None = None
+    daily_usd: float | None = None
+    monthly_usd: float | None = None
+    max_cost_hr: float | None = None
+    max_concurrent_deployments: float | None = None
+    max_idle_minutes: float | None = None
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> Ceilings:
+        def number(name: str) -> float | None:
+            value = document.get(name)
+            return None if value is None else float(value)
+
+        return cls(*(number(name) for name in CEILING_NAMES))
+
+
+CEILING_NAMES: Final = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr", "max_concurrent_deployments",
+                        "max_idle_minutes")
 
 
 @final
@@ -46,10 +79,11 @@ class Decision:
 class Policy:
     """The ceilings of policy.json. Missing ceilings do not constrain."""
 
-    __slots__ = ("doc",)
+    __slots__ = ("ceilings", "doc")
 
     def __init__(self, document: dict[str, Any]) -> None:
         self.doc = document
+        self.ceilings = Ceilings.from_document(document)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.doc.get(key, default)
@@ -87,7 +121,7 @@ class Policy:
                                 "deadline)", tuple(checked))
             cap = limit("max_cost_hr")
             burn = action.live_burn_hr + action.cost_hr
-            if cap is not None and burn > cap + 1e-9:
+            if exceeds(burn, cap):
                 return Decision(False, "max_cost_hr", cap, burn,
                                 f"live burn would be ${burn:.2f}/hr (now ${action.live_burn_hr:.2f}/hr + "
                                 f"${action.cost_hr:.2f}/hr) > max_cost_hr ${cap:.2f}/hr", tuple(checked))
@@ -104,7 +138,7 @@ class Policy:
                                 tuple(checked))
         if action.kind == "job":
             cap = limit("per_job_usd")
-            if cap is not None and action.job_cost_usd > cap + 1e-9:
+            if exceeds(action.job_cost_usd, cap):
                 return Decision(False, "per_job_usd", cap, action.job_cost_usd,
                                 f"job would cost ${action.job_cost_usd:.4f} > per_job_usd ${cap:.2f}",
                                 tuple(checked))
@@ -112,7 +146,7 @@ class Policy:
         for name, spent in (("daily_usd", action.spent_today_usd), ("monthly_usd", action.spent_month_usd)):
             cap = limit(name)
             projected = spent + extra
-            if cap is not None and projected > cap + 1e-9:
+            if exceeds(projected, cap):
                 return Decision(False, name, cap, projected,
                                 f"spend would reach ${projected:.2f} > {name} ${cap:.2f}", tuple(checked))
         return Decision(True, checked=tuple(checked))

@@ -6,7 +6,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, final
+from typing import Any, Final, final
 
 from gpuharness.core import schema, secrets, tables
 from gpuharness.core.deployment import Deployment, json_value
@@ -57,6 +57,10 @@ def empty_document(file_name: str) -> dict[str, Any]:
     if key is None:
         return default_policy()
     return {"schema_version": 1, key: []}
+
+
+# The ceilings that limit money; a spending policy sets one of them, or says "ceilings": "none" with a reason.
+MONEY_CEILINGS: Final = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr")
 
 
 @final
@@ -265,7 +269,13 @@ class Registry:
                             path=self.path("policy.json"),
                             hint="run `gpuharness init` (it writes a default policy.json to review); nothing was "
                                  "launched or run")
-        return self.load("policy.json")
+        document = self.load("policy.json")
+        if document.get("ceilings") != "none" and not any(document.get(name) is not None for name in MONEY_CEILINGS):
+            raise UserError("policy.json sets no ceiling at all: nothing would limit what this spends",
+                            path=self.path("policy.json"), place="ceilings",
+                            hint=f"set one of {', '.join(MONEY_CEILINGS)}, or say `\"ceilings\": \"none\"` with a "
+                                 "`\"reason\"`; nothing was launched or run")
+        return document
 
 
 @final

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, final
+from typing import Any, Final, final
 
 from gpuharness.core import schema
 from gpuharness.core.clock import format_ts, parse_ts
@@ -110,6 +110,7 @@ def assess(ctx: Context, *, startup_minutes: float = 12.0) -> list[ReapDecision]
             decision.action = "busy"
             decision.reasons.append(f"job(s) {', '.join(running[deployment.id])} running: never reaped mid-job")
         _hard_stops(decision, deployment, now)
+        _future_stamps(decision, deployment, now)
         _idleness(decision, deployment, policy, now, last, marker, mine, startup_minutes)
         if decision.reasons and decision.action != "busy":
             decision.action = "destroy"
@@ -141,6 +142,19 @@ def _hard_stops(decision: ReapDecision, deployment: Deployment, now: datetime) -
         if age_h >= rule.max_hours:
             decision.reasons.append(f"max_hours: up {age_h:.2f} h >= {rule.max_hours:g} h")
             decision.hard_stop = True
+
+
+# A timestamp further ahead of our clock than this is not skew: it is suspect.
+FUTURE_SKEW: Final = timedelta(minutes=5)
+
+
+def _future_stamps(decision: ReapDecision, deployment: Deployment, now: datetime) -> None:
+    """A created_at or ready_at in the future is suspect, never a sign of a young deployment."""
+    for name, stamp in (("created_at", deployment.created_at), ("ready_at", deployment.ready_at)):
+        if stamp and parse_ts(stamp) - now > FUTURE_SKEW:
+            ahead_h = (parse_ts(stamp) - now).total_seconds() / 3600
+            decision.reasons.append(f"{name} {stamp} lies {ahead_h:.1f} h in the future (> "
+                                    f"{FUTURE_SKEW.total_seconds() / 60:g} min skew): suspect, not young")
 
 
 def _idleness(decision: ReapDecision, deployment: Deployment, policy: Policy, now: datetime, last: str,

@@ -14,7 +14,7 @@ from gpuharness.core import schema
 from gpuharness.core.clock import now_ts, parse_ts
 from gpuharness.core.deployment import Deployment, live_burn
 from gpuharness.core.errors import UserError
-from gpuharness.core.policy import Action, Policy
+from gpuharness.core.policy import Action, Policy, exceeds
 from gpuharness.core.statefile import atomic_write_json, read_json
 from gpuharness.providers.base import KEY_PREFIX
 from gpuharness.providers.inventory import Inventory
@@ -299,7 +299,7 @@ def rule_budget(step: dict[str, Any], ctx: PlanContext) -> str | None:
     spend += cost * _hours(stop, ctx.now)
     for name, spent in (("daily_usd", ctx.spent_today_usd), ("monthly_usd", ctx.spent_month_usd)):
         cap = ctx.policy.get(name)
-        if cap is not None and spent + spend > float(cap) + 1e-9:
+        if exceeds(spent + spend, cap):
             return (f"projected spend ${spent + spend:.2f} (spent ${spent:.2f} + planned ${spend:.2f} through "
                     f"this step's stop condition) > {name} ${float(cap):.2f}")
     return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from gpuharness.core.policy import Action, Policy
+from gpuharness.core.policy import Action, Policy, exceeds
 from gpuharness.providers.base import Offer, OfferSource, Provider, ProviderError
 
 
@@ -34,7 +34,7 @@ def gather(sources: Iterable[tuple[str, str, OfferSource]], gpu: str, policy: Po
             failures[name] = str(exc)
             continue
         for offer in offers:
-            if max_cost_hr is not None and offer.cost_hr > max_cost_hr + 1e-9:
+            if exceeds(offer.cost_hr, max_cost_hr):
                 continue
             found.append(replace(offer, refused=policy_verdict(offer, kind, policy, burn_hr, live_count)))
     found.sort(key=lambda o: (o.cost_hr, o.provider, o.gpu_count))
