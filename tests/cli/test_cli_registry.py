@@ -100,7 +100,9 @@ def test_spend_by_day_json_matches_the_jq_recipe(registry: Registry, capsys, job
     code, out, _ = run(capsys, "spend", "--by", "day", "--json", "--registry", str(registry.root))
     payload = json.loads(out)
     assert code == 0
-    assert payload["spend"] == {"2026-11-01": 0.25, "2026-11-02": 0.5} and payload["total"] == 0.75
+    used = {day: row["used"] for day, row in payload["groups"].items() if row["used"]}
+    assert used == {"2026-11-01": 0.25, "2026-11-02": 0.5} and payload["used_total"] == 0.75
+    assert payload["total"] >= payload["used_total"]  # billed: the live deployment's uptime, jobs or not
     assert payload["ceilings"]["daily_usd"] == 50.0
 
 

@@ -143,7 +143,7 @@ def test_spend_explain_accounts_for_the_one_liners_difference_line_by_line(capsy
     assert main(["spend", "--registry", str(registry), "--explain", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     explained = payload["explain"]
-    assert explained["spend_usd"] == pytest.approx(payload["total"])
+    assert explained["spend_usd"] == pytest.approx(payload["used_total"])
     assert explained["one_liner_usd"] == pytest.approx(_one_liner(DEMO_LEDGER))
     assert explained["spend_usd"] != pytest.approx(explained["one_liner_usd"])  # the demo ledger shows both causes
     skipped, again = explained["billed_not_completed"], explained["counted_again"]

@@ -5,19 +5,33 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from gpuharness.cli import emit, existing_registry, show
 from gpuharness.cli.arguments import non_negative, whole
 from gpuharness.core import schema
+from gpuharness.core.billing import Interval, billed_intervals
+from gpuharness.core.clock import now_ts, utcnow
 from gpuharness.core.economics import keep_alive
 from gpuharness.core.errors import UserError
+from gpuharness.core.job_line import JobLine
+from gpuharness.core.journal import read_journal
 from gpuharness.core.jsonl import read_records
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import DOCUMENTS, LEDGER, OBSERVATIONS, Registry
-from gpuharness.core.spend import GROUPINGS, ONE_LINER, explain_one_liner, job_costs, spend_by, today_and_month
+from gpuharness.core.spend import (
+    GROUPINGS,
+    ONE_LINER,
+    Spent,
+    billed_today_and_month,
+    explain_one_liner,
+    group_book,
+    job_costs,
+    spend_book,
+)
 from gpuharness.core.statefile import parse_json_text
 
 
@@ -147,27 +161,44 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
 def cmd_spend(args: argparse.Namespace) -> int:
     registry = existing_registry(args)
     numbered = list(enumerate(existing_ledger(registry).checked_records(), 1))
-    records = list(job_costs(record for _, record in numbered).values())
-    totals = spend_by(records, args.by)
+    lines = [JobLine.from_record(record) for _, record in numbered]
+    book = spend_book(lines, registry_intervals(registry, utcnow()))
+    groups = group_book(book, args.by)
     policy = Policy(registry.policy_document())
-    today, month = today_and_month(records)
+    today, month = billed_today_and_month(book, now_ts())
     ceilings = {"daily_usd": policy.get("daily_usd"), "monthly_usd": policy.get("monthly_usd"),
                 "per_job_usd": policy.get("per_job_usd")}
-    payload = {"by": args.by, "spend": totals, "total": round(sum(totals.values()), 6),
+    total = group_book(book, "total").get("total") or Spent()
+    payload = {"by": args.by, "spend": {k: round(v.billed, 6) for k, v in groups.items()},
+               "groups": {k: v.to_json() for k, v in groups.items()}, "total": round(total.billed, 6),
+               "used_total": round(total.used, 6), "idle_total": round(total.idle, 6),
                "today": round(today, 6), "this_month": round(month, 6), "ceilings": ceilings,
-               "ceilings_from": registry.policy_origin()}
-    width = max((len(k) for k in totals), default=5)
-    lines = [f"{k:<{width}}  ${v:,.4f}" for k, v in totals.items()]
-    lines.append(f"today ${today:,.2f} of daily_usd ${float(ceilings['daily_usd'] or 0):,.2f}; "
-                 f"this month ${month:,.2f} of monthly_usd ${float(ceilings['monthly_usd'] or 0):,.2f}")
+               "ceilings_from": registry.policy_origin(), "one_liner": ONE_LINER}
+    width = max((len(k) for k in groups), default=5)
+    text = [f"{'':<{width}}  {'billed':>12} {'used':>12} {'idle':>12}"]
+    text += [f"{k:<{width}}  {_usd(v.billed):>12} {_usd(v.used):>12} {_usd(v.idle):>12}" for k, v in groups.items()]
+    text.append(f"{'total':<{width}}  {_usd(total.billed):>12} {_usd(total.used):>12} {_usd(total.idle):>12}")
+    text.append(f"today ${today:,.2f} billed of daily_usd ${float(ceilings['daily_usd'] or 0):,.2f}; "
+                f"this month ${month:,.2f} of monthly_usd ${float(ceilings['monthly_usd'] or 0):,.2f}")
     if not registry.has_policy():
-        lines.append(f"ceilings: {registry.policy_origin()}")
+        text.append(f"ceilings: {registry.policy_origin()}")
+    explanation = explain_one_liner(numbered)
+    text.append(f"the jobs (used) ${explanation.spend:,.4f}; the seeds' one-liner says ${explanation.one_liner:,.4f}")
     if args.explain:
-        explanation = explain_one_liner(numbered)
         payload["explain"] = explanation.to_json()
-        lines += ["", f"against {ONE_LINER}:", *explanation.lines()]
-    emit(args, payload, "\n".join(lines))
+        text += ["", f"against {ONE_LINER}:", *explanation.lines()]
+    emit(args, payload, "\n".join(text))
     return 0
+
+
+def _usd(value: float) -> str:
+    return f"-${-value:,.4f}" if value < 0 else f"${value:,.4f}"
+
+
+def registry_intervals(registry: Registry, now: datetime) -> dict[str, list[Interval]]:
+    """The billed intervals of the registry's deployments, from its journal."""
+    journal = list(read_journal(registry.journal_path)) if registry.journal_path.exists() else []
+    return billed_intervals(registry.deployments(), journal, now)
 
 
 def cmd_economics(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""Spend from the ledger: each job's billed cost is the cost_usd of its current line."""
+"""Spend: billed (the deployments' billed intervals), used (each job's current line) and idle (the difference)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, final
 
+from gpuharness.core.billing import Interval
 from gpuharness.core.clock import format_ts, now_ts, parse_ts
+from gpuharness.core.job_line import JobLine
 
 GROUPINGS = ("day", "month", "provider", "gpu", "deployment", "total")
 SPEND_LABEL = "spend (each job's current line, every status)"
@@ -48,6 +50,87 @@ def _key(record: dict[str, Any], by: str) -> str:
     if by == "deployment":
         return str(record.get("deployment_id") or "?")
     return "total"
+
+
+def current_lines(lines: Iterable[JobLine]) -> dict[str, JobLine]:
+    """The current line of each job (corrections replace earlier lines)."""
+    return {line.id: line for line in lines}
+
+
+def _line_day(line: JobLine) -> str:
+    stamp = line.completed_at or line.started_at or line.ts
+    if stamp.endswith(("Z", "z")) or len(stamp) < 11:
+        return stamp[:10]
+    try:
+        return format_ts(parse_ts(stamp))[:10]
+    except ValueError:
+        return stamp[:10]
+
+
+#: A row of the spend book: (UTC day, provider, gpu, deployment).
+RowKey = tuple[str, str, str, str]
+
+
+@final
+@dataclass(slots=True)
+class Spent:
+    """Billed and used dollars of one group; idle is billed minus used."""
+
+    billed: float = 0.0
+    used: float = 0.0
+
+    @property
+    def idle(self) -> float:
+        return self.billed - self.used
+
+    def add(self, other: Spent) -> None:
+        self.billed += other.billed
+        self.used += other.used
+
+    def to_json(self) -> dict[str, float]:
+        return {"billed": round(self.billed, 6), "used": round(self.used, 6), "idle": round(self.idle, 6)}
+
+
+def spend_book(lines: Iterable[JobLine], intervals: dict[str, list[Interval]]) -> dict[RowKey, Spent]:
+    """Billed and used per UTC day, provider, GPU and deployment. A deployment with billed intervals bills them
+    (its jobs are used time inside them); one without (serverless, or unknown to deployments.json) bills its jobs."""
+    book: dict[RowKey, Spent] = defaultdict(Spent)
+    placed = {dep: (found[0].provider, found[0].gpu) for dep, found in intervals.items() if found}
+    for dep, found in intervals.items():
+        for interval in found:
+            for day, cost in interval.by_day():
+                book[(day, interval.provider, interval.gpu, dep)].billed += cost
+    for line in current_lines(lines).values():
+        cost = line.cost_usd or 0.0
+        if not cost:
+            continue
+        provider, gpu = placed.get(line.deployment_id) or (line.provider or "?", line.gpu or "?")
+        row = book[(_line_day(line), provider or "?", gpu, line.deployment_id)]
+        row.used += cost
+        if line.deployment_id not in intervals:
+            row.billed += cost
+    return dict(book)
+
+
+_GROUP_INDEX = {"day": 0, "provider": 1, "gpu": 2, "deployment": 3}
+
+
+def group_book(book: dict[RowKey, Spent], by: str) -> dict[str, Spent]:
+    """The book summed per group (day and month are UTC)."""
+    if by not in GROUPINGS:
+        raise ValueError(f"unknown grouping {by!r}; use one of {', '.join(GROUPINGS)}")
+    out: dict[str, Spent] = defaultdict(Spent)
+    for key, spent in book.items():
+        group = "total" if by == "total" else key[0][:7] if by == "month" else key[_GROUP_INDEX[by]]
+        out[group].add(spent)
+    return dict(sorted(out.items()))
+
+
+def billed_today_and_month(book: dict[RowKey, Spent], now: str) -> tuple[float, float]:
+    """Billed spend of the UTC day and month of `now`."""
+    day = sum(s.billed for key, s in book.items() if key[0] == now[:10])
+    month = sum(s.billed for key, s in book.items() if key[0][:7] == now[:7])
+    return day, month
 
 
 def spend_by(records: Iterable[dict[str, Any]], by: str) -> dict[str, float]:
