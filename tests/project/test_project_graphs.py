@@ -72,8 +72,8 @@ def test_the_test_worlds_workflows_are_valid():
 
 
 def readme_graphs() -> list[dict[str, Any]]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("\n## Workflows", 1)[1].split("\n## ", 1)[0]
+    text = (ROOT / "docs" / "workflows.md").read_text(encoding="utf-8")
+    section = text
     blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", section, re.S)]
     return [b for b in blocks if isinstance(b, dict) and b and all(isinstance(n, dict) and "class_type" in n
                                                                     for n in b.values())]

@@ -28,7 +28,7 @@ from gpuharness.sim import Simulator, wires
 from gpuharness.sim.simulated_runtime import half_of
 
 SRC = ROOT / "src" / "gpuharness"
-README = (ROOT / "README.md").read_text("utf-8")
+README = (ROOT / "docs" / "package-map.md").read_text("utf-8")
 
 #: files that name a provider kind for a reason of their own (a new provider touches none of them): the demo's and
 #: the recorded world's example estates, a log's source (diagnose), the simulated instance ids (Vast's are numbers,
