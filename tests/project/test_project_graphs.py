@@ -81,10 +81,10 @@ def readme_graphs() -> list[dict[str, Any]]:
 
 def test_the_readme_graphs_are_valid():
     graphs = readme_graphs()
-    assert graphs, "the README's Workflows section shows a graph"
+    assert graphs, "docs/workflows.md shows a graph"
     catalog = recorded_catalog().with_model_files({"checkpoints": ["sd_xl_base_1.0.safetensors"]})
     for graph in graphs:
-        assert_accepted(graph, catalog, "README")
+        assert_accepted(graph, catalog, "docs/workflows.md")
 
 
 def test_the_graph_the_demo_used_to_send_is_refused_as_the_real_server_refused_it():
