@@ -1,7 +1,7 @@
 """Every benchmark in bench/ still runs: each at its smallest size, exit 0. The benchmarks call the project's own
 functions, so a changed signature breaks them where no other test looks (bench/health_roundtrips.py passed a dict
 where the health rules had come to take a Deployment, and nothing failed until it was run by hand). Figures are
-not checked here: they belong to the README, measured on purpose."""
+not checked here: they belong to docs/benchmarks.md, measured on purpose."""
 
 from __future__ import annotations
 

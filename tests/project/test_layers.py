@@ -1,4 +1,4 @@
-"""The package map in the README's architecture section, enforced: each package imports only itself and the
+"""The package map in docs/package-map.md, enforced: each package imports only itself and the
 packages below it, so there are no circles and nothing reaches upward."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def _allowed(source: str, target: str) -> bool:
 
 def test_every_package_is_on_the_map():
     packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert packages == set(LAYERS) | {"sim"}, "add the new package to LAYERS here and to the README's map"
+    assert packages == set(LAYERS) | {"sim"}, "add the new package to LAYERS here and to docs/package-map.md"
 
 
 def test_no_module_sits_beside_the_packages():
@@ -104,7 +104,7 @@ def test_imports_point_down_the_map(path):
     source = _package_of(path)
     wrong = [f"{path.relative_to(SRC)}:{line} imports gpuharness.{target}"
              for line, target in _imports(path) if not _allowed(source, target)]
-    assert wrong == [], "imports against the package map (README, Architecture): " + "; ".join(wrong)
+    assert wrong == [], "imports against the package map (docs/package-map.md): " + "; ".join(wrong)
 
 
 def _within(name: str, allowed: set[str]) -> bool:

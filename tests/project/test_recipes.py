@@ -1,4 +1,4 @@
-"""Each recipe of the README's Architecture section (adding a runtime, a provider, an audit rule) is held to the tree:
+"""Each recipe of docs/package-map.md (adding a runtime, a provider, an audit rule) is held to the tree:
 the files it lists are as many as it says, every existing runtime, provider and audit rule lives in exactly those
 files (and names itself nowhere else but where a reason is given here), and a throwaway provider made of only the
 files the recipe lists is built, validated, allowed and served like the real ones."""
@@ -28,7 +28,7 @@ from gpuharness.sim import Simulator, wires
 from gpuharness.sim.simulated_runtime import half_of
 
 SRC = ROOT / "src" / "gpuharness"
-README = (ROOT / "README.md").read_text("utf-8")
+README = (ROOT / "docs" / "package-map.md").read_text("utf-8")
 
 #: files that name a provider kind for a reason of their own (a new provider touches none of them): the demo's and
 #: the recorded world's example estates, a log's source (diagnose), the simulated instance ids (Vast's are numbers,
@@ -56,7 +56,7 @@ EMITTED_UNNAMED = frozenset({rules.INVENTORY_ORPHANS.id, rules.INVENTORY_VANISHE
 def recipe(title: str) -> tuple[list[int], list[str]]:
     """The counts a README recipe claims ("touches 3 files, 4 if ...") and the source files it lists."""
     found = re.search(rf"\*\*Adding {title}\*\* (.*?)(?:\n\n|\Z)", README, re.DOTALL)
-    assert found, f"the README has no recipe **Adding {title}**"
+    assert found, f"docs/package-map.md has no recipe **Adding {title}**"
     text = " ".join(found.group(1).split())
     counts = [int(n) for n in re.match(r"touches (\d+) files(?:, (\d+) if)?", text).groups() if n]  # type: ignore[union-attr]
     listed = [token for token in re.findall(r"`([^`]+)`", text)

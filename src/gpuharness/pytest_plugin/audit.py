@@ -8,6 +8,7 @@ import itertools
 import os
 from collections.abc import Iterable
 from datetime import datetime
+from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +115,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("audit_deployment", _deployment_ids(metafunc.config))
 
 
+def audit_verdict_html(failed: list[str], checked: int) -> str:
+    """The audit's verdict, first in audit.html and in its static HTML: PASSED, or FAILED with the failed rules."""
+    if failed:
+        names = ", ".join(escape(node.rsplit("::", 1)[-1]) for node in failed[:10])
+        return (f'<h2 id="gpuharness-verdict" style="color:#cf222e">Verdict: FAILED: {len(failed)} of {checked} '
+                f'audit checks: {names}</h2>')
+    return f'<h2 id="gpuharness-verdict" style="color:#1a7f37">Verdict: PASSED: {checked} audit checks</h2>'
+
+
 class AuditSession:
     """Tracks the audit tests of this session (on the controller) and writes the checkpoint if all passed."""
 
@@ -199,6 +209,7 @@ class AuditSession:
         from gpuharness.audit.spend_chart import daily_spend_png
         from gpuharness.audit.summary import to_html
 
+        prefix.insert(0, secrets.redact(audit_verdict_html(sorted(set(self.failed)), len(self.reported))))
         prefix.append(secrets.redact(to_html(data, daily_spend_png(data["day_provider"], _ceiling(data),
                                                                    title=CHART_TITLE))))
 

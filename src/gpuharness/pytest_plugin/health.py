@@ -24,6 +24,7 @@ from gpuharness.providers.cassette import Mode
 from gpuharness.pytest_plugin import cassette_dir, registry_root
 from gpuharness.pytest_plugin.health_target import PROPERTY, HealthTarget
 from gpuharness.pytest_plugin.reports import run_report
+from gpuharness.pytest_plugin.verdicts import health_row, health_table
 from gpuharness.runtimes.comfyui.workflow_fit import catalog_fetch
 
 
@@ -145,6 +146,7 @@ class ReadyGate:
         self.probes: dict[str, dict[str, Any]] = {}
         self.figures: dict[str, dict[str, Any]] = {}
         self.lines: list[str] = []
+        self.rows: list[tuple[str, str, str, str, str]] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props: dict[str, Any] = dict(report.user_properties)
@@ -173,8 +175,15 @@ class ReadyGate:
                 evidence = gate.RunEvidence(probe.get("digest"), probe.get("route"), run_report(self.config),
                                             figures)
                 self.lines.append(gate.conclude(registry, deployment_id, results, evidence))
+            self.rows.append(health_row(deployment_id, self.lines[-1], results, figures))
             if figures is not None:  # the GPU against its class, in the report's summary
                 self.lines.append(f"  {deployment_id} GPU: {figures.get('message')}")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(self, prefix: list[str]) -> None:
+        """The verdicts first in health.html, as static HTML (pytest-html draws its own table with JavaScript)."""
+        if self.rows:
+            prefix.insert(0, health_table(self.rows))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.lines:
