@@ -1,8 +1,10 @@
-"""Provider commands: `providers check` and `offers`."""
+"""Provider commands: `providers add`, `providers check` and `offers`."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 from typing import Any
 
 from gpuharness.cli import emit, existing_registry
@@ -11,14 +13,27 @@ from gpuharness.core.deployment import live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
 from gpuharness.providers.authentication import check_all
-from gpuharness.providers.base import OfferSource
+from gpuharness.providers.base import ADAPTERS, OfferSource, ProviderKind
 from gpuharness.providers.factory import PhaseOptions, build_provider, capabilities_of
 from gpuharness.providers.offers import gather
+
+KEY_ENV = re.compile(r"[A-Z_][A-Z0-9_]*")  # as providers.schema.json's credential_env pattern
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     providers = subparsers.add_parser("providers", help="configured providers")
     prov_sub = providers.add_subparsers(dest="providers_command", metavar="ACTION", required=True)
+    p = prov_sub.add_parser("add", parents=[common], help="add a provider to providers.json",
+                            epilog="example: gpuharness providers add vast --kind vast --key-env VAST_API_KEY")
+    p.add_argument("name", help="the name commands use for it (--provider NAME)")
+    p.add_argument("--kind", required=True, help=f"which adapter speaks to it: {', '.join(ADAPTERS)}")
+    p.add_argument("--key-env", metavar="VAR",
+                   help="the environment variable holding its API key (the key itself is never written)")
+    p.add_argument("--api-base", metavar="URL", help="another base URL (a proxy, or the simulator)")
+    p.add_argument("--ssh-key-file", metavar="FILE", help="the SSH key its instances are reached with")
+    p.add_argument("--known-hosts", metavar="FILE", help="the known_hosts file its instances' keys are pinned in")
+    p.add_argument("--replace", action="store_true", help="replace an entry of the same name")
+    p.set_defaults(handler=cmd_providers_add)
     p = prov_sub.add_parser("check", parents=[common],
                             help="one cheap authenticated read per provider; records authenticated/checked_at")
     p.add_argument("--provider", metavar="NAME", help="only this provider")
@@ -31,6 +46,29 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", metavar="NAME", action="append", help="only this provider (repeatable)")
     p.add_argument("--deadline", type=positive, default=60.0, metavar="S", help="phase deadline (default 60 s)")
     p.set_defaults(handler=cmd_offers)
+
+
+def cmd_providers_add(args: argparse.Namespace) -> int:
+    registry = existing_registry(args)
+    kind = ProviderKind.parse(args.kind, place="--kind")
+    if args.key_env is not None and not KEY_ENV.fullmatch(args.key_env):
+        raise UserError(f"--key-env {args.key_env!r} is not an environment variable name",
+                        hint="upper case letters, digits and _, e.g. VAST_API_KEY; the name, never the key")
+    entry = {"name": args.name, "kind": kind.value, "credential_env": args.key_env}
+    entry |= {k: v for k, v in (("api_base", args.api_base), ("ssh_key_file", args.ssh_key_file),
+                                ("known_hosts", args.known_hosts)) if v is not None}
+    with registry.update("providers.json") as document:
+        taken = [p for p in document["providers"] if p["name"] == args.name]
+        if taken and not args.replace:
+            raise UserError(f"provider {args.name!r} is already in providers.json", path=registry.path(
+                "providers.json"), hint="pass --replace to replace it, or choose another name")
+        document["providers"] = [p for p in document["providers"] if p["name"] != args.name] + [entry]
+    unset = args.key_env and not os.environ.get(args.key_env)
+    after = (f"\n  ${args.key_env} is not set here: export {args.key_env}=... before" if unset else "\n  next:")
+    emit(args, entry, f"providers.json: added {args.name} (kind {kind.value}"
+         + (f", key from ${args.key_env})" if args.key_env else ", no key)")
+         + f"{after} gpuharness providers check --provider {args.name}")
+    return 0
 
 
 def cmd_providers_check(args: argparse.Namespace) -> int:

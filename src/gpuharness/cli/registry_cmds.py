@@ -73,7 +73,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    registry = Registry.locate(args.registry)
+    registry = Registry.locate(args.registry, search=False)
     created = registry.init()
     emit(args, {"registry": str(registry.root), "created": [str(p) for p in created]},
          f"registry {registry.root}: created {len(created)} file(s)"

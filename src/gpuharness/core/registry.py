@@ -59,6 +59,15 @@ def empty_document(file_name: str) -> dict[str, Any]:
     return {"schema_version": 1, key: []}
 
 
+def nearest_registry(start: Path) -> Path | None:
+    """The nearest directory .pi/gpu at start or above it, as git finds .git; None where there is none."""
+    for folder in (start, *start.parents):
+        candidate = folder / DEFAULT_DIR
+        if candidate.is_dir():
+            return candidate if folder != start else Path(DEFAULT_DIR)
+    return None
+
+
 # The ceilings that limit money; a spending policy sets one of them, or says "ceilings": "none" with a reason.
 MONEY_CEILINGS: Final = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr")
 
@@ -75,11 +84,16 @@ class Registry:
         secrets.watch_providers(self.path("providers.json"))  # every sink redacts this registry's providers' keys
 
     @classmethod
-    def locate(cls, explicit: str | Path | None = None) -> Registry:
-        """--registry DIR, else $GPUHARNESS_REGISTRY, else .pi/gpu."""
+    def locate(cls, explicit: str | Path | None = None, *, search: bool = True) -> Registry:
+        """--registry DIR, else $GPUHARNESS_REGISTRY, else the nearest .pi/gpu from here up the directory tree
+        (as git finds .git; search=False, for init, takes ./.pi/gpu), else .pi/gpu."""
         if explicit:
             return cls(explicit)
-        return cls(os.environ.get(ENV_VAR) or DEFAULT_DIR)
+        chosen = os.environ.get(ENV_VAR)
+        if chosen:
+            return cls(chosen)
+        found = nearest_registry(Path.cwd()) if search else None
+        return cls(found or DEFAULT_DIR)
 
     @classmethod
     def existing(cls, explicit: str | Path | None = None) -> Registry:
