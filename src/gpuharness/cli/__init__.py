@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = common_parent()
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers, common)
+    from gpuharness.cli.examples import attach
+
+    attach(parser)
     return parser
 
 

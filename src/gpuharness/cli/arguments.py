@@ -64,3 +64,11 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UserError(message, place=self.prog.partition(" ")[2] or None, hint=f"see {self.prog} --help")
+
+
+def timeout_option(parser: argparse.ArgumentParser, default: float, what: str) -> None:
+    """--timeout S: seconds (a time of day is --deadline, on provision only). The old spelling --deadline S
+    still works here, unlisted."""
+    parser.add_argument("--timeout", dest="deadline", type=positive, default=default, metavar="S",
+                        help=f"{what} (default {default:g})")
+    parser.add_argument("--deadline", dest="deadline", type=positive, default=default, help=argparse.SUPPRESS)

@@ -7,7 +7,7 @@ import subprocess
 from typing import Any
 
 from gpuharness.cli import emit, existing_registry
-from gpuharness.cli.arguments import non_negative, positive, whole
+from gpuharness.cli.arguments import non_negative, positive, timeout_option, whole
 from gpuharness.core import runtimes
 from gpuharness.core.errors import UserError
 
@@ -20,14 +20,13 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     for name, text in (("install", "download and sha256-verify the model files (one batched SSH exec)"),
                        ("configure", "runtime setup from the workflow manifest (one batched SSH exec)")):
         p = subparsers.add_parser(name, parents=[common], help=text)
-        p.add_argument("deployment")
-        p.add_argument("--deadline", type=positive, default=1800.0 if name == "install" else 900.0,
-                       help="seconds for the one exec")
+        p.add_argument("deployment", help="the deployment id")
+        timeout_option(p, 1800.0 if name == "install" else 900.0, "seconds for the one exec")
         p.set_defaults(handler=cmd_install if name == "install" else cmd_configure)
 
     p = subparsers.add_parser("run", parents=[common], help="run jobs on a ready deployment, with ledger lines")
-    p.add_argument("deployment")
-    p.add_argument("--workflow")
+    p.add_argument("deployment", help="the deployment id (status ready)")
+    p.add_argument("--workflow", metavar="ID", help="a workflows.json id (default: the deployment's workflow)")
     p.add_argument("--inputs", action="append", default=[], metavar="JSON",
                    help="job inputs as a JSON object (repeat for a batch)")
     p.add_argument("--poll", type=positive, default=2.0, help="seconds between status polls (default 2)")
@@ -35,15 +34,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     p = subparsers.add_parser("retrieve", parents=[common],
                               help="sync artifacts off the instance over SFTP (resumable, sha256-verified)")
-    p.add_argument("deployment")
+    p.add_argument("deployment", help="the deployment id")
     p.add_argument("--to", default="outputs", help="local directory (default ./outputs)")
-    p.add_argument("--deadline", type=positive, default=3600.0,
-                   help="seconds for the whole retrieve (default 3600); what is not synced by then stays pending")
+    timeout_option(p, 3600.0, "seconds for the whole retrieve; what is not synced by then stays pending")
     p.set_defaults(handler=cmd_retrieve)
 
     p = subparsers.add_parser("destroy", parents=[common],
                               help="terminate (needs --confirm <exact id>; refuses with unsynced artifacts)")
-    p.add_argument("deployment")
+    p.add_argument("deployment", help="the deployment id")
     p.add_argument("--confirm", metavar="ID", help="the exact deployment id, again")
     p.add_argument("--discard-artifacts", action="store_true",
                    help="destroy although artifacts are not synced (recorded on the ledger)")
@@ -67,8 +65,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=cmd_demo)
 
     p = subparsers.add_parser("check", help="run a packaged check suite with pytest: check health|audit|plan ARGS")
-    p.add_argument("suite", choices=SUITES)
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    p.add_argument("suite", choices=SUITES, help="which packaged suite")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed to pytest as they are")
     p.set_defaults(handler=cmd_check)
 
 
@@ -76,25 +74,25 @@ def _register_provision(subparsers: Any, common: argparse.ArgumentParser) -> Non
     p = subparsers.add_parser("provision", parents=[common],
                               help="check the policy, disclose, then launch one instance (or reuse a live match)")
     p.add_argument("--provider", required=True, help="a providers.json name")
-    p.add_argument("--gpu", required=True)
-    p.add_argument("--image", required=True)
+    p.add_argument("--gpu", required=True, help='GPU model as offers shows it, e.g. "RTX 4090"')
+    p.add_argument("--image", required=True, help="container or VM image the instance boots")
     p.add_argument("--cost-hr", type=non_negative, default=None,
                    help="the hourly price you accept (default: the provider's cheapest offer of --gpu); "
                         "checked against the policy")
-    p.add_argument("--runtime", choices=runtimes.names())
-    p.add_argument("--model")
-    p.add_argument("--workflow")
-    p.add_argument("--gpu-count", type=whole(minimum=1), default=1)
-    p.add_argument("--region")
-    p.add_argument("--disk-gb", type=whole(minimum=1), default=50)
-    p.add_argument("--idle-minutes", type=positive)
-    p.add_argument("--max-hours", type=positive)
+    p.add_argument("--runtime", choices=runtimes.names(), help="what serves on the instance")
+    p.add_argument("--model", help="a models.json name (installed by `gpuharness install`)")
+    p.add_argument("--workflow", help="a workflows.json id (its test generation proves the deployment)")
+    p.add_argument("--gpu-count", type=whole(minimum=1), default=1, help="GPUs per instance (default 1)")
+    p.add_argument("--region", help="only offers in this region")
+    p.add_argument("--disk-gb", type=whole(minimum=1), default=50, help="disk size in GB (default 50)")
+    p.add_argument("--idle-minutes", type=positive, help="shutdown rule: destroy after this many idle minutes")
+    p.add_argument("--max-hours", type=positive, help="shutdown rule: destroy after this many hours")
     p.add_argument("--deadline", help="RFC 3339 UTC time after which it is destroyed")
     p.add_argument("--interruptible", action="store_true", help="spot/bid where the provider offers it")
-    p.add_argument("--bid-price", type=non_negative)
+    p.add_argument("--bid-price", type=non_negative, help="with --interruptible: the bid, in $/hr")
     p.add_argument("--owner", help="who cleans it up (default: the local user)")
     p.add_argument("--reason", help="why it runs (default: what it runs on which GPU)")
-    p.add_argument("--checkpoint-path")
+    p.add_argument("--checkpoint-path", help="where on the instance jobs keep checkpoints (synced by retrieve)")
     p.add_argument("--id", dest="deployment_id", help="the deployment id (default dep_<model>_<nn>)")
     p.add_argument("--ssh-key", help="private key file for the instance's SSH route")
     p.add_argument("--known-hosts", help="known_hosts file pinning the instance's host key")

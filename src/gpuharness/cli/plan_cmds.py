@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuharness.cli import emit, existing_registry
-from gpuharness.cli.arguments import non_negative, positive, whole
+from gpuharness.cli.arguments import non_negative, positive, timeout_option, whole
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
@@ -31,8 +31,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                    help="live lists providers; record also writes --cassette; offline replays --cassette")
     p.add_argument("--cassette", type=Path, default=DEFAULT_INVENTORY,
                    help=f"inventory cassette for record/offline (default {DEFAULT_INVENTORY})")
-    p.add_argument("--deadline", type=positive, default=300.0,
-                   help="seconds for the whole refresh, every provider's list included (default 300)")
+    timeout_option(p, 300.0, "seconds for the whole refresh, every provider's list included")
     p.set_defaults(handler=provider_errors_as_user_errors(cmd_status))
 
     plan = subparsers.add_parser("plan", help="plans of provider mutations: make, verify offline, apply live")
@@ -46,10 +45,10 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                    help="the hourly price accepted (default, live: the provider's cheapest offer of --gpu)")
     p.add_argument("--idle-minutes", type=positive, help="stop condition: idle minutes")
     p.add_argument("--max-hours", type=positive, help="stop condition: max hours")
-    p.add_argument("--gpu-count", type=whole(minimum=1), default=1)
-    p.add_argument("--region")
-    p.add_argument("--disk-gb", type=whole(minimum=1), default=50)
-    p.add_argument("--checkpoint-path")
+    p.add_argument("--gpu-count", type=whole(minimum=1), default=1, help="GPUs per instance (default 1)")
+    p.add_argument("--region", help="only offers in this region")
+    p.add_argument("--disk-gb", type=whole(minimum=1), default=50, help="disk size in GB (default 50)")
+    p.add_argument("--checkpoint-path", help="where on the instance jobs keep checkpoints")
     p.add_argument("--terminate", action="append", default=[], metavar="DEPLOYMENT",
                    help="add a retrieve then a terminate of this deployment (repeatable)")
     p.add_argument("--gpu-mode", choices=("live", "offline"), default="live",
@@ -60,7 +59,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=provider_errors_as_user_errors(cmd_plan_make))
 
     p = sub.add_parser("apply", parents=[common], help="run a verified plan live; refuses a stale plan")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help="the plan file `plan make` wrote")
     p.add_argument("--artifacts", type=Path, default=Path("artifacts"),
                    help="where retrieve steps sync artifacts (default ./artifacts)")
     p.add_argument("--yes", action="store_true", help="do not ask before each mutation (the disclosure still prints)")

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from gpuharness.cli import emit, existing_registry
-from gpuharness.cli.arguments import non_negative, positive
+from gpuharness.cli.arguments import non_negative, timeout_option
 from gpuharness.core.deployment import live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
@@ -37,14 +37,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = prov_sub.add_parser("check", parents=[common],
                             help="one cheap authenticated read per provider; records authenticated/checked_at")
     p.add_argument("--provider", metavar="NAME", help="only this provider")
-    p.add_argument("--deadline", type=positive, default=60.0, metavar="S", help="phase deadline (default 60 s)")
+    timeout_option(p, 60.0, "seconds for the whole check")
     p.set_defaults(handler=cmd_providers_check)
 
     p = subparsers.add_parser("offers", parents=[common], help="what can be rented now, cheapest first")
     p.add_argument("--gpu", required=True, help='GPU model, e.g. "RTX 4090"')
     p.add_argument("--max-cost-hr", type=non_negative, metavar="X", help="hide offers above X $/hr")
     p.add_argument("--provider", metavar="NAME", action="append", help="only this provider (repeatable)")
-    p.add_argument("--deadline", type=positive, default=60.0, metavar="S", help="phase deadline (default 60 s)")
+    timeout_option(p, 60.0, "seconds for every provider's answer")
     p.set_defaults(handler=cmd_offers)
 
 

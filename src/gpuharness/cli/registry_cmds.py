@@ -54,7 +54,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=cmd_ledger_show)
 
     p = subparsers.add_parser("spend", parents=[common], help="billed spend from the ledger, against the ceilings")
-    p.add_argument("--by", choices=GROUPINGS, default="total")
+    p.add_argument("--by", choices=GROUPINGS, default="total", help="how to group the figures (default total)")
     p.add_argument("--explain", action="store_true",
                    help="also show, job by job with its ledger lines, why the total differs from the jq one-liner "
                         "it replaces (failed jobs bill; corrected lines are counted once)")
@@ -67,7 +67,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--startup-minutes", type=non_negative, default=12.0,
                    help="provision+install+load time (default 12)")
     p.add_argument("--jobs", type=whole(minimum=1), default=2, help="jobs in the batch (N)")
-    p.add_argument("--avg-job-minutes", type=non_negative, default=0.0)
+    p.add_argument("--avg-job-minutes", type=non_negative, default=0.0, help="how long a job runs, in minutes")
     p.add_argument("--retryable", action="store_true", help="the queue is retryable (spot/bid may pay)")
     p.set_defaults(handler=cmd_economics)
 

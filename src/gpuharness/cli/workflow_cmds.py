@@ -47,7 +47,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("add", parents=[common], help="add a workflow to workflows.json from an exported graph")
     p.add_argument("--from", dest="source", metavar="FILE", help="the graph, exported with ComfyUI's Save (API)")
     p.add_argument("--id", required=True, help="the workflow id (deployments name it in `workflow`)")
-    p.add_argument("--runtime", default="comfyui", choices=runtimes.generating())
+    p.add_argument("--runtime", default="comfyui", choices=runtimes.generating(),
+                   help="the runtime the graph runs on (default comfyui)")
     p.add_argument("--model", help="the model it needs (a models.json name)")
     p.add_argument("--version", type=whole(minimum=1),
                    help="the version (default: one more than the newest with this id)")
@@ -59,7 +60,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=cmd_add)
 
     p = sub.add_parser("show", parents=[common], help="a workflow of workflows.json, with its graph's summary")
-    p.add_argument("id")
+    p.add_argument("id", help="the workflow id")
     p.add_argument("--version", type=whole(minimum=1), help="that version (default: the newest)")
     p.set_defaults(handler=cmd_show)
 
