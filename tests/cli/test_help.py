@@ -41,7 +41,7 @@ def test_the_example_table_names_only_commands_there_are():
 
 def test_one_meaning_per_option_name():
     meanings: dict[str, set[str]] = {}
-    for words, parser in COMMANDS.items():
+    for parser in COMMANDS.values():
         for action in shown_actions(parser):
             for option in action.option_strings:
                 kind = getattr(action.type, "__name__", str(action.type))
@@ -62,3 +62,16 @@ def test_version_prints_the_package_version():
     done = subprocess.run([sys.executable, "-m", "gpuharness", "--version"], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == f"gpuharness {__version__}"
+
+
+def test_bash_completion_completes_command_names_in_a_real_bash(tmp_path):
+    script = subprocess.run([sys.executable, "-m", "gpuharness", "--print-completion", "bash"], capture_output=True,
+                            text=True, timeout=60, check=True).stdout
+    (tmp_path / "completion.sh").write_text(script)
+    drive = (f"source {tmp_path / 'completion.sh'}\n"
+             'COMP_WORDS=(gpuharness prov); COMP_CWORD=1; COMP_LINE="gpuharness prov"; COMP_POINT=${#COMP_LINE}\n'
+             "_shtab_gpuharness gpuharness prov gpuharness\n"
+             "printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+    done = subprocess.run(["bash", "-c", drive], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split()) == ["providers", "provision"]

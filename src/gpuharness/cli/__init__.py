@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gpuharness.cli.examples import attach
 
     attach(parser)
+    import shtab
+
+    shtab.add_argument_to(parser, ["--print-completion"], help="print a shell completion script (bash, zsh, tcsh)")
     return parser
 
 
