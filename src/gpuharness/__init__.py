@@ -10,6 +10,7 @@ from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import ALLOWED, STATES, transition
 from gpuharness.core.policy import Action, Decision, Policy
 from gpuharness.core.registry import Registry
+from gpuharness.core.version import __version__ as __version__
 
 __all__ = [
     "ALLOWED",
@@ -24,8 +25,6 @@ __all__ = [
     "keep_alive",
     "transition",
 ]
-
-__version__ = "0.1.0"
 
 #: The built-in runtimes and provider adapters, named once here as pytest's config names its default plugins. Each
 #: module declares its own table entries (core.tables); the tables import these the first time one is read, so

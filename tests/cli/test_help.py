@@ -58,6 +58,14 @@ def test_the_old_seconds_spelling_still_parses_unlisted():
     assert "--deadline" not in COMMANDS["offers"].format_help()
 
 
+def test_the_version_is_the_one_pyproject_declares():
+    import tomllib
+    from pathlib import Path
+
+    declared = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["version"]
+    assert declared == __version__
+
+
 def test_version_prints_the_package_version():
     done = subprocess.run([sys.executable, "-m", "gpuharness", "--version"], capture_output=True, text=True,
                           timeout=60)

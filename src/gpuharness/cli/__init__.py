@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="gpuharness",
         description="Verify, audit and operate rented GPU workloads (state in .pi/gpu/).")
-    from gpuharness import __version__
+    from gpuharness.core.version import __version__
     parser.add_argument("--version", action="version", version=f"gpuharness {__version__}",
                         help="print the version and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -27,6 +27,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser("status", parents=[common],
                               help="the registry view; --refresh reconciles it against every provider (one list each)")
     p.add_argument("--refresh", action="store_true", help="list every provider once and reconcile the registry")
+    p.add_argument("--all", action="store_true", help="also list destroyed deployments")
     p.add_argument("--gpu-mode", choices=("live", "record", "offline"), default="live",
                    help="live lists providers; record also writes --cassette; offline replays --cassette")
     p.add_argument("--cassette", type=Path, default=DEFAULT_INVENTORY,
@@ -81,18 +82,13 @@ def provider_errors_as_user_errors(handler: Callable[[argparse.Namespace], int])
     return run
 
 
-def _registry_view(registry: Registry) -> tuple[list[dict[str, Any]], str]:
-    deployments = registry.deployments()
-    lines = [f"{d.id:<24} {d.provider:<10} {d.instance_id or '-'!s:<38} {d.status:<16} ${d.cost_hr:.3f}/hr"
-             for d in deployments]
-    return [d.to_json() for d in deployments], "\n".join(lines) or "(no deployments)"
-
-
 def cmd_status(args: argparse.Namespace) -> int:
     registry = existing_registry(args)
     if not args.refresh:
-        deployments, text = _registry_view(registry)
-        emit(args, {"deployments": deployments}, text)
+        from gpuharness.cli import status_view
+
+        emit(args, status_view.payload(registry),
+             "" if getattr(args, "json", False) else status_view.render(registry, show_all=args.all))
         return 0
     found = inventory.current(registry, cassette.Mode.parse(args.gpu_mode), args.cassette, deadline_s=args.deadline)
     report = reconcile.reconcile(registry, found)

@@ -198,7 +198,15 @@ def _usd(value: float) -> str:
 def registry_intervals(registry: Registry, now: datetime) -> dict[str, list[Interval]]:
     """The billed intervals of the registry's deployments, from its journal."""
     journal = list(read_journal(registry.journal_path)) if registry.journal_path.exists() else []
-    return billed_intervals(registry.deployments(), journal, now)
+    from gpuharness.providers.factory import capabilities_of
+
+    storage = {}
+    for entry in registry.providers():
+        try:
+            storage[str(entry["name"])] = capabilities_of(entry).stopped_storage_usd_gb_month
+        except UserError:  # an unknown kind: `validate` names it; its storage is not counted here
+            continue
+    return billed_intervals(registry.deployments(), journal, now, storage)
 
 
 def cmd_economics(args: argparse.Namespace) -> int:

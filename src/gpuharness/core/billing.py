@@ -20,9 +20,9 @@ from gpuharness.core.deployment import BILLING, Deployment
 RATE_CHANGE: Final = "rate-change"
 #: Transitions that end the instance's billed interval (journaled after the provider confirmed them).
 ENDS: Final = frozenset({"stopped", "destroyed"})
-#: $ per GB-month a provider charges for a stopped pod's volume (RunPod: stopped volumes, $0.20/GB/month). Vast.ai
-#: charges the offer's own storage_cost, which the registry does not record: not counted.
-STOPPED_STORAGE_USD_GB_MONTH: Final[Mapping[str, float]] = {"runpod": 0.20}
+#: A provider's charge for a stopped pod's volume is its adapter's (Capabilities.stopped_storage_usd_gb_month),
+#: given here per providers.json name. Vast.ai charges the offer's own storage_cost, which the registry does not
+#: record: not counted.
 #: the disk a launch asks for unless told (providers.base.LaunchSpec.disk_gb)
 DEFAULT_DISK_GB: Final = 50
 _HOURS_PER_MONTH: Final = 730.0
@@ -64,9 +64,8 @@ class Interval:
                 "cost_usd": round(self.cost, 6)}
 
 
-def storage_cost_hr(deployment: Deployment) -> float:
-    """What its stopped volume bills per hour, where its provider charges for it."""
-    per_gb_month = STOPPED_STORAGE_USD_GB_MONTH.get(deployment.provider, 0.0)
+def storage_cost_hr(deployment: Deployment, per_gb_month: float) -> float:
+    """What its stopped volume bills per hour, at its provider's $ per GB-month."""
     disk = deployment.extra.get("disk_gb")
     gb = float(disk) if isinstance(disk, int | float) and not isinstance(disk, bool) else DEFAULT_DISK_GB
     return per_gb_month * gb / _HOURS_PER_MONTH
@@ -100,6 +99,7 @@ class _Meter:
     since: datetime | None = None
     kind: str = "instance"
     launched: bool = False
+    storage_usd_gb_month: float = 0.0
 
     def open(self, at: datetime, kind: str) -> None:
         self.since, self.kind = at, kind
@@ -107,7 +107,7 @@ class _Meter:
     def close(self, at: datetime) -> None:
         if self.since is None:
             return
-        cost_hr = self.rate if self.kind == "instance" else storage_cost_hr(self.deployment)
+        cost_hr = self.rate if self.kind == "instance" else storage_cost_hr(self.deployment, self.storage_usd_gb_month)
         if cost_hr > 0 and at > self.since:
             d = self.deployment
             self.intervals.append(Interval(d.id, d.provider, d.gpu or "?", self.since, at, cost_hr, self.kind))
@@ -141,13 +141,15 @@ def _initial_rate(deployment: Deployment, entries: list[Mapping[str, Any]]) -> f
     return deployment.cost_hr
 
 
-def deployment_intervals(deployment: Deployment, entries: list[Mapping[str, Any]], now: datetime) -> list[Interval]:
+def deployment_intervals(deployment: Deployment, entries: list[Mapping[str, Any]], now: datetime,
+                         storage_usd_gb_month: float = 0.0) -> list[Interval]:
     """The billed segments of one deployment from its journal entries (in journal order). Without any entry, one
     segment from created_at to destroyed_at (or now while it bills). Serverless endpoints have none: their jobs
     are what they bill."""
     if deployment.is_serverless:
         return []
-    meter = _Meter(deployment, _initial_rate(deployment, entries), [])
+    meter = _Meter(deployment, _initial_rate(deployment, entries), [],
+                   storage_usd_gb_month=storage_usd_gb_month)
     for entry in entries:
         at = _moment(entry.get("ts"))
         if at is not None:
@@ -163,14 +165,16 @@ def deployment_intervals(deployment: Deployment, entries: list[Mapping[str, Any]
 
 
 def billed_intervals(deployments: Iterable[Deployment], journal: Iterable[Mapping[str, Any]],
-                     now: datetime) -> dict[str, list[Interval]]:
-    """Every deployment's billed segments (serverless ones and those with nothing billed are left out)."""
+                     now: datetime, storage: Mapping[str, float] | None = None) -> dict[str, list[Interval]]:
+    """Every deployment's billed segments (serverless ones and those with nothing billed are left out); storage:
+    $ per GB-month of a stopped volume, per providers.json name."""
     by_deployment: dict[str, list[Mapping[str, Any]]] = {}
     for entry in journal:
         by_deployment.setdefault(str(entry.get("deployment")), []).append(entry)
     out: dict[str, list[Interval]] = {}
     for deployment in deployments:
-        found = deployment_intervals(deployment, by_deployment.get(deployment.id, []), now)
+        found = deployment_intervals(deployment, by_deployment.get(deployment.id, []), now,
+                                     (storage or {}).get(deployment.provider, 0.0))
         if found or (not deployment.is_serverless and deployment.instance_id):
             out[deployment.id] = found
     return out

@@ -59,7 +59,8 @@ class Capabilities:
     bid_price: an interruptible launch is a bid (needs a price); serverless: a deployment is an endpoint, no
     instance and no SSH; ssh: its instances are reached over SSH; inventory: where instances are listed from;
     offers: it lists what can be rented now, with prices; rents: a launch rents a new instance billed by the
-    hour (not serverless, billed per request, nor an owned server, already paid for).
+    hour (not serverless, billed per request, nor an owned server, already paid for); stopped_storage_usd_gb_month:
+    what a stopped instance's volume bills.
     """
 
     label: str
@@ -72,6 +73,8 @@ class Capabilities:
     inventory: InventorySource
     offers: bool
     rents: bool
+    #: $ per GB-month it charges for a stopped instance's volume (counted in the billed intervals)
+    stopped_storage_usd_gb_month: float = 0.0
 
 
 class Adapter(Protocol):

@@ -79,7 +79,8 @@ class RunPodPods:
     kind: ClassVar[ProviderKind] = ProviderKind("runpod")
     capabilities = Capabilities(label="RunPod Pod", api_base="https://api.runpod.io", stop_start=True,
                                 interruptible=True, bid_price=False, serverless=False, ssh=True,
-                                inventory=InventorySource.API, offers=True, rents=True)
+                                inventory=InventorySource.API, offers=True, rents=True,
+                                stopped_storage_usd_gb_month=0.20)  # RunPod: stopped volumes, $0.20/GB/month
 
     def __init__(self, name: str, http: ProviderHttp, *, cloud: str = "SECURE") -> None:
         self.name = name
