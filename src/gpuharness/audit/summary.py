@@ -26,6 +26,7 @@ def summarize(run: AuditRun) -> dict[str, Any]:
         "ledger_lines": state.line_count,
         "lines_validated": run.lines_validated,
         "incremental": run.incremental,
+        "anchor": run.anchor,
         "jobs": state.job_count,
         "policy": {k: run.policy.get(k) for k in CEILINGS},
         "day_provider": state.rounded("day_provider"),
