@@ -59,7 +59,7 @@ def test_keyed_audit_signs_the_checkpoint_and_keeps_the_key_out(pytester, reg, m
     assert KEY not in result.stdout.str()
     result = audit(pytester, reg)
     assert failed(result) == []
-    says(result, ["*gpuharness audit:*anchor hmac*"])
+    says(result, ["gpuharness audit anchor: hmac"])
 
 
 def test_rewritten_cost_and_digest_fail_the_keyed_audit_naming_the_checkpoint(pytester, reg, monkeypatch):
@@ -77,7 +77,7 @@ def test_rewritten_cost_and_digest_without_a_key_are_reported_unanchored(pyteste
     assert audit(pytester, reg).ret == 0
     rewrite_a_cost(reg)
     result = audit(pytester, reg)
-    says(result, ["*gpuharness audit:*anchor none: unanchored*",
+    says(result, ["gpuharness audit anchor: none: unanchored",
                   "*audit/checkpoint.json: the checkpoint is unanchored*set GPUHARNESS_CHECKPOINT_KEY*"])
 
 
