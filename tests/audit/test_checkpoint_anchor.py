@@ -11,8 +11,9 @@ import re
 import shutil
 from pathlib import Path
 
-import hypothesis  # noqa: F401  (pytester restores sys.modules after each run; its plugin imports this at the end)
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 from test_audit_checks import DEMO, DEMO_NOW, audit, failed, says
 
 from gpuharness.audit import anchor
@@ -101,3 +102,19 @@ def test_a_checkpoint_signed_with_another_key_fails(monkeypatch: pytest.MonkeyPa
     assert anchor.verify(doc).problem is not None
     monkeypatch.delenv(anchor.KEY_ENV)
     assert anchor.verify(doc) == anchor.NO_ANCHOR
+
+
+_SCALARS = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=8), st.floats(allow_nan=False), st.booleans())
+
+
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(doc=st.dictionaries(st.sampled_from(["version", "written_at", "job_count", "deployment_ids"]),
+                                      _SCALARS, min_size=1),
+                  field=st.sampled_from(["version", "written_at", "job_count", "deployment_ids"]), value=_SCALARS)
+def test_any_changed_field_breaks_the_anchor(doc, field, value) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(anchor.KEY_ENV, KEY)
+        signed = anchor.signed(doc)
+        assert anchor.verify(signed) == anchor.Verdict(anchor.HMAC)
+        hypothesis.assume(doc.get(field, object()) != value)
+        assert anchor.verify(dict(signed, **{field: value})).problem is not None
