@@ -104,6 +104,13 @@ def test_a_checkpoint_signed_with_another_key_fails(monkeypatch: pytest.MonkeyPa
     assert anchor.verify(doc) == anchor.NO_ANCHOR
 
 
+def test_a_short_key_is_called_weak(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(anchor.KEY_ENV, "abc123")
+    assert anchor.weak_key() == f"{anchor.KEY_ENV} is 6 characters long; use a random key of at least 16"
+    monkeypatch.setenv(anchor.KEY_ENV, KEY)
+    assert anchor.weak_key() is None
+
+
 _SCALARS = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=8), st.floats(allow_nan=False), st.booleans())
 
 

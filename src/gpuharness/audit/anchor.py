@@ -32,6 +32,8 @@ class Verdict(NamedTuple):
 
 
 NO_ANCHOR: Final = Verdict(UNANCHORED)
+#: A key shorter than this is guessable (and one under secrets.MIN_VALUE_LENGTH is not even redacted).
+STRONG_FROM: Final = 16
 
 
 def key() -> bytes | None:
@@ -41,6 +43,14 @@ def key() -> bytes | None:
         return None
     secrets.remember(value)
     return value.encode()
+
+
+def weak_key() -> str | None:
+    """Why the key in the environment is too weak to anchor anything, or None."""
+    value = os.environ.get(KEY_ENV, "")
+    if value and len(value) < STRONG_FROM:
+        return f"{KEY_ENV} is {len(value)} characters long; use a random key of at least {STRONG_FROM}"
+    return None
 
 
 def mac(doc: dict[str, Any], secret: bytes) -> str:

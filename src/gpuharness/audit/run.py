@@ -391,6 +391,8 @@ def _anchored(run: AuditRun, previous: cp.Checkpoint | None) -> cp.Checkpoint | 
     verdict = previous.anchored if previous is not None else anchor.Verdict(
         anchor.HMAC if anchor.key() is not None else anchor.UNANCHORED)
     run.anchor = verdict.used
+    if (weak := anchor.weak_key()) is not None:
+        run.warnings.append(weak)
     if verdict.problem is not None:
         run.add(rules.LEDGER_APPEND_ONLY, rules.CHECKPOINT,
                 f"{verdict.problem}; do not trust its totals: restore checkpoint.json and jobs.jsonl from a backup, "
