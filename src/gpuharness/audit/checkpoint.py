@@ -21,6 +21,7 @@ import blake3
 import msgspec
 import orjson
 
+from gpuharness.audit import anchor
 from gpuharness.audit.ledger_pass import JobState, LatestSync, PassResult, UnsyncedArtifact
 from gpuharness.core import regular_file
 from gpuharness.core.clock import now_ts
@@ -121,6 +122,8 @@ class Checkpoint:
     policy_sha256: str
     #: the ledger prefix as written; `state` moves on as new lines are audited
     attested: Attestation
+    #: which anchor vouches for it (GPUHARNESS_CHECKPOINT_KEY's HMAC, or none) and whether it holds
+    anchored: anchor.Verdict = anchor.NO_ANCHOR
 
 
 def checkpoint_path(registry_root: Path) -> Path:
@@ -168,7 +171,7 @@ def load(path: Path) -> Checkpoint | None:
             if "/" in name or not (path.parent / name).is_file():
                 raise ValueError(f"job-state file {name!r} is missing")
         return Checkpoint(str(doc["written_at"]), state, list(doc["deployment_ids"]), str(doc["policy_sha256"]),
-                          Attestation(state.line_count, state.byte_length, hash_name, digest))
+                          Attestation(state.line_count, state.byte_length, hash_name, digest), anchor.verify(doc))
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
         raise ValueError(f"unreadable checkpoint ({type(exc).__name__}: {exc})") from None
 
@@ -260,6 +263,7 @@ def _commit(path: Path, doc: dict[str, Any]) -> bool:
     doc = dict(doc, job_files=names)
     fsync_dir(audit_dir)
     small = doc["job_count"] < 5000
+    doc = anchor.signed(doc)
     atomic_write_bytes(path, orjson.dumps(doc, option=orjson.OPT_INDENT_2 if small else 0) + b"\n")
     for stale in audit_dir.glob("jobs-*.jsonl"):
         if stale.name not in names:

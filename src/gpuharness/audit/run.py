@@ -15,8 +15,8 @@ from typing import Any, final
 import msgspec
 import orjson
 
+from gpuharness.audit import anchor, rules
 from gpuharness.audit import checkpoint as cp
-from gpuharness.audit import rules
 from gpuharness.audit.findings import Finding
 from gpuharness.audit.journal_rules import JournalEntry, journal_problems
 from gpuharness.audit.ledger_pass import (
@@ -86,6 +86,8 @@ class AuditRun:
     pending_dir: Path | None = None
     deployment_ids: list[str] = field(default_factory=list)
     policy_sha256: str = ""
+    #: the anchor the checkpoint was verified with: anchor.HMAC or anchor.UNANCHORED
+    anchor: str = anchor.UNANCHORED
     #: the providers' configured credentials (credential_env), whose values must be nowhere in what is audited
     credentials: tuple[Credential, ...] = ()
     #: each deployment's journal entries: (line number, from, to)
@@ -298,6 +300,7 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
         except ValueError as exc:
             run.add(rules.LEDGER_APPEND_ONLY, rules.CHECKPOINT,
                     f"{exc}; move it aside to re-baseline (the next passing audit writes a new one)")
+    previous = _anchored(run, previous)
     run.previous = previous
     pending = Path(tempfile.mkdtemp(prefix="gh-audit-"))
     run.pending_dir = pending
@@ -381,6 +384,24 @@ def _job_ids(path: Path, start: int, end: int) -> set[str]:
             if isinstance(record, dict) and isinstance(record.get("id"), str):
                 ids.add(record["id"])
     return ids
+
+
+def _anchored(run: AuditRun, previous: cp.Checkpoint | None) -> cp.Checkpoint | None:
+    """The checkpoint when its anchor holds (else None, and a finding naming it); records the anchor used."""
+    verdict = previous.anchored if previous is not None else anchor.Verdict(
+        anchor.HMAC if anchor.key() is not None else anchor.UNANCHORED)
+    run.anchor = verdict.used
+    if (weak := anchor.weak_key()) is not None:
+        run.warnings.append(weak)
+    if verdict.problem is not None:
+        run.add(rules.LEDGER_APPEND_ONLY, rules.CHECKPOINT,
+                f"{verdict.problem}; do not trust its totals: restore checkpoint.json and jobs.jsonl from a backup, "
+                f"or move checkpoint.json aside to re-baseline with {anchor.KEY_ENV} set (a full pass)")
+        return None
+    if previous is not None and verdict.used == anchor.UNANCHORED:
+        run.warnings.append(f"{rules.CHECKPOINT}: the checkpoint is unanchored ({anchor.UNANCHORED}): whoever can "
+                            f"rewrite jobs.jsonl can rewrite it too; set {anchor.KEY_ENV} to sign it with HMAC-SHA256")
+    return previous
 
 
 def _prefix_digest(path: Path, size: int, length: int, hash_name: str) -> Any:

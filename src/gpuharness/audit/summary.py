@@ -26,6 +26,7 @@ def summarize(run: AuditRun) -> dict[str, Any]:
         "ledger_lines": state.line_count,
         "lines_validated": run.lines_validated,
         "incremental": run.incremental,
+        "anchor": run.anchor,
         "jobs": state.job_count,
         "policy": {k: run.policy.get(k) for k in CEILINGS},
         "day_provider": state.rounded("day_provider"),
@@ -71,7 +72,8 @@ def to_html(summary: dict[str, Any], chart_png_b64: str | None) -> str:
              f"{summary['jobs']:,} jobs, total billed ${total:,.2f}. Live burn ${summary['live_burn_hr']:,.2f}/hr on "
              f"{summary['live_deployments']} live deployment(s) (max_cost_hr {policy.get('max_cost_hr')}, "
              f"max_concurrent_deployments {policy.get('max_concurrent_deployments')}). Days over daily_usd: "
-             f"{html.escape(', '.join(over)) if over else 'none'}.</p>")
+             f"{html.escape(', '.join(over)) if over else 'none'}. Checkpoint anchor: "
+             f"{html.escape(str(summary.get('anchor', 'none: unanchored')))}.</p>")
     chart = (f"<img alt='daily spend stacked by provider, with the daily ceiling' style='max-width:100%' "
              f"src='data:image/png;base64,{chart_png_b64}'/>" if chart_png_b64 else "")
     deployments = summary["deployments"]

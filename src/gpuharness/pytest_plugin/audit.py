@@ -196,6 +196,7 @@ class AuditSession:
             mode = "incremental" if run.incremental else "full"
             terminalreporter.write_line(f"gpuharness audit: {run.state.line_count} ledger lines, "
                                         f"{run.lines_validated} validated ({mode})")
+            terminalreporter.write_line(f"gpuharness audit anchor: {run.anchor}")
             for warning in run.warnings[:20]:
                 terminalreporter.write_line(shown(f"gpuharness audit warning: {warning}"))
         if self.checkpoint_note:
