@@ -577,8 +577,21 @@ def test_scrubbed_placeholders_are_not_secrets(pytester, reg):
 
 def test_missing_registry_errors_with_the_fix(pytester, reg):
     result = audit(pytester, pytester.path / "nowhere")
-    says(result, ["*registry */nowhere not found: pass --registry DIR*"])
-    assert result.ret != 0
+    result.stderr.fnmatch_lines(["ERROR: *registry */nowhere not found: pass --registry DIR*gpuharness init*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    said = [line for line in result.outlines + result.errlines if "not found" in line]
+    assert len(said) == 1, result.outlines + result.errlines  # one line, not one error per check
+
+
+@pytest.mark.parametrize("where", ["args", "collected"])
+def test_missing_registry_is_one_line_however_the_audit_is_named(pytester, reg, where):
+    """Named on the command line, or collected from a parent folder (checks/), the audit refuses once."""
+    target = CHECKS if where == "args" else CHECKS.parent
+    result = pytester.runpytest(str(target), "--registry", str(pytester.path / "nowhere"), "-p", "no:html",
+                                "-p", "no:cacheprovider", "--ignore", str(CHECKS.parent / "health"),
+                                "--ignore", str(CHECKS.parent / "plan"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert len([line for line in result.outlines + result.errlines if "not found" in line]) == 1
 
 
 def test_under_xdist_the_controller_writes_the_checkpoint(pytester, reg):

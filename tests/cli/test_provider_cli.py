@@ -161,3 +161,31 @@ def test_sim_serve_starts_a_simulated_ssh_host_for_each_running_instance():
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_offers_exits_1_when_every_provider_refused_the_key(capsys, monkeypatch, registry: Registry):
+    """Nothing asked is not a pass: the simulator (real loopback HTTP) refuses every key, so nothing was listed."""
+    for name in ("SIM_KEY", "VAST_KEY", "MASSED_KEY"):
+        monkeypatch.setenv(name, SECRET)  # the simulator accepts only GOOD
+    code, out, _ = run_cli(capsys, "offers", "--registry", str(registry.root), "--gpu", "RTX A6000")
+    assert code == 1
+    said = [line for line in out.splitlines() if line.startswith("no provider answered")]
+    assert len(said) == 1 and "gpuharness providers check" in said[0], out
+    assert SECRET not in out
+    code, out, _ = run_cli(capsys, "offers", "--registry", str(registry.root), "--gpu", "RTX A6000", "--json")
+    assert code == 1 and set(json.loads(out)["failures"]) == {"runpod", "vast", "massed"}
+
+
+def test_offers_exits_1_when_no_provider_lists_offers(capsys, registry: Registry):
+    registry.path("providers.json").write_text(json.dumps({"schema_version": 1, "providers": []}))
+    code, out, _ = run_cli(capsys, "offers", "--registry", str(registry.root), "--gpu", "RTX A6000")
+    assert code == 1
+    assert "no provider in" in out and "gpuharness providers add" in out, out
+
+
+def test_offers_exits_0_when_one_provider_answered_with_no_offer(capsys, monkeypatch, registry: Registry):
+    monkeypatch.setenv("SIM_KEY", GOOD)
+    monkeypatch.delenv("VAST_KEY", raising=False)
+    monkeypatch.delenv("MASSED_KEY", raising=False)
+    code, out, _ = run_cli(capsys, "offers", "--registry", str(registry.root), "--gpu", "No Such GPU 9000")
+    assert code == 0 and "no offers for" in out

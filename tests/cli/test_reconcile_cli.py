@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import httpx
 import pytest
@@ -144,3 +145,44 @@ def test_one_current_inventory_lists_live_records_and_replays_the_same_instances
 
     assert ids(live) == ids(recorded) == ids(replayed) and sum(map(len, ids(live).values())) == 4
     assert live.source == "live" and replayed.source == f"cassette:{path}"
+
+
+LAUNCH = ["--provider", "runpod", "--gpu", "NVIDIA GeForce RTX 4090", "--image", "runpod/pytorch:2.4.0",
+          "--cost-hr", "0.69", "--idle-minutes", "20"]
+
+
+def _git(cwd, *argv: str) -> str:
+    return subprocess.run(["git", *argv], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def test_plan_make_o_plan_json_leaves_tracked_cassettes_alone(world, tmp_path, monkeypatch, capsys):
+    """Held-out: `plan make -o plan.json` in a checkout rewrote the tracked cassettes/http/plan.yaml."""
+    _, registry = world
+    project = tmp_path / "project"
+    (project / "cassettes" / "http").mkdir(parents=True)
+    tracked = project / "cassettes" / "http" / "plan.yaml"
+    tracked.write_text("the project's own cassette\n")
+    _git(project, "init", "-q")
+    _git(project, "add", ".")
+    _git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tracked")
+    monkeypatch.chdir(project)
+    assert main(["plan", "make", "--registry", str(registry.root), *LAUNCH, "-o", "plan.json"]) == 0
+    assert _git(project, "status", "--porcelain", "--", "cassettes") == ""
+    assert tracked.read_text() == "the project's own cassette\n"
+    rehearsal = registry.root / "plans" / "plan.yaml"
+    assert rehearsal.is_file()
+    plan = json.loads((project / "plan.json").read_text())
+    assert (project / plan["cassette"]).resolve() == rehearsal.resolve()
+    assert str(rehearsal) in capsys.readouterr().out
+
+
+def test_plan_make_without_o_writes_under_the_registrys_plans(world, tmp_path, monkeypatch, capsys):
+    _, registry = world
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan", "make", "--registry", str(registry.root), *LAUNCH]) == 0
+    plans = registry.root / "plans"
+    (made,) = plans.glob("*.json")
+    assert (plans / f"{made.stem}.yaml").is_file()
+    assert (made.parent / json.loads(made.read_text())["cassette"]).is_file()
+    assert str(made) in capsys.readouterr().out
+    assert not (tmp_path / "cassettes").exists()

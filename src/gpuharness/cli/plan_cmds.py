@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuharness.cli import emit, existing_registry
 from gpuharness.cli.arguments import non_negative, positive, timeout_option, whole
+from gpuharness.core.clock import utcnow
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
@@ -21,6 +22,8 @@ from gpuharness.providers.base import ProviderError
 from gpuharness.providers.offers import cheapest_offer
 
 DEFAULT_INVENTORY = Path("cassettes/http/inventory.yaml")
+#: Where `plan make` writes plans and their rehearsal cassettes unless told otherwise (in the registry).
+PLANS_DIR = "plans"
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -55,8 +58,11 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-mode", choices=("live", "offline"), default="live",
                    help="where the inventory comes from: live lists, or offline from --inventory")
     p.add_argument("--inventory", type=Path, default=DEFAULT_INVENTORY, help="inventory cassette (offline)")
-    p.add_argument("--cassette", type=Path, help="plan cassette to record (default cassettes/http/<plan>.yaml)")
-    p.add_argument("-o", "--output", type=Path, required=True, help="plan file to write")
+    p.add_argument("--cassette", type=Path,
+                   help="plan cassette to record (default: the registry's plans/<plan>.yaml, never the project's "
+                        "cassettes)")
+    p.add_argument("-o", "--output", type=Path,
+                   help="plan file to write (default: the registry's plans/plan-<UTC time>.json)")
     p.set_defaults(handler=provider_errors_as_user_errors(cmd_plan_make))
 
     p = sub.add_parser("apply", parents=[common], help="run a verified plan live; refuses a stale plan")
@@ -150,8 +156,11 @@ def cmd_plan_make(args: argparse.Namespace) -> int:
     if request is not None:
         registry.provider(request.provider)
     found = inventory.current(registry, cassette.Mode.parse(args.gpu_mode), args.inventory)
-    output: Path = args.output
-    cassette_path: Path = args.cassette or Path("cassettes/http") / f"{output.stem}.yaml"
+    plans = registry.path(PLANS_DIR)
+    output: Path = args.output or plans / f"plan-{utcnow().strftime('%Y%m%dT%H%M%SZ')}.json"
+    cassette_path: Path = args.cassette or plans / f"{output.stem}.yaml"
+    if args.output is None or args.cassette is None:
+        plans.mkdir(parents=True, exist_ok=True)
     relative = os.path.relpath(cassette_path.resolve(), output.resolve().parent)
     plan = make_plan(registry.deployments(), found, launches=[request] if request else [],
                      terminate=args.terminate, cassette=relative)

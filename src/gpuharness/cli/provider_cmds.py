@@ -12,6 +12,7 @@ from gpuharness.cli.arguments import non_negative, timeout_option
 from gpuharness.core.deployment import live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import Policy
+from gpuharness.core.registry import Registry
 from gpuharness.providers.authentication import check_all
 from gpuharness.providers.base import ADAPTERS, OfferSource, ProviderKind
 from gpuharness.providers.factory import PhaseOptions, build_provider, capabilities_of
@@ -90,12 +91,14 @@ def cmd_offers(args: argparse.Namespace) -> int:
     sources: list[tuple[str, str, OfferSource]] = []
     failures: dict[str, str] = {}
     opened: list[Any] = []
+    asked: list[str] = []
     for entry in registry.providers():
         if args.provider and entry["name"] not in args.provider:
             continue
         try:
             if not capabilities_of(entry).offers:
                 continue
+            asked.append(entry["name"])
             provider = build_provider(entry, options=options, registry=registry)
         except UserError as exc:
             failures[entry["name"]] = exc.what
@@ -122,5 +125,19 @@ def cmd_offers(args: argparse.Namespace) -> int:
     lines += [f"{name}: {why}" for name, why in failures.items()]
     if not registry.has_policy():
         lines.append(f"policy: {registry.policy_origin()}")
+    nothing = _nothing_asked(registry, asked, failures)
+    if nothing:
+        lines.append(nothing)
     emit(args, payload, "\n".join(lines))
-    return 0
+    return 1 if nothing else 0
+
+
+def _nothing_asked(registry: Registry, asked: list[str], failures: dict[str, str]) -> str | None:
+    """Why no provider's offers were read (then `offers` listed nothing and exits 1), or None."""
+    if not asked:
+        return (f"no provider in {registry.path('providers.json')} lists offers: add one with "
+                "`gpuharness providers add NAME --kind KIND --key-env VAR`")
+    if all(name in failures for name in asked):
+        return (f"no provider answered ({', '.join(asked)}): fix the keys above, then run "
+                "`gpuharness providers check`")
+    return None

@@ -49,6 +49,18 @@ def is_audit_path(path: Path) -> bool:
     return any(a in ("checks", "_checks") and b == "audit" for a, b in itertools.pairwise(parts))
 
 
+def missing_registry_line(root: Path) -> str:
+    return (f"gpuharness audit: registry {root} not found: pass --registry DIR (or set $GPUHARNESS_REGISTRY), or run "
+            "`gpuharness init`")
+
+
+def refuse_missing_registry(config: pytest.Config) -> None:
+    """An audit of no registry checked nothing: one usage error (exit 4), not one error per check."""
+    root = registry_root(config)
+    if not root.is_dir():
+        raise pytest.UsageError(missing_registry_line(root))
+
+
 def audit_run(config: pytest.Config) -> AuditRun:
     """The session's audit, computed once."""
     run = config.stash.get(RUN_KEY, None)
@@ -58,8 +70,7 @@ def audit_run(config: pytest.Config) -> AuditRun:
 
         root = registry_root(config)
         if not root.is_dir():
-            pytest.fail(f"registry {root} not found: pass --registry DIR (or set $GPUHARNESS_REGISTRY), or run "
-                        "`gpuharness init`", pytrace=False)
+            pytest.fail(missing_registry_line(root), pytrace=False)
         reports = Path(config.invocation_params.dir) / "reports"
         run = run_audit(root, audit_now(), secret_roots={rules.SECRETS_CASSETTES: cassette_dir(config),
                                                          rules.SECRETS_REPORTS: reports})
@@ -142,6 +153,8 @@ class AuditSession:
             if is_audit_path(Path(item.path)):
                 item.add_marker(MARK)
                 self.collected += 1
+        if self.collected:
+            refuse_missing_registry(self.config)
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.deselected += sum(1 for item in items if is_audit_path(Path(item.path)))
@@ -226,3 +239,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{RULE_MARK}(rule): the audit rule (gpuharness.audit.rules) a check asserts")
     if not config.pluginmanager.has_plugin(SESSION_PLUGIN):
         config.pluginmanager.register(AuditSession(config), SESSION_PLUGIN)
+    if not hasattr(config, "workerinput") and any(is_audit_path(Path(str(arg).split("::")[0]).resolve())
+                                                  for arg in config.args):
+        refuse_missing_registry(config)  # on the controller, before xdist starts workers

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,21 @@ def selected_deployments(config: pytest.Config) -> list[str]:
     return [d.id for d in registry.deployments() if d.status in gate.AWAITING]
 
 
+def is_health_path(path: Path) -> bool:
+    """Whether a test file belongs to the health suite (checks/health/, or gpuharness/_checks/health/ in a wheel)."""
+    return any(a in ("checks", "_checks") and b == "health" for a, b in itertools.pairwise(path.parts))
+
+
+def nothing_checked_line(root: Path, skip_reason: str) -> str:
+    """The one line that says why a health run checked no deployment, and what to run."""
+    head = "gpuharness health: FAILED: no deployment was checked: "
+    if not root.is_dir():
+        return (head + f"registry {root} not found; pass --registry DIR (or set $GPUHARNESS_REGISTRY), "
+                "or run `gpuharness init` then `gpuharness provision`")
+    why = skip_reason or f"no deployment awaiting health in {root / 'deployments.json'}"
+    return head + why.removeprefix("Skipped: ")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "health_deployment_id" not in metafunc.fixturenames:
         return
@@ -60,7 +76,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not ids:  # unknown --deployment ids are refused in pytest_configure
         registry = Registry(registry_root(metafunc.config))
         reason = (f"no deployment awaiting health in {registry.path('deployments.json')} (statuses "
-                  f"{', '.join(sorted(gate.AWAITING))}); pass --deployment ID to check one")
+                  f"{', '.join(sorted(gate.AWAITING))}); run `gpuharness provision`, "
+                  "or pass --deployment ID to check one")
         metafunc.parametrize("health_deployment_id",
                              [pytest.param("", marks=pytest.mark.skip(reason=reason))], ids=["none"])
         return
@@ -147,8 +164,16 @@ class ReadyGate:
         self.figures: dict[str, dict[str, Any]] = {}
         self.lines: list[str] = []
         self.rows: list[tuple[str, str, str, str, str]] = []
+        #: whether this session ran checks/health at all, and the first reason a check was skipped
+        self.ran = False
+        self.skip_reason = ""
+        self.nothing_checked: str | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if is_health_path(Path(report.nodeid.split("::")[0])):
+            self.ran = True
+            if report.skipped and not self.skip_reason:
+                self.skip_reason = _message(report)
         props: dict[str, Any] = dict(report.user_properties)
         info = props.get(PROPERTY)
         if not isinstance(info, dict):
@@ -164,6 +189,7 @@ class ReadyGate:
                 checks[info["check"]] = CheckResult(report.outcome, _message(report), props.get(PROPERTY + "_cause"))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._refuse_nothing_checked(session)
         registry = Registry(registry_root(self.config))
         offline = _mode(self.config) is Mode.OFFLINE
         for deployment_id, results in sorted(self.results.items()):
@@ -179,6 +205,14 @@ class ReadyGate:
             if figures is not None:  # the GPU against its class, in the report's summary
                 self.lines.append(f"  {deployment_id} GPU: {figures.get('message')}")
 
+    def _refuse_nothing_checked(self, session: pytest.Session) -> None:
+        """A health run that judged no check of any deployment is not a pass: exit 1, with the one line why."""
+        judged = any(r.outcome != "skipped" for results in self.results.values() for r in results.values())
+        if not self.ran or judged or session.exitstatus != pytest.ExitCode.OK:
+            return
+        self.nothing_checked = nothing_checked_line(registry_root(self.config), self.skip_reason)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(self, prefix: list[str]) -> None:
         """The verdicts first in health.html, as static HTML (pytest-html draws its own table with JavaScript)."""
@@ -186,6 +220,8 @@ class ReadyGate:
             prefix.insert(0, health_table(self.rows))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.nothing_checked:
+            terminalreporter.write_line(shown(self.nothing_checked), red=True)
         if self.lines:
             terminalreporter.section("gpuharness ready gate")
             for line in self.lines:
