@@ -1,4 +1,4 @@
-"""The real H200's nvidia-smi outputs (../shared/reference/real-h200/smi, copied to data/real-h200): `-q`, `-q -x`,
+"""The real H200's nvidia-smi outputs (copied to data/real-h200 from the shared reference run): `-q`, `-q -x`,
 the table, the CSV query and the probe's query all read as the same GPU."""
 
 from __future__ import annotations
