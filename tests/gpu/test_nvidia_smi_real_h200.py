@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuharness.gpu.nvidia_smi import PROBE_FIELDS, SmiParseError, parse_output, parse_probe_csv
 from gpuharness.gpu.smi_query import is_query, parse_query
@@ -60,3 +62,21 @@ def test_headerless_csv_is_refused_when_guessing_is_off():
 def test_xml_with_entities_is_refused():
     with pytest.raises(ValueError, match="entities"):
         parse_query('<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "b">]><nvidia_smi_log>&a;</nvidia_smi_log>')
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=400))
+def test_query_text_of_any_shape_parses_without_raising(noise):
+    lines = (DATA / "nvidia-smi-q.txt").read_text().splitlines()[:40]
+    report = parse_query("\n".join([*lines, noise]))
+    assert report.layout == "query" and report.error is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=200))
+def test_query_xml_of_any_shape_parses_or_raises_a_value_or_syntax_error(noise):
+    try:
+        report = parse_query(f"<?xml version='1.0'?>\n<nvidia_smi_log><gpu>{noise}</gpu></nvidia_smi_log>")
+    except (ValueError, SyntaxError):
+        return
+    assert report.layout == "query"

@@ -17,7 +17,7 @@ from gpuharness.remote.lines import lines_of
 
 #: `-q` text paths (lower case) of each `--query-gpu` field.
 TEXT_PATHS: Final[Mapping[str, str]] = {
-    "name": "product name", "uuid": "gpu uuid", "index": "minor number", "pci.bus_id": "pci/bus id",
+    "name": "product name", "uuid": "gpu uuid", "pci.bus_id": "pci/bus id",
     "memory.total": "fb memory usage/total", "memory.used": "fb memory usage/used",
     "temperature.gpu": "temperature/gpu current temp", "utilization.gpu": "utilization/gpu",
     "power.draw": "gpu power readings/instantaneous power draw",
@@ -33,7 +33,7 @@ TEXT_PATHS: Final[Mapping[str, str]] = {
 }
 #: `-q -x` element paths of each `--query-gpu` field.
 XML_PATHS: Final[Mapping[str, str]] = {
-    "name": "product_name", "uuid": "uuid", "index": "minor_number", "pci.bus_id": "pci/pci_bus_id",
+    "name": "product_name", "uuid": "uuid", "pci.bus_id": "pci/pci_bus_id",
     "memory.total": "fb_memory_usage/total", "memory.used": "fb_memory_usage/used",
     "temperature.gpu": "temperature/gpu_temp", "utilization.gpu": "utilization/gpu_util",
     "power.draw": "gpu_power_readings/instant_power_draw",
@@ -98,7 +98,7 @@ def parse_query_text(text: str) -> SmiReport:
         else:
             (gpus[-1] if gpus else top)[_alias(path)] = value
     driver, cuda = top.get("driver version"), top.get("cuda version")
-    infos = tuple(_gpu(flat, TEXT_PATHS, "clocks event reasons/", driver) for flat in gpus)
+    infos = tuple(_gpu(flat, TEXT_PATHS, "clocks event reasons/", driver, index) for index, flat in enumerate(gpus))
     return SmiReport(layout="query", gpus=infos, driver_version=driver, cuda_version=cuda,
                      fields=tuple(TEXT_PATHS))
 
@@ -108,8 +108,8 @@ def parse_query_xml(text: str) -> SmiReport:
         raise ValueError("nvidia-smi -q -x output declares XML entities, which nvidia-smi never does")
     root = ET.fromstring(text)
     driver, cuda = root.findtext("driver_version"), root.findtext("cuda_version")
-    gpus = tuple(_gpu(dict(_flatten(gpu, "")), XML_PATHS, "clocks_event_reasons/", driver)
-                 for gpu in root.findall("gpu"))
+    gpus = tuple(_gpu(dict(_flatten(gpu, "")), XML_PATHS, "clocks_event_reasons/", driver, index)
+                 for index, gpu in enumerate(root.findall("gpu")))
     return SmiReport(layout="query", gpus=gpus, driver_version=driver, cuda_version=cuda, fields=tuple(XML_PATHS))
 
 
@@ -131,9 +131,13 @@ def _alias(path: str) -> str:
     return path
 
 
-def _gpu(flat: Mapping[str, str], paths: Mapping[str, str], reasons: str, driver: str | None) -> GpuInfo:
+def _gpu(flat: Mapping[str, str], paths: Mapping[str, str], reasons: str, driver: str | None,
+         index: int) -> GpuInfo:
+    """One GPU; its index is its place in the output (nvidia-smi lists GPUs in index order; the minor number is the
+    /dev/nvidiaN node, which need not match)."""
     values = {field: flat[path].removesuffix("x") if "width" in field else flat[path]
               for field, path in paths.items() if path in flat}
+    values["index"] = str(index)
     if driver:
         values["driver_version"] = driver
     mask = _reason_mask(flat, reasons)
