@@ -80,3 +80,13 @@ def test_query_xml_of_any_shape_parses_or_raises_a_value_or_syntax_error(noise):
     except (ValueError, SyntaxError):
         return
     assert report.layout == "query"
+
+
+def test_list_output_reads_index_name_and_uuid():
+    text = (DATA / "list.txt").read_text()
+    assert is_query(text)
+    report = parse_query(text)
+    assert report.layout == "list" and report.error is None
+    assert [(g.index, g.name, g.uuid) for g in report.gpus] == [(0, "NVIDIA H200", UUID)]
+    mig = "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-aa)\n  MIG 1g.10gb     Device  0: (UUID: MIG-bb)\n"
+    assert [(g.index, g.uuid) for g in parse_query(mig).gpus] == [(1, "GPU-aa")]

@@ -170,7 +170,7 @@ class GpuInfo:
 class SmiReport:
     """The parse of one nvidia-smi output. `error` is an error class (see ERROR_REMEDIES) or None."""
 
-    layout: Literal["csv", "table", "query", "none"]
+    layout: Literal["csv", "table", "query", "list", "none"]
     gpus: tuple[GpuInfo, ...] = ()
     driver_version: str | None = None
     cuda_version: str | None = None

@@ -1,4 +1,5 @@
-"""Parse `nvidia-smi -q` (the indented "NVSMI LOG" text) and `nvidia-smi -q -x` (its XML twin) into an SmiReport.
+"""Parse `nvidia-smi -q` (the indented "NVSMI LOG" text), `nvidia-smi -q -x` (its XML twin) and `nvidia-smi -L`
+(one line per GPU: index, name, UUID) into an SmiReport.
 
 Both are read into one flat map per GPU, a path of section names to a value (`FB Memory Usage/Total` in the text,
 `fb_memory_usage/total` in the XML), and each path is turned into the `--query-gpu` field it matches, so a GPU
@@ -63,19 +64,30 @@ _REASON_WORDS: Final[Mapping[str, str]] = {
 }
 _BIT_OF: Final[Mapping[str, int]] = {name: bit for bit, name in CLOCK_EVENT_BITS.items()}
 _GPU_LINE = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_LIST_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Fa-f-]+)\)\s*$")
 _KEY_VALUE = re.compile(r"^(\s*)([^:]+?)\s*(?::\s*(.*?))?\s*$")
 
 
 def is_query(text: str) -> bool:
-    """Whether `text` is `nvidia-smi -q` or `-q -x` output."""
-    return "NVSMI LOG" in text[:4096] or "<nvidia_smi_log" in text[:4096]
+    """Whether `text` is `nvidia-smi -q`, `-q -x` or `-L` output."""
+    head = text[:4096]
+    return "NVSMI LOG" in head or "<nvidia_smi_log" in head or bool(_LIST_LINE.match(head.lstrip().split("\n")[0]))
 
 
 def parse_query(text: str) -> SmiReport:
-    """Parse `nvidia-smi -q` or `nvidia-smi -q -x` output (see the module docstring)."""
+    """Parse `nvidia-smi -q`, `-q -x` or `-L` output (see the module docstring)."""
     if "<nvidia_smi_log" in text[:4096]:
         return parse_query_xml(text)
+    if "NVSMI LOG" not in text[:4096]:
+        return parse_list(text)
     return parse_query_text(text)
+
+
+def parse_list(text: str) -> SmiReport:
+    """`nvidia-smi -L`: a `GPU N: name (UUID: ...)` line per GPU (MIG device lines under it are not GPUs)."""
+    gpus = tuple(gpu_from_values({"index": m.group(1), "name": m.group(2), "uuid": m.group(3)})
+                 for m in map(_LIST_LINE.match, lines_of(text)) if m)
+    return SmiReport(layout="list", gpus=gpus, fields=("index", "name", "uuid"))
 
 
 def parse_query_text(text: str) -> SmiReport:
