@@ -81,7 +81,10 @@ def test_gpus_from_table_json():
 
 
 def test_gpus_from_csv_text_output():
-    done = gpuharness("gpus", "--from", str(SMI / "csv-probe-rtx4090-throttled.txt"))
+    fields = ("index,name,uuid,driver_version,memory.total,memory.used,temperature.gpu,utilization.gpu,"
+              "ecc.errors.uncorrected.volatile.total,clocks_event_reasons.active,clocks_throttle_reasons.active,"
+              "pcie.link.gen.current,pcie.link.width.current")
+    done = gpuharness("gpus", "--from", str(SMI / "csv-probe-rtx4090-throttled.txt"), "--fields", fields)
     assert done.returncode == 0, done.stderr
     assert "NVIDIA GeForce RTX 4090" in done.stdout and "hw_thermal_slowdown" in done.stdout
 
@@ -138,3 +141,29 @@ def test_diagnose_stdin_counts_lines_like_a_file():
     text = "start\n 10%|#   |\r100%|####|\nRuntimeError: CUDA error: out of memory\n"
     payload = json.loads(gpuharness("diagnose", "-", "--json", stdin=text).stdout)
     assert (payload["cause"], payload["line_no"]) == ("cuda_oom", 3)
+
+
+REAL_H200 = ROOT / "tests" / "gpu" / "data" / "real-h200"
+
+
+def test_gpus_from_real_h200_query_text_and_xml():
+    for name in ("nvidia-smi-q.txt", "nvidia-smi-q.xml"):
+        done = gpuharness("gpus", "--from", str(REAL_H200 / name), "--json")
+        assert done.returncode == 0, done.stderr
+        payload = json.loads(done.stdout)
+        assert (payload["layout"], payload["gpu_count"], payload["cuda_version"]) == ("query", 1, "13.0")
+        assert payload["gpus"][0]["name"] == "NVIDIA H200" and payload["gpus"][0]["pcie_gen"] == 5
+
+
+def test_gpus_headerless_csv_without_fields_is_one_line_naming_fields_exit_2(tmp_path):
+    probe = REAL_H200 / "probe-query-0.txt"
+    done = gpuharness("gpus", "--from", str(probe))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "--fields" in done.stderr and str(probe) in done.stderr
+
+
+def test_gpus_broken_query_xml_is_one_line_exit_2(tmp_path):
+    sample = tmp_path / "q.xml"
+    sample.write_text("<?xml version='1.0'?>\n<nvidia_smi_log><gpu>")
+    done = gpuharness("gpus", "--from", str(sample))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and str(sample) in done.stderr

@@ -17,6 +17,7 @@ from gpuharness.core.errors import EXIT_USAGE, UserError
 from gpuharness.diagnose import classify_file, classify_stream
 from gpuharness.gpu import performance_history
 from gpuharness.gpu.nvidia_smi import SmiParseError, SmiReport, parse_output, run_local
+from gpuharness.gpu.smi_query import is_query, parse_query
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -30,14 +31,15 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     p = subparsers.add_parser(
         "gpus", parents=[common],
-        help="parse nvidia-smi output (table, CSV, or an error) from --from FILE, else run the local nvidia-smi; "
+        help="parse nvidia-smi output (table, CSV, -q, -q -x, or an error) from --from FILE, else run the local "
+             "nvidia-smi; "
              "--history compares the GPU figures measured on past deployments of each class and provider")
     p.add_argument("--from", dest="source", metavar="FILE", help="saved nvidia-smi output ('-' reads stdin)")
     p.add_argument("--history", action="store_true",
                    help="compare the figures recorded in deployments' health evidence, per GPU class and provider")
     p.add_argument("--gpu", help="with --history: only this GPU class (an order name or the nvidia-smi name)")
     p.add_argument("--provider", help="with --history: only this provider")
-    p.add_argument("--fields", help="comma-separated --query-gpu fields of a headerless CSV")
+    p.add_argument("--fields", help="comma-separated --query-gpu fields of a headerless CSV (required for one)")
     p.add_argument("--timeout", type=positive, default=20.0, help="deadline for the local nvidia-smi (seconds)")
     p.set_defaults(handler=cmd_gpus)
 
@@ -75,15 +77,25 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     else:
         origin = "<stdin>" if args.source == "-" else args.source
         text = sys.stdin.read() if args.source == "-" else _read(Path(args.source))
-        try:
-            report = parse_output(text, fields)
-        except SmiParseError as exc:
-            raise UserError(str(exc), path=origin, hint="pass --fields index,name,...") from None
+        report = _parse_saved(text, fields, origin)
     emit(args, {"source": origin, **report.to_json()}, _text(origin, report))
     if report.error is not None:
         show(f"gpuharness: error: {origin}: {report.error}: {report.error_line} ({report.remedy})", err=True)
         return EXIT_USAGE
     return 0
+
+
+def _parse_saved(text: str, fields: tuple[str, ...] | None, origin: str) -> SmiReport:
+    """Saved output: `-q`, `-q -x`, the table or CSV; a headerless CSV needs `--fields` (columns are not guessed)."""
+    try:
+        if is_query(text):
+            return parse_query(text)
+        return parse_output(text, fields, guess=False)
+    except SmiParseError as exc:
+        raise UserError(str(exc), path=origin, hint="pass --fields with the --query-gpu list, "
+                        "e.g. --fields index,name,memory.total") from None
+    except (ValueError, SyntaxError) as exc:  # ET.ParseError is a SyntaxError
+        raise UserError(f"unreadable nvidia-smi -q -x output: {exc}", path=origin) from None
 
 
 def _history(args: argparse.Namespace) -> int:

@@ -170,7 +170,7 @@ class GpuInfo:
 class SmiReport:
     """The parse of one nvidia-smi output. `error` is an error class (see ERROR_REMEDIES) or None."""
 
-    layout: Literal["csv", "table", "none"]
+    layout: Literal["csv", "table", "query", "list", "none"]
     gpus: tuple[GpuInfo, ...] = ()
     driver_version: str | None = None
     cuda_version: str | None = None
@@ -289,8 +289,9 @@ def parse_probe_csv(text: str, fields: Sequence[str] | None = None) -> SmiReport
     return report
 
 
-def parse_output(text: str, fields: Sequence[str] | None = None) -> SmiReport:
-    """Auto-detect and parse nvidia-smi output: default table, CSV (header or not, units or not), or an error."""
+def parse_output(text: str, fields: Sequence[str] | None = None, *, guess: bool = True) -> SmiReport:
+    """Auto-detect and parse nvidia-smi output: default table, CSV (header or not, units or not), or an error.
+    With `guess` false, a headerless CSV without `fields` is refused (SmiParseError) rather than named by shape."""
     if _HEADER.search(text) or re.search(r"^\|\s+GPU\s+Name", text, re.M):
         return parse_table(text)
     if any(line.startswith("# query:") for line in lines_of(text)):
@@ -307,6 +308,8 @@ def parse_output(text: str, fields: Sequence[str] | None = None) -> SmiReport:
                 return _error_report(error)
             what = "nvidia-smi printed nothing" if not rows else f"unexpected output: {clip(rows[0].strip(), 200)}"
             return SmiReport(layout="none", error="nvidia_smi_crashed", error_line=what)
+        if not guess:
+            raise SmiParseError("headerless CSV names no fields; its columns are not guessed")
         fields = infer_fields([_split_csv(r) for r in csv_rows])
     return _parse_csv(text, tuple(fields) if fields is not None else (), has_header=header)
 
