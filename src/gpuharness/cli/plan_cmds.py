@@ -12,8 +12,10 @@ from gpuharness.cli import emit, existing_registry
 from gpuharness.cli.arguments import non_negative, positive, whole
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
+from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.operations import reconcile
+from gpuharness.operations.rate_changes import last_rate_changes, rate_note
 from gpuharness.operations.unresolved import refuse_while_unresolved
 from gpuharness.plans.plan import LaunchRequest, load_plan, make_plan, save_plan, step_label
 from gpuharness.providers import cassette, inventory
@@ -84,8 +86,9 @@ def provider_errors_as_user_errors(handler: Callable[[argparse.Namespace], int])
 
 def _registry_view(registry: Registry) -> tuple[list[dict[str, Any]], str]:
     deployments = registry.deployments()
+    changes, ceiling = last_rate_changes(registry), Policy(registry.policy_document()).ceilings.max_cost_hr
     lines = [f"{d.id:<24} {d.provider:<10} {d.instance_id or '-'!s:<38} {d.status:<16} ${d.cost_hr:.3f}/hr"
-             for d in deployments]
+             + rate_note(d, changes.get(d.id), ceiling) for d in deployments]
     return [d.to_json() for d in deployments], "\n".join(lines) or "(no deployments)"
 
 
@@ -109,10 +112,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     lines += [f"VANISHED {v.message()}" for v in report.vanished]
     lines += [f"{'LINKED' if u.linked else 'UNRESOLVED'} {u.message()}" for u in report.unresolved]
     lines += [f"INTERRUPTED {i.message()}" for i in report.interrupted]
+    lines += [f"{'OVER CEILING' if r.exceeds_ceiling else 'RATE'} {r.message()}" for r in report.rate_changes]
     lines += [f"STALE JOB {s.job_id} on {s.deployment_id}: {s.reason}" for s in stale]
     if report.clean and not stale:
         lines.append("clean: no orphans, no vanished deployments, no unresolved launches or destroys, no stale "
-                     "running jobs")
+                     "running jobs, no rate above max_cost_hr")
     emit(args, payload, "\n".join(lines))
     return 0 if report.clean and not stale else 1
 
