@@ -57,3 +57,12 @@ def test_journal_names_the_refused_launch(lab):
                                             runtime="comfyui", idle_minutes=15), up_deadline_s=30, poll_s=0.1)
     notes = " ".join(str(e.get("note")) for e in read_journal(lab.registry.journal_path))
     assert "nothing was created" in notes
+
+
+def test_a_runpod_pod_priced_above_the_limit_is_refused_before_the_launch(lab):
+    from gpuharness.operations.provision import ProvisionRequest, provision
+    with pytest.raises(UserError, match=r"\$0.940/hr, above the allowed \$0.890/hr"):
+        provision(lab.ctx, ProvisionRequest(provider="runpod", gpu="NVIDIA GeForce RTX 5090", image="comfyui:1",
+                                            cost_hr=0.89, runtime="comfyui", idle_minutes=15),
+                  up_deadline_s=30, poll_s=0.1)
+    assert lab.sim.stats()["launches"] == 0
