@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from gpuharness.cli import main
+from gpuharness.core.journal import read_journal
 from gpuharness.providers import cassette
 from gpuharness.sim.server import Simulator
 
@@ -186,3 +187,36 @@ def test_plan_make_without_o_writes_under_the_registrys_plans(world, tmp_path, m
     assert (made.parent / json.loads(made.read_text())["cassette"]).is_file()
     assert str(made) in capsys.readouterr().out
     assert not (tmp_path / "cassettes").exists()
+
+
+def test_held_out_a_provider_raising_a_running_instance_to_9_an_hour_fails_refresh(world, capsys):
+    # held-out: the provider raised a live instance to $9/hr; `status --refresh` updated machines.json, said "clean"
+    sim, registry = world
+    with registry.update("policy.json") as doc:
+        doc["max_cost_hr"] = 5.0
+    dep = registry.deployment("dep-runpod-1")
+    [raised] = [i for i in sim.state.instances.values() if i.id == dep.instance_id]
+    previous = dep.cost_hr
+    raised.cost_hr = 9.0
+    assert main(["status", "--refresh", "--registry", str(registry.root)]) == 1
+    out = capsys.readouterr().out
+    assert "clean:" not in out
+    assert "OVER CEILING rate change on dep-runpod-1" in out and "$9.000/hr" in out
+    [entry] = [e for e in read_journal(registry.journal_path)
+               if isinstance(e.get("marker"), dict) and e["marker"].get("event") == "rate-change"]
+    assert entry["deployment"] == "dep-runpod-1" and entry["from"] == entry["to"]
+    assert entry["marker"] == {"event": "rate-change", "cost_hr": 9.0, "previous_cost_hr": previous}
+    assert registry.deployment("dep-runpod-1").cost_hr == 9.0
+    assert main(["status", "--registry", str(registry.root)]) == 0
+    assert "rate $9.000/hr" in capsys.readouterr().out
+
+
+def test_a_rate_change_within_the_ceiling_is_journaled_and_refresh_stays_clean(world, capsys):
+    sim, registry = world
+    dep = registry.deployment("dep-runpod-1")
+    [raised] = [i for i in sim.state.instances.values() if i.id == dep.instance_id]
+    raised.cost_hr = round(dep.cost_hr + 0.01, 4)
+    assert main(["status", "--refresh", "--json", "--registry", str(registry.root)]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert [(r["deployment_id"], r["exceeds_max_cost_hr"]) for r in payload["rate_changes"]] == [
+        ("dep-runpod-1", False)]

@@ -160,14 +160,17 @@ def test_provision_runpod_serverless_registers_the_endpoint_without_launching(tm
     assert world.provider.launch_calls == 0 and world.provider.list_calls == 0
 
 
-def test_provision_warns_when_the_provider_bills_more_than_accepted(tmp_path):
+def test_provision_destroys_when_the_provider_bills_more_than_accepted(tmp_path):
     world = make_world(tmp_path)
     world.provider.cost_hr = 0.9
-    result = provision(world.ctx, request(cost_hr=0.5))
-    assert result.deployment.cost_hr == 0.9
-    assert any(line.startswith("WARNING: the provider bills $0.900/hr") for line in world.said)
+    with pytest.raises(UserError, match=r"bills \$0.900/hr .* above the allowed \$0.500/hr: it was destroyed"):
+        provision(world.ctx, request(cost_hr=0.5))
+    [dep] = world.registry.deployments()
+    assert dep.status == "destroyed" and dep.cost_hr == 0.9
+    assert [i.status for i in world.provider.instances.values()] == ["terminated"]
+    assert any(line.startswith("REFUSED: the provider bills $0.900/hr") for line in world.said)
     notes = [j.get("note") or "" for j in read_journal(world.registry.journal_path)]
-    assert any("above the accepted $0.500/hr" in note for note in notes)
+    assert any("above the allowed $0.500/hr" in note for note in notes)
 
 
 def test_provision_resumes_a_record_whose_launch_answer_was_never_seen(tmp_path):

@@ -110,10 +110,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     lines += [f"VANISHED {v.message()}" for v in report.vanished]
     lines += [f"{'LINKED' if u.linked else 'UNRESOLVED'} {u.message()}" for u in report.unresolved]
     lines += [f"INTERRUPTED {i.message()}" for i in report.interrupted]
+    lines += [f"{'OVER CEILING' if r.exceeds_ceiling else 'RATE'} {r.message()}" for r in report.rate_changes]
     lines += [f"STALE JOB {s.job_id} on {s.deployment_id}: {s.reason}" for s in stale]
     if report.clean and not stale:
         lines.append("clean: no orphans, no vanished deployments, no unresolved launches or destroys, no stale "
-                     "running jobs")
+                     "running jobs, no rate above max_cost_hr")
     emit(args, payload, "\n".join(lines))
     return 0 if report.clean and not stale else 1
 

@@ -21,8 +21,9 @@ from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.core.spend import billed_today_and_month, spend_book
 from gpuharness.core.terminal import escape
+from gpuharness.operations.rate_changes import last_rate_changes, rate_note
 
-COLUMNS = ("id", "provider", "instance", "gpu", "status", "$/hr", "created", "shutdown rule")
+COLUMNS = ("id", "provider", "instance", "gpu", "status", "$/hr", "created", "shutdown rule", "note")
 
 
 def rule_text(deployment: Deployment) -> str:
@@ -35,13 +36,13 @@ def rule_text(deployment: Deployment) -> str:
     return ", ".join(p for p in parts if p) or "-"
 
 
-def row(deployment: Deployment) -> tuple[str, ...]:
+def row(deployment: Deployment, note: str = "") -> tuple[str, ...]:
     gpu = deployment.gpu or "-"
     if deployment.gpu_count and deployment.gpu_count > 1:
         gpu = f"{deployment.gpu_count}x {gpu}"
     rate = f"{deployment.cost_hr:.3f}" if deployment.bills else f"({deployment.cost_hr:.3f})"
     return (deployment.id, deployment.provider, deployment.instance_id or "-", gpu, deployment.status, rate,
-            deployment.created_at[:16] or "-", rule_text(deployment))
+            deployment.created_at[:16] or "-", rule_text(deployment), note)
 
 
 def billed_today(registry: Registry) -> float:
@@ -58,8 +59,10 @@ def render(registry: Registry, *, show_all: bool) -> str:
     table = Table(*COLUMNS, box=box.SIMPLE_HEAD, show_footer=False)
     for column in table.columns:
         column.no_wrap = True  # whole names, never "NVIDIA GeForce RTX 409"
+    changes, ceiling = last_rate_changes(registry), Policy(registry.policy_document()).ceilings.max_cost_hr
     for deployment in shown:
-        table.add_row(*(Text(escape(cell)) for cell in row(deployment)))  # text from outside: no markup
+        note = rate_note(deployment, changes.get(deployment.id), ceiling).strip()
+        table.add_row(*(Text(escape(cell)) for cell in row(deployment, note)))  # text from outside: no markup
     burn, live = live_burn(deployments)
     daily = Policy(registry.policy_document()).ceilings.daily_usd
     against = f" of daily_usd ${daily:,.2f}" if daily is not None else " (no daily_usd ceiling)"

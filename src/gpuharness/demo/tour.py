@@ -107,7 +107,7 @@ def run_demo(*, workdir: str | Path | None = None, suites: bool = True) -> Summa
 
 def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites: bool) -> None:
     ctx, registry, root = estate.ctx, estate.registry, estate.root
-    plan = ((GOOD, "vast", "RTX 4090", 0.40), (OOM, "runpod", "NVIDIA GeForce RTX 5090", 0.89),
+    plan = ((GOOD, "vast", "RTX 4090", 0.40), (OOM, "runpod", "NVIDIA GeForce RTX 5090", 0.94),
             (CAPPED, "vast", "RTX 4090", 0.40))
     for dep_id, provider, gpu, cost in plan:
         result = provision(ctx, ProvisionRequest(

@@ -13,13 +13,14 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry, read_journal
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import journal, transition
-from gpuharness.core.policy import Action, Policy
+from gpuharness.core.policy import Action, Policy, exceeds
 from gpuharness.core.registry import Registry
 from gpuharness.core.spend import today_and_month
 from gpuharness.core.stewardship import local_user
 from gpuharness.core.terminal import looks_empty
 from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
+from gpuharness.operations.destroy import destroy
 from gpuharness.operations.launch import launch_instance
 from gpuharness.operations.reconcile import machine_record
 from gpuharness.providers.base import (
@@ -362,10 +363,11 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
         if deployment.is_serverless:  # the record answers from here on (runtime_on wrote it from the kind)
             return _register_endpoint(ctx, entry, deployment.id, text)
         instance = _launch(ctx, request, deployment, reservation.claim, up_deadline_s=up_deadline_s, poll_s=poll_s)
-        return ProvisionResult(_record_instance(ctx, request, deployment.id, instance), False, text, instance)
+        result = ProvisionResult(_record_instance(ctx, request, deployment.id, instance), False, text, instance)
     finally:
         if reservation.claim is not None:
             reservation.claim.release()
+    return _refuse_billed_above(ctx, request, result)
 
 
 def stewarded(request: ProvisionRequest) -> ProvisionRequest:
@@ -418,6 +420,7 @@ def launch_spec(request: ProvisionRequest, deployment: Deployment) -> LaunchSpec
     return LaunchSpec(gpu=request.gpu, image=request.image, idempotency_key=str(deployment.idempotency_key),
                       gpu_count=request.gpu_count, region=request.region, interruptible=request.interruptible,
                       disk_gb=request.disk_gb, env=dict(request.env), bid_price=request.bid_price,
+                      max_cost_hr=request.cost_hr,
                       ports=("22/tcp",) if request.service_port is None
                       else ("22/tcp", f"{request.service_port}/http"))
 
@@ -529,19 +532,38 @@ def _ssh_access(ctx: Context, request: ProvisionRequest, instance: Instance) -> 
     return (SshAccess.from_json(ssh) if ssh else None), fields
 
 
+def price_limit(ctx: Context, request: ProvisionRequest) -> float:
+    """The hourly price the launch holds: the accepted --cost-hr (or cheapest offer), never above max_cost_hr."""
+    ceiling = Policy(ctx.registry.policy_document()).ceilings.max_cost_hr
+    return request.price if ceiling is None else min(request.price, ceiling)
+
+
 def _billed_price(ctx: Context, request: ProvisionRequest, deployment: Deployment, instance: Instance) -> float:
-    """What the provider bills; above the accepted price (beyond the policy's tolerance) it is said and
-    journaled, and the deployment records the billed price."""
+    """What the provider bills, as it reports it right after the launch; above the held limit it is journaled (the
+    caller destroys the instance), and the deployment records the billed price."""
     cost_hr = instance.cost_hr if instance.cost_hr is not None else request.price
-    abs_tol, rel_tol = Policy(ctx.registry.policy_document()).cost_tolerance
-    if cost_hr > request.price * (1 + rel_tol) + abs_tol:
-        warning = (f"the provider bills ${cost_hr:.3f}/hr, above the accepted ${request.price:.3f}/hr "
-                   f"(tolerance {rel_tol:.0%} + ${abs_tol:.2f}); the deployment records the billed price")
-        ctx.say(f"WARNING: {warning}")
+    limit = price_limit(ctx, request)
+    if exceeds(cost_hr, limit):
+        warning = (f"the provider bills ${cost_hr:.3f}/hr, above the allowed ${limit:.3f}/hr "
+                   f"(--cost-hr / max_cost_hr); destroying {deployment.id} before any further cost")
+        ctx.say(f"REFUSED: {warning}")
         journal(ctx.registry, JournalEntry.of(deployment, route=None, observed_at=ctx.now(),
-                                              marker={"billed_cost_hr": cost_hr, "accepted_cost_hr": request.cost_hr},
-                                              note=warning, next_action="destroy it if the price is not acceptable"))
+                                              marker={"billed_cost_hr": cost_hr, "accepted_cost_hr": limit},
+                                              note=warning, next_action=f"destroy {deployment.id}"))
     return cost_hr
+
+
+def _refuse_billed_above(ctx: Context, request: ProvisionRequest, result: ProvisionResult) -> ProvisionResult:
+    """A launched instance the provider bills above the held limit is destroyed at once (with the destroy's
+    disclosure), after the launch claim was released (destroy takes the same claim), and the provision fails."""
+    deployment = result.deployment
+    limit = price_limit(ctx, request)
+    if result.launched is None or not exceeds(deployment.cost_hr, limit):
+        return result
+    destroy(ctx, deployment.id, confirm=deployment.id)
+    raise UserError(f"the provider bills ${deployment.cost_hr:.3f}/hr for {deployment.id}, above the allowed "
+                    f"${limit:.3f}/hr: it was destroyed", place=f"{deployment.provider}:{deployment.instance_id}",
+                    hint="pick a cheaper GPU or raise --cost-hr (and max_cost_hr); nothing is left running")
 
 
 def _record_instance(ctx: Context, request: ProvisionRequest, deployment_id: str, instance: Instance) -> Deployment:

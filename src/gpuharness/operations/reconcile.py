@@ -13,6 +13,7 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.journal import JournalEntry
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
+from gpuharness.operations.rate_changes import RateChange, record_rate_changes
 from gpuharness.operations.retrieving import release_abandoned
 from gpuharness.operations.unresolved import InterruptedDestroy, UnresolvedLaunch, interrupted_destroys, resolve
 from gpuharness.providers.base import KEY_PREFIX, Instance
@@ -158,10 +159,12 @@ class ReconcileReport:
     interrupted: list[InterruptedDestroy] = field(default_factory=list)
     machine_changes: list[str] = field(default_factory=list)
     transitions: list[str] = field(default_factory=list)
+    rate_changes: list[RateChange] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        return not self.orphans and not self.vanished and not self.unresolved and not self.interrupted
+        return (not self.orphans and not self.vanished and not self.unresolved and not self.interrupted
+                and not any(change.exceeds_ceiling for change in self.rate_changes))
 
     def to_json(self) -> dict[str, Any]:
         counts = {p: len(items) for p, items in self.inventory.instances.items()}
@@ -170,7 +173,8 @@ class ReconcileReport:
                 "orphans": [o.to_json() for o in self.orphans], "vanished": [v.to_json() for v in self.vanished],
                 "unresolved": [u.to_json() for u in self.unresolved],
                 "interrupted": [i.to_json() for i in self.interrupted],
-                "machine_changes": self.machine_changes, "transitions": self.transitions}
+                "machine_changes": self.machine_changes, "transitions": self.transitions,
+                "rate_changes": [r.to_json() for r in self.rate_changes]}
 
 
 def machine_record(instance: Instance, observed_at: str) -> dict[str, Any]:
@@ -237,6 +241,8 @@ def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
     report.vanished = find_vanished(deployments, inventory)
     vanished_ids = {v.deployment_id for v in report.vanished}
     listed = {(i.provider, i.id): i for i in inventory.all()}
+    report.rate_changes = record_rate_changes(registry, [d for d in deployments if d.id not in vanished_ids],
+                                              listed, inventory.observed_at)
     for item in report.vanished:
         # provisioning is left alone: a launch may be mid-flight in another process, which owns that state
         if item.registry_status not in ("error", "provisioning"):

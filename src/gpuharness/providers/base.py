@@ -158,6 +158,8 @@ class LaunchSpec:
     env: dict[str, str] = field(default_factory=dict)
     bid_price: float | None = None
     offer_id: str | None = None
+    #: the hourly price the launch may not exceed (disclosed and allowed); adapters that take a price limit send it
+    max_cost_hr: float | None = None
 
 
 class ProviderError(GpuharnessError):

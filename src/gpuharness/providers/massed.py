@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, final
 
+from gpuharness.core.policy import exceeds
 from gpuharness.providers import fields
 from gpuharness.providers.base import (
     Capabilities,
@@ -125,9 +126,16 @@ class MassedCompute:
     def _product(self, spec: LaunchSpec) -> tuple[str, float | None]:
         if spec.gpu.startswith("gpu_"):
             return spec.gpu, None
+        priced_above: float | None = None
         for offer in self.offers(spec.gpu):
             if offer.gpu_count == spec.gpu_count and offer.offer_id and (offer.available or 0) > 0:
-                return offer.offer_id, offer.cost_hr
+                if not exceeds(offer.cost_hr, spec.max_cost_hr):
+                    return offer.offer_id, offer.cost_hr
+                priced_above = offer.cost_hr if priced_above is None else min(priced_above, offer.cost_hr)
+        if priced_above is not None:
+            raise ProviderError("invalid", f"the cheapest product is ${priced_above:.3f}/hr, above the allowed "
+                                f"${spec.max_cost_hr or 0:.3f}/hr; refused before the launch, nothing was created",
+                                provider=self.name)
         raise ProviderError("capacity", f"no product with capacity for {spec.gpu_count}x {spec.gpu}",
                             provider=self.name)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, final
 
+from gpuharness.core.policy import exceeds
 from gpuharness.providers import fields
 from gpuharness.providers.base import (
     Capabilities,
@@ -98,7 +99,21 @@ class RunPodPods:
             return None
         return pod_instance(self.name, fields.mapping(json_body(response, self.name), self.name, "GET /v2/pods/{id}"))
 
+    def hold_price(self, spec: LaunchSpec) -> None:
+        """An on-demand pod takes no price limit: read the GPU type's price first and refuse one above
+        spec.max_cost_hr before the create call (nothing is created)."""
+        if spec.max_cost_hr is None:
+            return
+        offers = self.offers(spec.gpu)
+        exact = [offer for offer in offers if offer.offer_id == spec.gpu] or offers
+        if exact and all(exceeds(o.cost_hr * spec.gpu_count, spec.max_cost_hr) for o in exact):
+            cost = min(o.cost_hr for o in exact) * spec.gpu_count
+            raise ProviderError("invalid", f"the pod's price is ${cost:.3f}/hr, above the allowed "
+                                f"${spec.max_cost_hr:.3f}/hr; refused before the launch, nothing was created",
+                                provider=self.name)
+
     def launch(self, spec: LaunchSpec) -> Instance:
+        self.hold_price(spec)
         body: dict[str, Any] = {
             "name": spec.idempotency_key, "image": spec.image,
             "gpu": {"id": spec.gpu, "count": spec.gpu_count}, "cloud": self.cloud, "disk": spec.disk_gb,

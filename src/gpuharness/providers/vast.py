@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar, final
 
+from gpuharness.core.policy import exceeds
 from gpuharness.providers import fields
 from gpuharness.providers.base import (
     Capabilities,
@@ -108,6 +109,17 @@ def docker_options(spec: LaunchSpec) -> dict[str, str]:
     return options
 
 
+def held_ask(provider: str, offers: list[Offer], max_cost_hr: float | None) -> tuple[str | None, float]:
+    """The cheapest ask at or below the price limit (the limit is held at the launch: no ask above it is rented);
+    none: refused before the create call, so nothing is created."""
+    within = [offer for offer in offers if not exceeds(offer.cost_hr, max_cost_hr)]
+    if not within:
+        raise ProviderError("invalid", f"the cheapest offer is ${offers[0].cost_hr:.3f}/hr, above the allowed "
+                            f"${max_cost_hr or 0:.3f}/hr; refused before the launch, nothing was created",
+                            provider=provider)
+    return within[0].offer_id, within[0].cost_hr
+
+
 def create_body(spec: LaunchSpec, price: float | None) -> dict[str, Any]:
     """The create body of the official client's build_create_instance_payload (ssh, direct, cancel_unavail)."""
     return {
@@ -202,8 +214,11 @@ class VastAi:
             if not offers:
                 raise ProviderError("capacity", f"no rentable offer for {spec.gpu_count}x {spec.gpu}; try another "
                                     "GPU type or provider", provider=self.name)
-            offer_id, cost = offers[0].offer_id, offers[0].cost_hr
+            offer_id, cost = held_ask(self.name, offers, spec.max_cost_hr)
         price = spec.bid_price if spec.interruptible and spec.bid_price is not None else None
+        if price is not None and exceeds(price, spec.max_cost_hr):
+            raise ProviderError("invalid", f"bid ${price:.3f}/hr is above the allowed ${spec.max_cost_hr:.3f}/hr; "
+                                "nothing was created", provider=self.name)
         if price is not None:
             cost = price
         body = create_body(spec, price)
