@@ -22,6 +22,7 @@ from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify
 from gpuharness.operations.install import workflow_manifest
+from gpuharness.operations.job_inputs import check_inputs
 from gpuharness.remote import Remote
 
 JobState = Literal["running", "completed", "failed"]
@@ -243,6 +244,7 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
         workflow = workflow_manifest(ctx, workflow_id or deployment.workflow)
         if workflow is None:
             raise UserError("no workflow given", place=deployment_id, hint="pass --workflow ID")
+        check_inputs(workflow, deployment.runtime, inputs or {}, registry.path("workflows.json"))
         policy = Policy(registry.spending_policy())
         ledger = Ledger(registry.ledger_path)
         day, month = today_and_month(ledger.records(), ctx.now())
