@@ -71,3 +71,25 @@ def test_an_explicit_declaration_is_the_contract(lab):
     payload = json.loads(lab.cli("run", DEP, "--inputs", '{"text": "a cat"}', "--json", "--poll", "0.05",
                                  "--registry", str(lab.registry.root)).stdout)
     assert payload[0]["status"] == "completed"
+
+
+def failed_jobs(lab):
+    return [r for r in Ledger(lab.registry.ledger_path).records() if r["status"] == "failed"]
+
+
+def test_a_declared_input_the_graph_lacks_is_bad_input_once_and_the_deployment_stays_ready(lab):
+    with lab.registry.update("workflows.json") as doc:
+        doc["workflows"][0]["inputs"] = ["text", "prompt"]  # declared, but no graph input takes it
+    result = run(lab, '{"prompt": "a cat"}')
+    assert result.returncode == 1, result.stderr
+    [failed] = failed_jobs(lab)
+    assert failed["cause"] == "bad_input" and "not retried" in result.stderr, result.stderr
+    assert lab.registry.deployment(DEP).status == "ready"
+
+
+def test_a_value_comfyui_refuses_is_bad_input_never_retried(lab):
+    result = run(lab, '{"3.sampler_name": "no_such_sampler"}')
+    assert result.returncode == 1, result.stderr
+    [failed] = failed_jobs(lab)
+    assert failed["cause"] == "bad_input", failed["error"]
+    assert lab.registry.deployment(DEP).status == "ready"
