@@ -1,49 +1,40 @@
 """A workflow's job inputs: the names it declares, and the refusal of unknown names before a job is submitted
-(nothing billed, the deployment left as it was)."""
+(nothing billed, the deployment left as it was).
+
+An explicit `inputs` list in the manifest is the contract. Without one, the runtime's executor module
+(operations/<runtime>_job.py) may derive the names from the workflow (`job_inputs(workflow)`) and accept keys that
+address the workflow directly (`addresses(workflow, key)`); a runtime with neither is not checked."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from gpuharness.core.errors import UserError
+from gpuharness.core.runtimes import RUNTIMES, half
 from gpuharness.operations.context import Context
 from gpuharness.operations.install import workflow_manifest
 
+#: the executor modules of this package: operations/<runtime>_job.py (as operations.seams finds them)
+_PACKAGE = __package__ or "gpuharness.operations"
+
+
+def _hook(runtime: str | None, workflow: Mapping[str, Any], name: str) -> Callable[..., Any] | None:
+    """The runtime's hook, when the workflow is written for the deployment's runtime."""
+    if runtime is None or runtime not in RUNTIMES or workflow.get("runtime") != runtime:
+        return None
+    hook = getattr(half(runtime, _PACKAGE, "_job"), name, None)
+    return hook if callable(hook) else None
+
 
 def declared_inputs(workflow: Mapping[str, Any], runtime: str | None) -> tuple[str, ...] | None:
-    """The input names a job may pass, or None when the workflow declares none that can be known.
-
-    An explicit `inputs` list in the manifest wins. A ComfyUI workflow otherwise exposes its test generation's
-    input names, its `parameters`, and each value input that exactly one graph node holds."""
+    """The input names a job may pass, or None when the workflow declares none that can be known."""
     explicit = workflow.get("inputs")
     if isinstance(explicit, list):
         return tuple(sorted({str(name) for name in explicit}))
-    if runtime != "comfyui" or workflow.get("runtime") != "comfyui":
-        return None
-    spec = workflow.get("test_generation") or {}
-    names = set(spec.get("inputs") or {}) | set(workflow.get("parameters") or {})
-    holders: dict[str, int] = {}
-    for node in _graph(workflow).values():
-        values = node.get("inputs") if isinstance(node, dict) else None
-        for name, value in (values.items() if isinstance(values, dict) else ()):
-            if not isinstance(value, list):  # a list is a link to another node's output, not a value
-                holders[name] = holders.get(name, 0) + 1
-    names |= {name for name, count in holders.items() if count == 1}
-    return tuple(sorted(names))
-
-
-def _graph(workflow: Mapping[str, Any]) -> Mapping[str, Any]:
-    graph = workflow.get("graph") or (workflow.get("test_generation") or {}).get("graph") or {}
-    return graph if isinstance(graph, Mapping) else {}
-
-
-def _addressed(workflow: Mapping[str, Any], key: str) -> bool:
-    """A ComfyUI key that names its node: a node id, or NODE.input."""
-    graph = _graph(workflow)
-    node_id, dot, _ = key.partition(".")
-    return key in graph or bool(dot and node_id in graph)
+    derive = _hook(runtime, workflow, "job_inputs")
+    return None if derive is None else tuple(sorted(derive(workflow)))
 
 
 def check_inputs(workflow: Mapping[str, Any], runtime: str | None, inputs: Mapping[str, Any],
@@ -52,9 +43,8 @@ def check_inputs(workflow: Mapping[str, Any], runtime: str | None, inputs: Mappi
     known = declared_inputs(workflow, runtime)
     if known is None:
         return
-    unknown = [key for key in inputs if key not in known
-               and not (runtime == "comfyui" and not isinstance(workflow.get("inputs"), list)
-                        and _addressed(workflow, key))]
+    addresses = None if isinstance(workflow.get("inputs"), list) else _hook(runtime, workflow, "addresses")
+    unknown = [key for key in inputs if key not in known and not (addresses and addresses(workflow, key))]
     if unknown:
         listed = ", ".join(known) if known else "none"
         raise UserError(f"workflow {workflow.get('id')} has no input {', '.join(map(repr, unknown))}; "
