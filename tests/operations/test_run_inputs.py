@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpuharness.core.ledger import Ledger
 from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
@@ -93,3 +95,20 @@ def test_a_value_comfyui_refuses_is_bad_input_never_retried(lab):
     [failed] = failed_jobs(lab)
     assert failed["cause"] == "bad_input", failed["error"]
     assert lab.registry.deployment(DEP).status == "ready"
+
+
+@given(st.text(min_size=1, max_size=20))
+def test_any_name_is_either_declared_addressed_or_refused_in_one_line(name):
+    from gpuharness.core.errors import UserError
+    from gpuharness.operations.job_inputs import check_inputs
+    workflow = workflow_entry()
+    known = declared_inputs(workflow, "comfyui") or ()
+    node_id, dot, _ = name.partition(".")
+    addressed = name in workflow["graph"] or bool(dot and node_id in workflow["graph"])
+    try:
+        check_inputs(workflow, "comfyui", {name: "x"}, "workflows.json")
+    except UserError as exc:
+        assert name not in known and not addressed
+        assert "\n" not in exc.line() and "its inputs: " in exc.line()
+    else:
+        assert name in known or addressed
