@@ -130,3 +130,28 @@ def test_run_never_retries_after_losing_contact_with_the_runtime(tmp_path):
     result = run_job(world.ctx, dep_id, inputs={}, poll_s=1)
     assert result.status == "failed" and result.attempts == 1
     assert "may still be running" in lines(world)[-1]["error"]
+
+
+def test_run_does_not_blind_retry_an_unknown_cause(tmp_path):
+    """Issue 20 item 7: `unknown` is retried once only when the log shows a cause known to be transient."""
+    world, dep_id = ready_world(tmp_path)
+    world.executor = FakeExecutor(world.host, fail_logs=["ValueError: the scheduler got an odd tensor"])
+    result = run_job(world.ctx, dep_id, inputs={}, poll_s=1)
+    assert result.status == "failed" and result.attempts == 1
+    assert result.failure is not None and result.failure.cause == "unknown" and not result.failure.retryable
+    assert any("not retried" in line for line in world.said)
+    assert world.registry.deployment(dep_id).status == "ready"
+
+
+@pytest.mark.parametrize(("log", "cause", "retried"), [
+    (FLAKY, "unknown", True),
+    ("POST /v1/completions answered HTTP 503: Service Unavailable", "unknown", True),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "unknown", True),
+    ("POST /v1/completions answered HTTP 400: max_tokens must be at least 1", "bad_input", False),
+    ("job timed out after 600 s", "unknown", False),
+    ("job failed without a log", "unknown", False),
+])
+def test_only_a_transient_unknown_is_retryable(log, cause, retried):
+    from gpuharness.operations.failure import classify
+    failure = classify(log)
+    assert (failure.cause, failure.retryable) == (cause, retried), failure

@@ -156,9 +156,11 @@ def _inputs(texts: list[str]) -> list[dict[str, Any]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from gpuharness.operations.job_inputs import check_batch
     from gpuharness.operations.run import mark_interrupted, run_job, spend_line
     ctx = _ctx(args)
     batch = _inputs(args.inputs)
+    check_batch(ctx, args.deployment, args.workflow, batch)
     for job in mark_interrupted(ctx, args.deployment):
         ctx.say(f"{job}: marked interrupted (its run process had died)")
     ctx.say(spend_line(ctx))

@@ -4,6 +4,7 @@ poll its history, leave the outputs on the host for retrieve."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any, final
 
 from gpuharness.core.confinement import plain_name, relative_parts, remote_path
@@ -12,6 +13,31 @@ from gpuharness.core.errors import UserError
 from gpuharness.operations.run import ExecutorSeams, JobProgress
 from gpuharness.runtimes.comfyui.client import ComfyUI, job_graph
 from gpuharness.runtimes.http import RuntimeHttp
+
+
+def _graph(workflow: Mapping[str, Any]) -> Mapping[str, Any]:
+    graph = workflow.get("graph") or (workflow.get("test_generation") or {}).get("graph") or {}
+    return graph if isinstance(graph, Mapping) else {}
+
+
+def job_inputs(workflow: Mapping[str, Any]) -> set[str]:
+    """The input names a job may pass (operations.job_inputs): the workflow's `parameters`, its test generation's
+    input names, and each value input exactly one graph node holds (as client.apply_inputs sets them)."""
+    names = set((workflow.get("test_generation") or {}).get("inputs") or {}) | set(workflow.get("parameters") or {})
+    holders: dict[str, int] = {}
+    for node in _graph(workflow).values():
+        values = node.get("inputs") if isinstance(node, dict) else None
+        for name, value in (values.items() if isinstance(values, dict) else ()):
+            if not isinstance(value, list):  # a list is a link to another node's output, not a value
+                holders[name] = holders.get(name, 0) + 1
+    return names | {name for name, count in holders.items() if count == 1}
+
+
+def addresses(workflow: Mapping[str, Any], key: str) -> bool:
+    """A key that names its node: a node id, or NODE.input."""
+    graph = _graph(workflow)
+    node_id, dot, _ = key.partition(".")
+    return key in graph or bool(dot and node_id in graph)
 
 
 @final

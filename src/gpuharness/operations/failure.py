@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import final
+from typing import Final, final
 
 from gpuharness.diagnose import classify_text
+from gpuharness.diagnose.diagnosis import REMEDIES, Cause
 from gpuharness.remote import RemoteError
 from gpuharness.remote.lines import lines_of
 
 #: The decisive line is cut here (a log line can be huge); the remedy never is.
 LINE_CHARS = 240
+
+#: An unknown cause is retried once only when its log shows a failure known to be transient (never blindly: a
+#: timeout is an unknown outcome, and the same input fails the same way).
+TRANSIENT: Final = re.compile(
+    r"Connection(?:ResetError| reset| aborted|AbortedError| refused|RefusedError)|ECONNRESET|Broken pipe|"
+    r"RemoteDisconnected|Server disconnected|\bHTTP (?:502|503|504)\b|Bad Gateway|Service Unavailable|"
+    r"temporarily unavailable|Try again", re.IGNORECASE)
+#: A runtime that answers the request itself with 400/422 refused its inputs.
+REFUSED_REQUEST: Final = re.compile(r"\bHTTP (?:400|422)\b")
+#: A runtime's refusal at submit, by the cause the refusal names (ComfyUI's /prompt validation, the graph build).
+REFUSED_AS: Final[dict[str, Cause]] = {
+    "bad_input": "bad_input", "input_missing": "bad_input", "invalid_value": "bad_input",
+    "invalid_graph": "bad_input", "custom_node_missing": "custom_node_missing", "model_missing": "model_missing"}
+#: Unknown-cause symptoms whose remedy is one retry (a CUDA fault may be the instance's, not the job's).
+RETRY_SYMPTOMS: Final = ("illegal_memory_access", "cuda_error")
 
 
 @final
@@ -37,7 +54,26 @@ def classify(text: str) -> Failure:
     if line is None:
         tail = [x for x in lines_of(text) if x.strip() and not x.startswith(("GH-PROGRESS", "GH-BYTES"))]
         line = tail[-1] if tail else None
-    return Failure(diagnosis.cause, line, diagnosis.remedy, diagnosis.retryable)
+    if diagnosis.cause != "unknown":
+        return Failure(diagnosis.cause, line, diagnosis.remedy, diagnosis.retryable)
+    refused = REFUSED_REQUEST.search(text)
+    if refused:
+        return Failure("bad_input", line, REMEDIES["bad_input"], False)
+    if diagnosis.symptom in RETRY_SYMPTOMS or TRANSIENT.search(text):
+        return Failure("unknown", line, diagnosis.remedy, diagnosis.retryable)
+    return Failure("unknown", line, "no known cause, and nothing in the log says it is transient: read the log "
+                   "tail and fix the job; not retried (a retry would bill the same failure twice)", False)
+
+
+def refusal(exc: Exception) -> Failure:
+    """The runtime (or the job's graph build) refused the job at submit: the cause it names, never retried; a
+    refusal that names none is classified from its text."""
+    named = getattr(exc, "cause", None)
+    cause = REFUSED_AS.get(named) if isinstance(named, str) else None
+    if cause is None:
+        return classify(str(exc))
+    remedy = getattr(exc, "remedy", None)
+    return Failure(cause, str(exc), remedy if isinstance(remedy, str) and remedy else REMEDIES[cause], False)
 
 
 def transport_failure(exc: RemoteError, phase: str) -> Failure:

@@ -20,8 +20,9 @@ from gpuharness.core.registry import Registry
 from gpuharness.core.spend import today_and_month
 from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
-from gpuharness.operations.failure import Failure, classify
+from gpuharness.operations.failure import Failure, classify, refusal
 from gpuharness.operations.install import workflow_manifest
+from gpuharness.operations.job_inputs import check_inputs
 from gpuharness.remote import Remote
 
 JobState = Literal["running", "completed", "failed"]
@@ -188,7 +189,7 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: Deployment, workfl
     try:
         handle = executor.submit(workflow, inputs, job_id)
     except Exception as exc:  # the runtime refused the job: record it honestly, then classify
-        failure = classify(str(exc))
+        failure = refusal(exc)
         return finish("failed", error=failure.message(), cause=failure.cause, artifacts=[]), failure
     next_report = PROGRESS_EVERY_S
     while True:
@@ -243,6 +244,7 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
         workflow = workflow_manifest(ctx, workflow_id or deployment.workflow)
         if workflow is None:
             raise UserError("no workflow given", place=deployment_id, hint="pass --workflow ID")
+        check_inputs(workflow, deployment.runtime, inputs or {}, registry.path("workflows.json"))
         policy = Policy(registry.spending_policy())
         ledger = Ledger(registry.ledger_path)
         day, month = today_and_month(ledger.records(), ctx.now())

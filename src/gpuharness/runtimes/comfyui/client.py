@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, final
+from typing import Any, ClassVar, Final, final
 
 import httpx
 
@@ -46,7 +46,11 @@ OUTPUT_KINDS = ("images", "gifs", "videos", "audio")
 
 
 class InputError(GpuharnessError, ValueError):
-    """Job inputs that do not name exactly one input of the graph."""
+    """Job inputs that do not name exactly one input of the graph: a bad input, never retried."""
+
+    cause: ClassVar[str] = "bad_input"
+    remedy: ClassVar[str] = "fix the job's input names: each must name one graph input (NODE.input) or a name the " \
+                            "workflow's `parameters` maps; the same inputs fail the same way"
 
 
 @final
