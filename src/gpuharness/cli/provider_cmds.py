@@ -18,7 +18,7 @@ from gpuharness.providers.base import ADAPTERS, OfferSource, ProviderKind
 from gpuharness.providers.factory import PhaseOptions, build_provider, capabilities_of
 from gpuharness.providers.offers import gather
 
-KEY_ENV = re.compile(r"[A-Z_][A-Z0-9_]*")  # as providers.schema.json's credential_env pattern
+KEY_ENV = re.compile(r"[A-Z_][A-Z0-9_]*")  # the pattern of credential_env in the providers schema
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
