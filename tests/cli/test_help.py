@@ -60,9 +60,10 @@ def test_the_old_seconds_spelling_still_parses_unlisted():
 
 def test_the_version_is_the_one_pyproject_declares():
     import tomllib
-    from pathlib import Path
 
-    declared = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["version"]
+    from checkout import ROOT
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert declared == __version__
 
 
