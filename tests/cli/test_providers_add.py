@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-KEY = "sim-good-key-0123456789abcdef"
+KEY = "sim-" + secrets.token_hex(16)  # the simulator accepts it; made at test time
 
 
 @pytest.fixture
@@ -67,7 +68,7 @@ def test_a_second_add_of_the_same_name_is_refused_and_nothing_changes(project):
 @pytest.mark.parametrize(("argv", "named"), [
     (["--kind", "vastai"], "kind is one of"),
     (["--kind", "vast", "--key-env", "vast-api-key"], "not an environment variable name"),
-    (["--kind", "vast", "--key-env", "sk-live-0123456789abcdef"], "the name, never the key"),
+    (["--kind", "vast", "--key-env", "sk-live-" + secrets.token_hex(12)], "the name, never the key"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(project, argv, named):
     before = (project / ".pi/gpu/providers.json").read_bytes()
@@ -85,9 +86,10 @@ def test_without_a_registry_up_the_tree_nothing_is_created(tmp_path):
 
 
 def test_a_key_pasted_where_the_variable_name_goes_never_lands(project):
-    done = gpuharness(project, "providers", "add", "p", "--kind", "vast", "--key-env", "SK_LIVE_0123456789ABCDEF0123")
+    name = "SK_LIVE_" + secrets.token_hex(10).upper()  # made here, never committed
+    done = gpuharness(project, "providers", "add", "p", "--kind", "vast", "--key-env", name)
     assert done.returncode == 0  # shaped like a name: accepted, and only the name is stored
-    assert providers(project)[0]["credential_env"] == "SK_LIVE_0123456789ABCDEF0123"
+    assert providers(project)[0]["credential_env"] == name
 
 
 def test_init_in_a_subdirectory_still_makes_its_own_registry(project):
