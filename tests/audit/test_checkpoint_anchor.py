@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import shutil
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from test_audit_checks import DEMO, DEMO_NOW, audit, failed, says
 from gpuharness.audit import anchor
 from gpuharness.audit import checkpoint as cp
 
-KEY = "ck-test-key-9f3a6c2e7b1d4058"
+KEY = "ck-" + secrets.token_hex(16)  # made at test time, never committed
 APPEND_ONLY = "test_ledger_is_append_only_since_the_checkpoint"
 
 
