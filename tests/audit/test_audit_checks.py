@@ -7,7 +7,6 @@ which checks failed (and only those) and what the failure says.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +19,6 @@ CHECKS = ROOT / "checks" / "audit"
 DEMO = ROOT / "fixtures" / "demo" / ".pi" / "gpu"
 #: A time shortly after the demo ledger ends (the live deployments' open jobs keep them busy anyway).
 DEMO_NOW = "2026-11-30T18:10:00Z"
-
-
-@pytest.fixture
-def reg(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the demo registry without its checkpoint."""
-    monkeypatch.setenv("GPUHARNESS_AUDIT_NOW", DEMO_NOW)
-    monkeypatch.delenv("GPUHARNESS_REGISTRY", raising=False)
-    target = pytester.path / "reg"
-    shutil.copytree(DEMO, target, ignore=shutil.ignore_patterns("audit", "*.lock"))
-    return target
 
 
 def audit(pytester: pytest.Pytester, registry: Path, *extra: str) -> pytest.RunResult:

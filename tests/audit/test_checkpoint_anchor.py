@@ -9,29 +9,18 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import shutil
 from pathlib import Path
 
 import hypothesis
 import pytest
 from hypothesis import strategies as st
-from test_audit_checks import DEMO, DEMO_NOW, audit, failed, says
+from test_audit_checks import audit, failed, says
 
 from gpuharness.audit import anchor
 from gpuharness.audit import checkpoint as cp
 
 KEY = "ck-" + secrets.token_hex(16)  # made at test time, never committed
 APPEND_ONLY = "test_ledger_is_append_only_since_the_checkpoint"
-
-
-@pytest.fixture
-def reg(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the demo registry without its checkpoint (as test_audit_checks makes it)."""
-    monkeypatch.setenv("GPUHARNESS_AUDIT_NOW", DEMO_NOW)
-    monkeypatch.delenv("GPUHARNESS_REGISTRY", raising=False)
-    target = pytester.path / "reg"
-    shutil.copytree(DEMO, target, ignore=shutil.ignore_patterns("audit", "*.lock"))
-    return target
 
 
 def rewrite_a_cost(registry: Path) -> None:
