@@ -63,8 +63,8 @@ def test_launch_answers_202_with_the_uuid_in_response(respx_mock):
     assert found.id == "8b52a46b-a892-4fde-925c-6d13226908f7" and found.status == "pending"
 
 
-@respx.mock(base_url=BASE)
-def test_launch_resolves_a_gpu_name_and_image_name(respx_mock):
+def a6000_for_sale(respx_mock) -> respx.Route:
+    """One RTX A6000 product at 57 cents an hour and one image; returns the launch route."""
     respx_mock.get("/api/v1/gpu-inventory").respond(200, json={"gpu_inventory": {"gpu_1x_a6000": {
         "instance_type": {"name": "gpu_1x_a6000", "description": "1x RTX A6000", "price_cents_per_hour": 57,
                           "specs": {"vcpu_count": 6, "memory_gib": 48, "storage_gb": 256}},
@@ -72,7 +72,12 @@ def test_launch_resolves_a_gpu_name_and_image_name(respx_mock):
         "capacity_available": 5}}})
     respx_mock.get("/api/v1/images").respond(200, json={"images": [
         {"vm_image_id": 7, "vm_image_name": "Ubuntu Server 22.04 w/ drivers", "vm_image_description": ".."}]})
-    route = respx_mock.post("/api/v1/instance/launch").respond(202, json={"response": "u-1"})
+    return respx_mock.post("/api/v1/instance/launch").respond(202, json={"response": "u-1"})
+
+
+@respx.mock(base_url=BASE)
+def test_launch_resolves_a_gpu_name_and_image_name(respx_mock):
+    route = a6000_for_sale(respx_mock)
     adapter().launch(LaunchSpec(gpu="RTX A6000", image="Ubuntu Server 22.04 w/ drivers", idempotency_key="gh-a"))
     body = json.loads(route.calls.last.request.content)
     assert (body["imageId"], body["productName"]) == (7, "gpu_1x_a6000")
@@ -80,14 +85,7 @@ def test_launch_resolves_a_gpu_name_and_image_name(respx_mock):
 
 @respx.mock(base_url=BASE, assert_all_called=False)
 def test_launch_holds_the_price_limit_and_creates_nothing_above_it(respx_mock):
-    respx_mock.get("/api/v1/gpu-inventory").respond(200, json={"gpu_inventory": {"gpu_1x_a6000": {
-        "instance_type": {"name": "gpu_1x_a6000", "description": "1x RTX A6000", "price_cents_per_hour": 57,
-                          "specs": {"vcpu_count": 6, "memory_gib": 48, "storage_gb": 256}},
-        "regions_with_capacity_available": [{"name": "us-central-3", "description": "Des Moines, IA"}],
-        "capacity_available": 5}}})
-    respx_mock.get("/api/v1/images").respond(200, json={"images": [
-        {"vm_image_id": 7, "vm_image_name": "Ubuntu Server 22.04 w/ drivers", "vm_image_description": ".."}]})
-    route = respx_mock.post("/api/v1/instance/launch").respond(202, json={"response": "u-1"})
+    route = a6000_for_sale(respx_mock)
     with pytest.raises(ProviderError, match=r"\$0.570/hr, above the allowed \$0.500/hr") as info:
         adapter().launch(LaunchSpec(gpu="RTX A6000", image="Ubuntu Server 22.04 w/ drivers", idempotency_key="gh-a",
                                     max_cost_hr=0.5))
