@@ -32,13 +32,20 @@ def rendered(browser: str, page: Path) -> str:
     return done.stdout
 
 
-@pytest.mark.slow
-def test_health_html_opens_with_its_verdicts(tmp_path: Path) -> None:
-    browser = chromium()
-    done = subprocess.run([sys.executable, "-m", "gpuharness", "demo", "--workdir", str(tmp_path / "demo")],
+@pytest.fixture(scope="module")
+def demo_reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reports of one demo run, shared by this module's tests (the demo runs once, not per report)."""
+    workdir = tmp_path_factory.mktemp("demo")
+    done = subprocess.run([sys.executable, "-m", "gpuharness", "demo", "--workdir", str(workdir)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    report = tmp_path / "demo" / "reports" / "health.html"
+    return workdir / "reports"
+
+
+@pytest.mark.slow
+def test_health_html_opens_with_its_verdicts(demo_reports: Path, tmp_path: Path) -> None:
+    browser = chromium()
+    report = demo_reports / "health.html"
     static = report.read_text("utf-8")
     assert re.search(r'<tr class="gpuharness-verdict"><td[^>]*>dep_h3_vast_01</td><td[^>]*>READY<', static), \
         "health.html's static HTML lacks the READY row of dep_h3_vast_01"
@@ -61,12 +68,9 @@ def first_screen_bottom(browser: str, report: Path, tmp_path: Path, selector: st
 
 
 @pytest.mark.slow
-def test_audit_html_opens_with_its_verdict_and_spend(tmp_path: Path) -> None:
+def test_audit_html_opens_with_its_verdict_and_spend(demo_reports: Path, tmp_path: Path) -> None:
     browser = chromium()
-    done = subprocess.run([sys.executable, "-m", "gpuharness", "demo", "--workdir", str(tmp_path / "demo")],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    report = tmp_path / "demo" / "reports" / "audit.html"
+    report = demo_reports / "audit.html"
     static = report.read_text("utf-8")
     assert re.search(r'id="gpuharness-verdict"[^>]*>Verdict: PASSED: \d+ audit checks<', static), \
         "audit.html's static HTML lacks its verdict"
