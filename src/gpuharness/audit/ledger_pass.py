@@ -41,6 +41,7 @@ from gpuharness.core.policy import exceeds
 from gpuharness.core.regular_file import JSONL_LINE, size_words
 from gpuharness.core.rules import Rule
 from gpuharness.core.secrets import Credential, find_secrets, line_of
+from gpuharness.core.spend import row_name
 
 BLOCK = 4 << 20
 #: Bytes of ledger decoded per call (see LedgerPass.read_block).
@@ -601,7 +602,8 @@ def spread(combos: dict[tuple[str, str, str, str], float]) -> dict[str, dict[str
     spend: dict[str, dict[str, float]] = {}
     for (day, provider, gpu, deployment), amount in combos.items():
         for grouping, group_key in (("day", day), ("month", day[:7]), ("provider", provider), ("gpu", gpu),
-                                    ("deployment", deployment), ("day_provider", f"{day}|{provider}")):
+                                    ("deployment", deployment), ("day_provider", f"{day}|{provider}"),
+                                    ("row", row_name((day, provider, gpu, deployment)))):
             bucket = spend.setdefault(grouping, {})
             bucket[group_key] = bucket.get(group_key, 0.0) + amount
     return spend

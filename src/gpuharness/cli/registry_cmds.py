@@ -198,15 +198,9 @@ def _usd(value: float) -> str:
 def registry_intervals(registry: Registry, now: datetime) -> dict[str, list[Interval]]:
     """The billed intervals of the registry's deployments, from its journal."""
     journal = list(read_journal(registry.journal_path)) if registry.journal_path.exists() else []
-    from gpuharness.providers.factory import capabilities_of
+    from gpuharness.providers.factory import stopped_storage_rates
 
-    storage = {}
-    for entry in registry.providers():
-        try:
-            storage[str(entry["name"])] = capabilities_of(entry).stopped_storage_usd_gb_month
-        except UserError:  # an unknown kind: `validate` names it; its storage is not counted here
-            continue
-    return billed_intervals(registry.deployments(), journal, now, storage)
+    return billed_intervals(registry.deployments(), journal, now, stopped_storage_rates(registry.providers()))
 
 
 def cmd_economics(args: argparse.Namespace) -> int:

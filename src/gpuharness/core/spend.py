@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
+
+import orjson
 
 from gpuharness.core.billing import Interval
 from gpuharness.core.clock import format_ts, now_ts, parse_ts
@@ -91,25 +93,49 @@ class Spent:
         return {"billed": round(self.billed, 6), "used": round(self.used, 6), "idle": round(self.idle, 6)}
 
 
-def spend_book(lines: Iterable[JobLine], intervals: dict[str, list[Interval]]) -> dict[RowKey, Spent]:
+def row_name(key: RowKey) -> str:
+    """A row's key as one string (the audit checkpoint's `row` aggregate): a JSON array."""
+    return orjson.dumps(list(key)).decode()
+
+
+def row_of(name: str) -> RowKey:
+    """The row key back from row_name's string."""
+    day, provider, gpu, deployment = (str(part) for part in orjson.loads(name))
+    return day, provider, gpu, deployment
+
+
+def used_rows(lines: Iterable[JobLine]) -> dict[RowKey, float]:
+    """The jobs' cost (each job's current line) per UTC day, provider, GPU and deployment, as written."""
+    used: dict[RowKey, float] = defaultdict(float)
+    for line in current_lines(lines).values():
+        cost = line.cost_usd or 0.0
+        if cost:
+            used[(_line_day(line), line.provider or "?", line.gpu or "?", line.deployment_id)] += cost
+    return dict(used)
+
+
+def bill(used: Mapping[RowKey, float], intervals: Mapping[str, list[Interval]]) -> dict[RowKey, Spent]:
     """Billed and used per UTC day, provider, GPU and deployment. A deployment with billed intervals bills them
-    (its jobs are used time inside them); one without (serverless, or unknown to deployments.json) bills its jobs."""
+    (its jobs are used time inside them, placed at its provider and GPU); one without (serverless, or unknown to
+    deployments.json) bills its jobs."""
     book: dict[RowKey, Spent] = defaultdict(Spent)
     placed = {dep: (found[0].provider, found[0].gpu) for dep, found in intervals.items() if found}
     for dep, found in intervals.items():
         for interval in found:
             for day, cost in interval.by_day():
                 book[(day, interval.provider, interval.gpu, dep)].billed += cost
-    for line in current_lines(lines).values():
-        cost = line.cost_usd or 0.0
-        if not cost:
-            continue
-        provider, gpu = placed.get(line.deployment_id) or (line.provider or "?", line.gpu or "?")
-        row = book[(_line_day(line), provider or "?", gpu, line.deployment_id)]
+    for (day, provider, gpu, dep), cost in used.items():
+        provider, gpu = placed.get(dep) or (provider, gpu)
+        row = book[(day, provider, gpu, dep)]
         row.used += cost
-        if line.deployment_id not in intervals:
+        if dep not in intervals:
             row.billed += cost
     return dict(book)
+
+
+def spend_book(lines: Iterable[JobLine], intervals: Mapping[str, list[Interval]]) -> dict[RowKey, Spent]:
+    """Billed and used per UTC day, provider, GPU and deployment, from the ledger's lines (see bill)."""
+    return bill(used_rows(lines), intervals)
 
 
 _GROUP_INDEX = {"day": 0, "provider": 1, "gpu": 2, "deployment": 3}
