@@ -589,7 +589,9 @@ class LedgerPass:
     def over_cap(self, over: list[JobState]) -> None:
         """The jobs billed above per_job_usd, in the order of their messages (by job id): an order that does not
         depend on how the ledger was split between processes."""
-        cap = self.ctx.per_job_usd or 0.0
+        cap = self.ctx.per_job_usd
+        if cap is None:  # no ceiling: nothing is over it
+            return
         for message in sorted(
                 f"job {state.id}: billed ${state.cost_usd:.4f} > per_job_usd ${cap:.2f} (deployment "
                 f"{state.deployment_id}, {state.day}); find out why it ran so long, append a correction if the cost "

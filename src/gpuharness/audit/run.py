@@ -297,8 +297,7 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
     # built once from the Deployments: the pass looks a rate up per line
     rates = {d.id: d.cost_hr for d in run.deployments() if "cost_hr" in d.written and "id" in d.written and d.id}
     tol_abs, tol_rel = run.policy.cost_tolerance
-    per_job = run.policy.get("per_job_usd")
-    ctx = PassContext(str(path), rates, tol_abs, tol_rel, None if per_job is None else float(per_job),
+    ctx = PassContext(str(path), rates, tol_abs, tol_rel, run.policy.ceilings.per_job_usd,
                       credentials=run.credentials)
     previous: cp.Checkpoint | None = None
     if use_checkpoint:
@@ -477,25 +476,26 @@ def _spend(run: AuditRun) -> None:
     """Daily and monthly billed spend, live burn and concurrency (per-job spend is checked in the ledger pass)."""
     policy = run.policy
     run.book = billed_book(run)
-    for grouping, ceiling in (("day", "daily_usd"), ("month", "monthly_usd")):
-        limit = policy.get(ceiling)
+    ceilings = policy.ceilings
+    for grouping, ceiling, limit in (("day", "daily_usd", ceilings.daily_usd),
+                                     ("month", "monthly_usd", ceilings.monthly_usd)):
         if limit is None:
             continue
         for key, spent in group_book(run.book, grouping).items():
             if exceeds(spent.billed, limit):
                 run.add(rules.SPEND_DAILY if grouping == "day" else rules.SPEND_MONTHLY, f"{grouping} {key} (UTC)",
                         f"billed ${spent.billed:,.2f} (jobs ${spent.used:,.2f}, idle ${spent.idle:,.2f}) > {ceiling} "
-                        f"${float(limit):,.2f} (over by ${spent.billed - float(limit):,.2f}); see `gpuharness spend "
+                        f"${limit:,.2f} (over by ${spent.billed - limit:,.2f}); see `gpuharness spend "
                         f"--by {grouping}` and stop the leak (an idle pod bills too), or raise the ceiling on purpose")
     billing = [d for d in run.deployments() if d.bills]
     burn, _ = live_burn(billing)
-    cap_hr = policy.get("max_cost_hr")
+    cap_hr = ceilings.max_cost_hr
     names = ", ".join(f"{d.id} ${d.cost_hr:.2f}/hr ({d.status})" for d in billing)
     if exceeds(burn, cap_hr):
         run.add(rules.SPEND_LIVE_BURN, "deployments.json",
-                f"live burn ${burn:.2f}/hr > max_cost_hr ${float(cap_hr):.2f}/hr: {names}; destroy or stop one "
+                f"live burn ${burn:.2f}/hr > max_cost_hr ${cap_hr or 0.0:.2f}/hr: {names}; destroy or stop one "
                 "(`gpuharness destroy ID`)")
-    cap_n = policy.get("max_concurrent_deployments")
+    cap_n = ceilings.max_concurrent_deployments
     if cap_n is not None and len(billing) > int(cap_n):
         run.add(rules.SPEND_CONCURRENT, "deployments.json",
                 f"{len(billing)} live deployments > max_concurrent_deployments {int(cap_n)}: {names}; destroy the "
@@ -553,8 +553,8 @@ def _history(run: AuditRun) -> dict[str, list[str]]:
 def _shutdown(run: AuditRun, journal_last: dict[str, float], open_jobs: dict[str, list[str]]) -> None:
     """Every live paid deployment has a shutdown rule, is not idle past max_idle_minutes and is within its stop."""
     policy = run.policy
-    max_idle = policy.get("max_idle_minutes")
-    need_rule = bool(policy.get("require_shutdown_rule"))
+    max_idle = policy.ceilings.max_idle_minutes
+    need_rule = policy.require_shutdown_rule
     for d in run.deployments():
         dep = d.id
         if d.burn_hr <= 0:

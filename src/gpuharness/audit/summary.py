@@ -8,12 +8,8 @@ from typing import Any
 from gpuharness.audit.run import AuditRun
 from gpuharness.core.clock import format_ts
 from gpuharness.core.deployment import live_burn
-from gpuharness.core.policy import exceeds
+from gpuharness.core.policy import Ceilings, exceeds
 from gpuharness.core.spend import group_book
-
-CEILINGS = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr", "max_concurrent_deployments",
-            "max_idle_minutes")
-
 
 #: The chart's two parts of each day's billed spend, stacked in this order.
 USED = "used (jobs)"
@@ -36,7 +32,7 @@ def summarize(run: AuditRun) -> dict[str, Any]:
         "incremental": run.incremental,
         "anchor": run.anchor,
         "jobs": run.state.job_count,
-        "policy": {k: run.policy.get(k) for k in CEILINGS},
+        "policy": run.policy.ceilings.to_json(),
         **grouped,
         "day_use": day_use(grouped["day"]),
         "deployments": deployments,
@@ -65,12 +61,11 @@ def _table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> 
 
 def to_html(summary: dict[str, Any], chart_png_b64: str | None) -> str:
     """The summary block placed at the top of the audit report."""
-    policy = summary["policy"]
+    ceilings = Ceilings.from_document(summary["policy"])
     problems: dict[str, int] = summary["problems"]
     total = sum(spent["billed"] for spent in summary["provider"].values())
     idle = sum(spent["idle"] for spent in summary["provider"].values())
-    daily = policy.get("daily_usd")
-    over = sorted(d for d, spent in summary["day"].items() if exceeds(spent["billed"], daily))
+    over = sorted(d for d, spent in summary["day"].items() if exceeds(spent["billed"], ceilings.daily_usd))
     if problems:
         verdict = (f"<p class='gh-verdict' style='color:#b00020;font-weight:bold'>Audit found "
                    f"{sum(problems.values())} problem(s): "
@@ -82,8 +77,8 @@ def to_html(summary: dict[str, Any], chart_png_b64: str | None) -> str:
              f"{'incremental from the checkpoint' if summary['incremental'] else 'full pass'}), "
              f"{summary['jobs']:,} jobs, total billed ${total:,.2f} (idle ${idle:,.2f}: uptime no job used). Live burn "
              f"${summary['live_burn_hr']:,.2f}/hr on "
-             f"{summary['live_deployments']} live deployment(s) (max_cost_hr {policy.get('max_cost_hr')}, "
-             f"max_concurrent_deployments {policy.get('max_concurrent_deployments')}). Days over daily_usd: "
+             f"{summary['live_deployments']} live deployment(s) (max_cost_hr {ceilings.max_cost_hr}, "
+             f"max_concurrent_deployments {ceilings.max_concurrent_deployments}). Days over daily_usd: "
              f"{html.escape(', '.join(over)) if over else 'none'}. Checkpoint anchor: "
              f"{html.escape(str(summary.get('anchor', 'none: unanchored')))}.</p>")
     chart = (f"<img alt='daily billed spend stacked as used and idle, with the daily ceiling' style='max-width:100%' "
@@ -94,7 +89,7 @@ def to_html(summary: dict[str, Any], chart_png_b64: str | None) -> str:
 
 def _tables(summary: dict[str, Any], total: float) -> list[str]:
     """Billed, used and idle spend by month, provider, GPU and deployment (the largest billed first)."""
-    policy = summary["policy"]
+    monthly = Ceilings.from_document(summary["policy"]).monthly_usd
     deployments = summary["deployments"]
 
     def money(spent: dict[str, float]) -> tuple[str, str, str]:
@@ -105,7 +100,7 @@ def _tables(summary: dict[str, Any], total: float) -> list[str]:
 
     return [
         _table("Spend by month (UTC)", ("month", "billed USD", "used USD", "idle USD", "monthly_usd"),
-               [(m, *money(v), policy.get("monthly_usd")) for m, v in summary["month"].items()]),
+               [(m, *money(v), monthly) for m, v in summary["month"].items()]),
         _table("Spend by provider", ("provider", "billed USD", "used USD", "idle USD", "share"),
                [(p, *money(v), f"{v['billed'] / total:.1%}" if total else "-") for p, v in by_billed("provider")]),
         _table("Spend by GPU", ("gpu", "billed USD", "used USD", "idle USD"),

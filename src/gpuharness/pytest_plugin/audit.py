@@ -17,6 +17,7 @@ import pytest
 from gpuharness.audit import rules
 from gpuharness.core import secrets
 from gpuharness.core.clock import parse_ts, utcnow
+from gpuharness.core.policy import Ceilings
 from gpuharness.core.rules import Rule
 from gpuharness.core.statefile import read_json
 from gpuharness.core.terminal import shown
@@ -80,8 +81,7 @@ def audit_run(config: pytest.Config) -> AuditRun:
 
 
 def _ceiling(summary: dict[str, Any]) -> float | None:
-    daily = summary["policy"].get("daily_usd")
-    return float(daily) if daily is not None else None
+    return Ceilings.from_document(summary["policy"]).daily_usd
 
 
 @pytest.fixture(scope="session")
