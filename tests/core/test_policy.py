@@ -87,4 +87,4 @@ def test_defaults_live_in_core_policy_only() -> None:
     assert {k: default_policy()[k] for k in STARTING} == dict(STARTING)
     assert Policy({}).ceilings.per_job_usd is None
     assert Policy(default_policy()).ceilings.per_job_usd == 5.0
-    assert Policy({}).health_timeouts.probe_s == 120.0 and Policy({}).disk_margin_gb == 0.0
+    assert Policy({}).health_timeouts.probe_s == 120.0 and Policy({}).disk_margin_gb == 10.0

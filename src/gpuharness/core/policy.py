@@ -120,6 +120,15 @@ class HealthTimeouts:
 
 @final
 @dataclass(frozen=True, slots=True)
+class HealthLimits:
+    """policy.json's `disk_margin_gb` (free space beyond the model files) and `temperature_max_c`."""
+
+    disk_margin_gb: float = 10.0
+    temperature_max_c: float = 85.0
+
+
+@final
+@dataclass(frozen=True, slots=True)
 class PerformanceFloor:
     """policy.json `performance_floor`: the fraction of the class's figures a GPU must reach (throughput), the
     fraction of its link width and generation (1.0: the full link), whether to measure (one more exec, in the
@@ -190,11 +199,9 @@ class Policy:
         self.require_shutdown_rule = document.get("require_shutdown_rule") is True
         #: `"ceilings": "none"`: no money ceiling applies, on purpose (with a reason)
         self.ceilings_none = document.get("ceilings") == "none"
-        margin, temperature = document.get("disk_margin_gb"), document.get("temperature_max_c")
-        self.disk_margin_gb = float(margin) if isinstance(margin, int | float) and not isinstance(margin, bool) \
-            else 0.0
-        self.temperature_max_c: float | None = (
-            float(temperature) if isinstance(temperature, int | float) and not isinstance(temperature, bool) else None)
+        limits = _section(HealthLimits, document)
+        #: GB left free beyond the model files; the hottest a GPU may run, in C
+        self.disk_margin_gb, self.temperature_max_c = limits.disk_margin_gb, limits.temperature_max_c
 
     @property
     def cost_tolerance(self) -> tuple[float, float]:
