@@ -160,8 +160,9 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
 
 def cmd_spend(args: argparse.Namespace) -> int:
     registry = existing_registry(args)
-    numbered = list(enumerate(existing_ledger(registry).checked_records(), 1))
-    lines = [JobLine.from_record(record) for _, record in numbered]
+    numbered = [(lineno, JobLine.from_record(record))
+                for lineno, record in enumerate(existing_ledger(registry).checked_records(), 1)]
+    lines = [line for _, line in numbered]
     book = spend_book(lines, registry_intervals(registry, utcnow()))
     groups = group_book(book, args.by)
     policy = Policy(registry.policy_document())

@@ -123,8 +123,8 @@ def mark_interrupted(ctx: Context, deployment_id: str | None = None) -> list[str
 def next_job_id(ledger: Ledger) -> str:
     """J-000123: one more than the largest numbered id in the ledger."""
     highest = 0
-    for record in ledger.records():
-        tail = str(record.get("id", "")).removeprefix("J-")
+    for line in ledger.lines():
+        tail = line.id.removeprefix("J-")
         if tail.isdigit():
             highest = max(highest, int(tail))
     return f"J-{highest + 1:06d}"
@@ -133,7 +133,7 @@ def next_job_id(ledger: Ledger) -> str:
 def spend_line(ctx: Context) -> str:
     """Spend so far against the ceilings, shown before a batch (refused without policy.json)."""
     policy = Policy(ctx.registry.spending_policy())
-    day, month = today_and_month(Ledger(ctx.registry.ledger_path).records(), ctx.now())
+    day, month = today_and_month(Ledger(ctx.registry.ledger_path).lines(), ctx.now())
 
     def cap(value: float | None) -> str:
         return "none" if value is None else f"${value:,.2f}"
@@ -247,7 +247,7 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
         check_inputs(workflow, deployment.runtime, inputs or {}, registry.path("workflows.json"))
         policy = Policy(registry.spending_policy())
         ledger = Ledger(registry.ledger_path)
-        day, month = today_and_month(ledger.records(), ctx.now())
+        day, month = today_and_month(ledger.lines(), ctx.now())
         decision = policy.evaluate(Action(kind="job", provider=None, job_cost_usd=0.0,
                                           spent_today_usd=day, spent_month_usd=month))
         if not decision.allowed:
