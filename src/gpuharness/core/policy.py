@@ -5,7 +5,7 @@ Spend ceilings are evaluated before every money-spending action; `exceeds(value,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Final, Literal, TypeVar, final
 
 ActionKind = Literal["launch", "job", "keep_alive"]
@@ -15,14 +15,6 @@ EPSILON: Final = 1e-9
 
 #: The ceilings that limit money; a spending policy sets one of them, or says "ceilings": "none" with a reason.
 MONEY_CEILINGS: Final = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr")
-#: What a new registry's policy.json starts with (`gpuharness init`), besides its provider list: ceilings to review.
-STARTING: Final[Mapping[str, Any]] = {
-    "per_job_usd": 5.0, "daily_usd": 50.0, "monthly_usd": 500.0, "max_cost_hr": 10.0,
-    "max_concurrent_deployments": 4, "max_idle_minutes": 30,
-    "retry": {"max_job_attempts": 2, "max_api_attempts": 3, "max_launch_attempts": 2},
-    "require_shutdown_rule": True, "cost_tolerance": {"abs_usd": 0.01, "rel": 0.05},
-    "temperature_max_c": 85, "disk_margin_gb": 10,
-}
 
 
 def exceeds(value: float, ceiling: float | None) -> bool:
@@ -123,8 +115,8 @@ class HealthTimeouts:
 class HealthLimits:
     """policy.json's `disk_margin_gb` (free space beyond the model files) and `temperature_max_c`."""
 
-    disk_margin_gb: float = 10.0
     temperature_max_c: float = 85.0
+    disk_margin_gb: float = 10.0
 
 
 @final
@@ -178,6 +170,16 @@ class Decision:
     def to_json(self) -> dict[str, Any]:
         return {"allowed": self.allowed, "ceiling": self.ceiling, "limit": self.limit,
                 "projected": self.projected, "reason": self.reason, "checked": list(self.checked)}
+
+
+#: What a new registry's policy.json starts with (`gpuharness init`), besides its provider list: ceilings to review,
+#: and the sections' defaults written out.
+STARTING: Final[Mapping[str, Any]] = {
+    "per_job_usd": 5.0, "daily_usd": 50.0, "monthly_usd": 500.0, "max_cost_hr": 10.0,
+    "max_concurrent_deployments": 4, "max_idle_minutes": 30, "retry": asdict(Retry()),
+    "require_shutdown_rule": True, "cost_tolerance": asdict(CostTolerance()),
+    **{name: int(value) for name, value in asdict(HealthLimits()).items()},
+}
 
 
 @final
