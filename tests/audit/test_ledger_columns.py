@@ -32,8 +32,7 @@ def agree(fast: PassResult | None, reference: PassResult) -> None:
 
 
 def test_the_demo_ledger_reads_the_same(tmp_path: Path) -> None:
-    clean = [line for line in DEMO_LINES if b"null" not in line and b"\\" not in line]
-    fast, reference = both(tmp_path, b"\n".join(clean) + b"\n")
+    fast, reference = both(tmp_path, b"\n".join(DEMO_LINES) + b"\n")
     assert fast is not None, "the columnar scan gave way on a clean ledger"
     agree(fast, reference)
     assert Path(fast.jobs_files[0]).read_bytes() == Path(reference.jobs_files[0]).read_bytes()
@@ -42,10 +41,10 @@ def test_the_demo_ledger_reads_the_same(tmp_path: Path) -> None:
 @pytest.mark.parametrize("change", [
     {"status": "failed"}, {"cost_usd": 9.5}, {"duration_s": 99999.0}, {"deployment_id": "dep_unknown"},
     {"correction": True}, {"cost_usd": "0.1"}, {"status": "done"}, {"note": "an unknown field"},
-    {"inputs": {"prompt": "Bearer " + TOKEN}}, {"ts": "2026-11-01T09:05:28Z"}, {"model": None},
+    {"inputs": {"prompt": "Bearer " + TOKEN}}, {"ts": "2026-11-01T09:05:28Z"}, {"provider": None},
     {"started_at": "2026-11-30T18:00:00.000Z"}])
 def test_it_gives_way_on_trouble(tmp_path: Path, change: dict[str, object]) -> None:
-    clean = [line for line in DEMO_LINES[:300] if b"null" not in line and b"\\" not in line]
+    clean = list(DEMO_LINES[:300])
     at = next(i for i, line in enumerate(clean) if i >= 120 and b'"status":"completed"' in line)
     clean[at] = orjson.dumps(dict(orjson.loads(clean[at]), **change))
     fast, reference = both(tmp_path, b"\n".join(clean) + b"\n")
