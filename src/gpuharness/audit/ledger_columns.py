@@ -188,17 +188,16 @@ def no_secrets(ctx: PassContext, size: int) -> bool:
 def columnar_scan(ctx: PassContext, size: int, jobs_out: Path, *, min_bytes: int = COLUMNAR_MIN_BYTES
                   ) -> PassResult | None:
     """The full pass of a clean ledger of `size` bytes, or None: too small, a line or a job the rules may speak of,
-    a secret, or no child could be forked; the line-by-line pass then runs. A forked child proves the lines and
-    aggregates them in DuckDB while this process scans for secrets."""
+    or a secret; the line-by-line pass then runs. A forked child proves the lines and aggregates them in DuckDB
+    while this process scans for secrets (this process does both where no child may be forked)."""
     if size < min_bytes:
         return None
     child = TailChild.fork(lambda: _report(ctx, size, jobs_out))
-    if child is None:
-        return None
     if not no_secrets(ctx, size):
-        child.stop()
+        if child is not None:
+            child.stop()
         return None
-    report = child.report()
+    report = child.report() if child is not None else _report(ctx, size, jobs_out)
     return None if report is None else report.result()
 
 
