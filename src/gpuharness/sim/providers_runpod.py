@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuharness.sim import catalog
+from gpuharness.sim import catalog, provider_bills
 from gpuharness.sim.routing import Made, ProviderWire, Route, SimRequest, SimResponse, json_response
 from gpuharness.sim.state import SimInstance, SimState
 
@@ -141,6 +141,8 @@ WIRE = ProviderWire(
         Route.of("GET", "/runpod/v2/pods/{id}", "read", get_pod),
         Route.of("DELETE", "/runpod/v2/pods/{id}", "mutation", delete_pod),
         Route.of("POST", "/runpod/v2/pods/{id}/action", "mutation", pod_action),
+        Route.of("GET", "/runpod/v2/billing/pods", "read", provider_bills.runpod_pod_billing),
+        Route.of("GET", "/runpod/v1/billing/pods", "read", provider_bills.runpod_pod_billing_v1),
     ),
     unauthorized=lambda: problem(401, "Unauthorized", "missing or invalid API key"),
     rate_limited=lambda retry_after: problem(429, "Too Many Requests", "rate limit exceeded for the minute window"),

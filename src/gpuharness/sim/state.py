@@ -65,6 +65,8 @@ class SimInstance:
     ready_at_mono: float = 0.0
     running_since: float | None = None
     accrued_usd: float = 0.0
+    #: what accrued_usd is made of, per UTC day (YYYY-MM-DD) of the simulator's wall clock: the provider's bill
+    accrued_by_day: dict[str, float] = field(default_factory=dict)
     host: HostHandle | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -74,6 +76,17 @@ class SimInstance:
 
 
 HostFactory = Callable[[SimInstance], "HostHandle | None"]
+
+
+def _by_utc_day(start: float, end: float) -> list[tuple[str, float]]:
+    """Seconds of [start, end) (epoch seconds) per UTC day."""
+    found: list[tuple[str, float]] = []
+    while start < end:
+        midnight = (start // 86_400 + 1) * 86_400
+        upto = min(midnight, end)
+        found.append((time.strftime("%Y-%m-%d", time.gmtime(start)), upto - start))
+        start = upto
+    return found
 
 
 def runpod_id() -> str:
@@ -197,7 +210,20 @@ class SimState:
     def _accrue(instance: SimInstance, now: float) -> None:
         if instance.status == "running" and instance.running_since is not None and now > instance.running_since:
             instance.accrued_usd += instance.cost_hr * (now - instance.running_since) / 3600.0
+            offset = instance.created_wall - instance.created_mono  # monotonic seconds -> wall seconds
+            for day, seconds in _by_utc_day(instance.running_since + offset, now + offset):
+                instance.accrued_by_day[day] = instance.accrued_by_day.get(day, 0.0) + instance.cost_hr * seconds / 3600
             instance.running_since = now
+
+    def accruals(self, provider: str) -> list[SimInstance]:
+        """Every instance the provider ever billed (terminated ones too), live ones accrued to now: its bill."""
+        with self.lock:
+            now = self.clock()
+            found = [i for (p, _), i in self.instances.items() if p == provider]
+            for instance in found:
+                if instance.live:
+                    self._advance(instance, now)
+            return found
 
     @staticmethod
     def _release_host(instance: SimInstance) -> None:
