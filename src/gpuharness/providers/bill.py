@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, final
 
-from gpuharness.core.bill import Charge
+from gpuharness.core.bill import DAY_LEN, BillLine, Charge, compare
 from gpuharness.core.billing import Interval, billed_intervals
 from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.errors import UserError
@@ -25,6 +25,8 @@ from gpuharness.providers.inventory import ProviderFactory, adapter_factory, rec
 
 #: where `gpuharness bill --gpu-mode record` writes the bill, and the audit replays it from
 DEFAULT_BILL_CASSETTE: Final = Path("cassettes/http/bill.yaml")
+#: how far back a live audit reads the bills
+AUDIT_WINDOW: Final = timedelta(days=30)
 
 
 @final
@@ -100,6 +102,7 @@ def current_bill(registry: Registry, mode: cassette.Mode, path: Path, since: dat
     entries = registry.providers()
     if mode is cassette.Mode.OFFLINE:
         return recorded_bill(path, entries, only=only)
+    since, until = since.replace(microsecond=0), until.replace(microsecond=0)  # what the metadata keeps exactly
     chosen, skipped = billed_entries(entries, only)
     factory = adapter_factory(deadline_s=deadline_s)
     if mode is cassette.Mode.LIVE:
@@ -145,3 +148,9 @@ def registry_intervals(registry: Registry, now: datetime) -> dict[str, list[Inte
             continue
     return billed_intervals(registry.deployments(), journal, now, storage)
 
+
+
+def bill_lines(registry: Registry, bill: Bill) -> list[BillLine]:
+    """The registry's billed intervals (as of the bill's end) against the bill, per deployment and UTC day."""
+    return compare(bill.charges, registry_intervals(registry, parse_ts(bill.until)), registry.deployments(),
+                   bill.providers, bill.since[:DAY_LEN])
