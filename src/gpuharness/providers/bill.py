@@ -75,7 +75,7 @@ def billed_entries(entries: Iterable[Mapping[str, Any]], only: str | None = None
             raise UserError(f"provider {name!r} ({entry.get('kind')}) publishes no billing records gpuharness can "
                             "read; bill compares RunPod and Vast.ai", path="providers.json", place=name)
         else:
-            skipped[name] = f"{entry.get('kind')}: no billing records to read"
+            skipped[name] = f"kind {entry.get('kind')} publishes no billing records gpuharness can read"
     return chosen, skipped
 
 
