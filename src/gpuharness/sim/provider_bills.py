@@ -6,7 +6,8 @@ official clients read:
 - Vast.ai `show invoices` (`GET /api/v0/users/me/invoices`) and `show invoices-v1 --charges`
   (`GET /api/v0/charges/`), as pip `vastai` 1.9 (vastai/api/billing.py) reads them, under /vast.
 
-Every bucket is a UTC day. Terminated instances stay on the bill.
+Every bucket is a UTC day. Terminated instances stay on the bill. Each handler takes the provider whose instances
+it bills (its wire binds it).
 """
 
 from __future__ import annotations
@@ -67,10 +68,10 @@ def _runpod_query(req: SimRequest, state: SimState) -> tuple[float, float] | Sim
     return start, end
 
 
-def _pod_records(req: SimRequest, state: SimState, start: float, end: float) -> list[dict[str, Any]]:
+def _pod_records(req: SimRequest, state: SimState, provider: str, start: float, end: float) -> list[dict[str, Any]]:
     pod_id, by_gpu = req.param("podId"), req.param("grouping") == "gpuTypeId"
     grouped: dict[tuple[str, str], dict[str, Any]] = {}
-    for instance, day, amount in day_rows(state, "runpod", start, end):
+    for instance, day, amount in day_rows(state, provider, start, end):
         if pod_id is not None and instance.id != pod_id:
             continue
         key = (day, instance.gpu if by_gpu else instance.id)
@@ -84,26 +85,26 @@ def _pod_records(req: SimRequest, state: SimState, start: float, end: float) -> 
     return list(grouped.values())
 
 
-def runpod_pod_billing(req: SimRequest, state: SimState) -> SimResponse:
+def runpod_pod_billing(req: SimRequest, state: SimState, provider: str) -> SimResponse:
     """GET /v2/billing/pods?startTime&endTime&bucketSize=day&grouping=podId|gpuTypeId&podId."""
     window = _runpod_query(req, state)
     if isinstance(window, SimResponse):
         return window
-    records = _pod_records(req, state, *window)
+    records = _pod_records(req, state, provider, *window)
     metadata = {"startTime": _iso(window[0]), "endTime": _iso(window[1]), "bucketSize": "day",
                 "grouping": req.param("grouping", "podId"), "recordCount": len(records),
                 "totalAmount": round(sum(r["totalAmount"] for r in records), 6)}
     return json_response(200, {"records": records, "metadata": metadata})
 
 
-def runpod_pod_billing_v1(req: SimRequest, state: SimState) -> SimResponse:
+def runpod_pod_billing_v1(req: SimRequest, state: SimState, provider: str) -> SimResponse:
     """GET /v1/billing/pods: the retired v1 shape, a bare array of {time, amount, timeBilledMs, podId}."""
     window = _runpod_query(req, state)
     if isinstance(window, SimResponse):
         return window
     return json_response(200, [{"time": r["startTime"], "amount": r["totalAmount"], "timeBilledMs": r["timeBilledMs"],
                                 **{k: r[k] for k in ("podId", "gpuTypeId") if k in r}}
-                               for r in _pod_records(req, state, *window)])
+                               for r in _pod_records(req, state, provider, *window)])
 
 
 # Vast.ai
@@ -119,7 +120,7 @@ def _number(req: SimRequest, name: str, default: float) -> float | None:
         return None
 
 
-def vast_invoices(req: SimRequest, state: SimState) -> SimResponse:
+def vast_invoices(req: SimRequest, state: SimState, provider: str) -> SimResponse:
     """GET /api/v0/users/me/invoices?owner=me&sdate&edate&inc_charges -> {"invoices": [...], "current": {...}}:
     one `charge` row per instance and UTC day, stamped at the last moment it accrued that day."""
     now = state.wall()
@@ -128,7 +129,7 @@ def vast_invoices(req: SimRequest, state: SimState) -> SimResponse:
         return json_response(400, {"success": False, "error": "invalid_args", "msg": "sdate and edate are epochs"})
     rows: list[dict[str, Any]] = []
     if req.param("inc_charges", "true") != "false":
-        for instance, day, amount in day_rows(state, "vast", start, end):
+        for instance, day, amount in day_rows(state, provider, start, end):
             hours = amount / instance.cost_hr if instance.cost_hr else 0.0
             rows.append({"id": len(rows) + 1, "type": "charge", "instance_id": int(instance.id),
                          "description": f"Instance {instance.id} GPU charge: {hours:.4f} hours at "
@@ -149,7 +150,7 @@ def _charges_window(req: SimRequest, state: SimState) -> tuple[float, float] | N
         return None
 
 
-def vast_charges(req: SimRequest, state: SimState) -> SimResponse:
+def vast_charges(req: SimRequest, state: SimState, provider: str) -> SimResponse:
     """GET /api/v0/charges/?select_filters={"day":{"gte","lte"}}&limit&after_token: `show invoices-v1 --charges`."""
     window = _charges_window(req, state)
     limit = _number(req, "limit", 20)
@@ -158,7 +159,7 @@ def vast_charges(req: SimRequest, state: SimState) -> SimResponse:
     results = [{"type": "instance", "source": instance.id, "amount": round(amount, 6),
                 "description": f"{instance.gpu} x{instance.gpu_count} at ${instance.cost_hr:g}/hr",
                 "start": _day_start(day), "end": _day_start(day) + DAY_S - 1, "items": [], "metadata": {}}
-               for instance, day, amount in day_rows(state, "vast", *window)]
+               for instance, day, amount in day_rows(state, provider, *window)]
     if req.param("latest_first") == "true":
         results.reverse()
     offset = int(_number(req, "after_token", 0) or 0)

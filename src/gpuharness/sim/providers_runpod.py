@@ -4,6 +4,7 @@ https://github.com/runpod/docs/blob/a900806e/api-reference-v2/openapi.json)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from gpuharness.sim import catalog, provider_bills
@@ -141,8 +142,10 @@ WIRE = ProviderWire(
         Route.of("GET", "/runpod/v2/pods/{id}", "read", get_pod),
         Route.of("DELETE", "/runpod/v2/pods/{id}", "mutation", delete_pod),
         Route.of("POST", "/runpod/v2/pods/{id}/action", "mutation", pod_action),
-        Route.of("GET", "/runpod/v2/billing/pods", "read", provider_bills.runpod_pod_billing),
-        Route.of("GET", "/runpod/v1/billing/pods", "read", provider_bills.runpod_pod_billing_v1),
+        Route.of("GET", "/runpod/v2/billing/pods", "read", partial(provider_bills.runpod_pod_billing,
+                                                                   provider=PROVIDER)),
+        Route.of("GET", "/runpod/v1/billing/pods", "read", partial(provider_bills.runpod_pod_billing_v1,
+                                                                   provider=PROVIDER)),
     ),
     unauthorized=lambda: problem(401, "Unauthorized", "missing or invalid API key"),
     rate_limited=lambda retry_after: problem(429, "Too Many Requests", "rate limit exceeded for the minute window"),
