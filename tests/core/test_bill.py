@@ -43,6 +43,13 @@ def test_other_providers_and_days_before_since_are_left_out():
     assert [(x.day, x.ours, x.theirs) for x in lines] == [("2026-12-02", 1.0, 0.0)]
 
 
+def test_what_billed_after_the_bill_was_read_is_not_held_against_it():
+    """A bill replayed later (offline): the interval runs on past the moment it was read."""
+    charges = [Charge("runpod", "pod-a", "2026-12-01", 0.5)]
+    lines = compare(charges, {"dep-a": [interval(30.0)]}, [POD], ["runpod"], until=T0 + timedelta(minutes=30))
+    assert [(x.day, x.ours, x.theirs) for x in lines] == [("2026-12-01", 0.5, 0.5)]
+
+
 @pytest.mark.parametrize(("theirs", "over"), [(1.05, False), (1.0526, False), (1.06, True), (0.95, False),
                                               (0.94, True)])
 def test_the_tolerance_is_abs_usd_plus_rel_of_the_larger_figure(theirs, over):

@@ -9,7 +9,8 @@ for an instance no deployment names is a line of its own (deployment ""): money 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Final, final
 
 from gpuharness.core.billing import Interval
@@ -73,14 +74,17 @@ class BillLine:
 
 
 def compare(charges: Iterable[Charge], intervals: Mapping[str, list[Interval]], deployments: Iterable[Deployment],
-            providers: Iterable[str], since: str = "") -> list[BillLine]:
+            providers: Iterable[str], since: str = "", until: datetime | None = None) -> list[BillLine]:
     """Every (deployment, day) of the providers billed, from `since` (YYYY-MM-DD, "" for all), by day then
-    deployment. Our side counts the deployments of those providers only; theirs, every charge of theirs."""
+    deployment. Our side counts the deployments of those providers only, up to `until` (when the bill was read:
+    a bill replayed later is not held against what billed after it); theirs, every charge of theirs."""
     billed = set(providers)
     by_instance = {(d.provider, d.instance_id): d for d in deployments if d.instance_id and d.provider in billed}
     sums: dict[tuple[str, str, str, str], list[float]] = {}
     for deployment in by_instance.values():
         for interval in intervals.get(deployment.id, []):
+            if until is not None and interval.end > until:
+                interval = replace(interval, end=max(interval.start, until))
             for day, cost in interval.by_day():
                 if day >= since:
                     key = (deployment.id, deployment.provider, deployment.instance_id or "", day)

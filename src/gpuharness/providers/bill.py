@@ -152,5 +152,6 @@ def registry_intervals(registry: Registry, now: datetime) -> dict[str, list[Inte
 
 def bill_lines(registry: Registry, bill: Bill) -> list[BillLine]:
     """The registry's billed intervals (as of the bill's end) against the bill, per deployment and UTC day."""
-    return compare(bill.charges, registry_intervals(registry, parse_ts(bill.until)), registry.deployments(),
-                   bill.providers, bill.since[:DAY_LEN])
+    until = parse_ts(bill.until)
+    return compare(bill.charges, registry_intervals(registry, until), registry.deployments(), bill.providers,
+                   bill.since[:DAY_LEN], until)
