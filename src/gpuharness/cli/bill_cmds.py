@@ -10,6 +10,7 @@ from typing import Any
 from gpuharness.cli import emit, existing_registry
 from gpuharness.cli.arguments import timeout_option
 from gpuharness.cli.plan_cmds import provider_errors_as_user_errors
+from gpuharness.cli.registry_cmds import registry_intervals
 from gpuharness.core.bill import BillLine
 from gpuharness.core.clock import parse_ts, utcnow
 from gpuharness.core.errors import UserError
@@ -56,7 +57,7 @@ def cmd_bill(args: argparse.Namespace) -> int:
     bill = current_bill(registry, cassette.Mode.parse(args.gpu_mode), args.cassette, since_day(args.since, now), now,
                         only=args.provider, deadline_s=args.deadline)
     tolerance = Policy(registry.policy_document()).cost_tolerance
-    lines = bill_lines(registry, bill)
+    lines = bill_lines(bill, registry_intervals(registry, parse_ts(bill.until)), registry.deployments())
     over = [line for line in lines if line.over(tolerance)]
     emit(args, payload(bill, lines, tolerance), render(bill, lines, tolerance))
     return 1 if over else 0

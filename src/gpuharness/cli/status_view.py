@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpuharness.cli.registry_cmds import registry_intervals
 from gpuharness.core.clock import now_ts, utcnow
 from gpuharness.core.deployment import Deployment, live_burn
 from gpuharness.core.job_line import JobLine
@@ -21,7 +22,6 @@ from gpuharness.core.registry import Registry
 from gpuharness.core.spend import billed_today_and_month, spend_book
 from gpuharness.core.terminal import escape
 from gpuharness.operations.rate_changes import last_rate_changes, rate_note
-from gpuharness.providers.bill import registry_intervals
 
 COLUMNS = ("id", "provider", "instance", "gpu", "status", "$/hr", "created", "shutdown rule", "note")
 

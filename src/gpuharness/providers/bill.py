@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Final, final
 
 from gpuharness.core.bill import DAY_LEN, BillLine, Charge, compare
-from gpuharness.core.billing import Interval, billed_intervals
+from gpuharness.core.billing import Interval
 from gpuharness.core.clock import format_ts, parse_ts
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
-from gpuharness.core.journal import read_journal
 from gpuharness.core.registry import Registry
 from gpuharness.providers import cassette
 from gpuharness.providers.base import BillSource, Provider
@@ -134,24 +134,7 @@ def recorded_bill(path: Path, entries: Iterable[Mapping[str, Any]], *, only: str
                          skipped=skipped)
 
 
-def registry_intervals(registry: Registry, now: datetime) -> dict[str, list[Interval]]:
-    """The billed intervals of the registry's deployments, from its journal (stopped volumes at each provider's
-    storage rate)."""
-    from gpuharness.providers.factory import capabilities_of
-
-    journal = list(read_journal(registry.journal_path)) if registry.journal_path.exists() else []
-    storage = {}
-    for entry in registry.providers():
-        try:
-            storage[str(entry["name"])] = capabilities_of(entry).stopped_storage_usd_gb_month
-        except UserError:  # an unknown kind: `validate` names it; its storage is not counted here
-            continue
-    return billed_intervals(registry.deployments(), journal, now, storage)
-
-
-
-def bill_lines(registry: Registry, bill: Bill) -> list[BillLine]:
-    """The registry's billed intervals (as of the bill's end) against the bill, per deployment and UTC day."""
-    until = parse_ts(bill.until)
-    return compare(bill.charges, registry_intervals(registry, until), registry.deployments(), bill.providers,
-                   bill.since[:DAY_LEN], until)
+def bill_lines(bill: Bill, intervals: Mapping[str, list[Interval]],
+               deployments: Iterable[Deployment]) -> list[BillLine]:
+    """The billed intervals (as of the bill's end: `until`) against the bill, per deployment and UTC day."""
+    return compare(bill.charges, intervals, deployments, bill.providers, bill.since[:DAY_LEN], parse_ts(bill.until))
