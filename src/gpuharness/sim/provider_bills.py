@@ -79,9 +79,12 @@ def _pod_records(req: SimRequest, state: SimState, provider: str, start: float, 
                                           **({"gpuTypeId": instance.gpu} if by_gpu else {"podId": instance.id}),
                                           "totalAmount": 0.0, "gpuAmount": 0.0, "cpuAmount": 0.0, "diskAmount": 0.0,
                                           "timeBilledMs": 0})
+        disk = instance.storage_by_day.get(day, 0.0)
         record["totalAmount"] = round(record["totalAmount"] + amount, 6)
-        record["gpuAmount"] = record["totalAmount"]
-        record["timeBilledMs"] += int(amount / instance.cost_hr * 3_600_000) if instance.cost_hr else 0
+        record["diskAmount"] = round(record["diskAmount"] + disk, 6)
+        record["gpuAmount"] = round(record["totalAmount"] - record["diskAmount"], 6)
+        gpu_hours = (amount - disk) / instance.cost_hr if instance.cost_hr else 0.0
+        record["timeBilledMs"] += int(gpu_hours * 3_600_000)
     return list(grouped.values())
 
 

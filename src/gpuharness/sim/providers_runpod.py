@@ -14,6 +14,9 @@ from gpuharness.sim.state import SimInstance, SimState
 PROVIDER = "runpod"
 PREFIX = "/runpod"
 
+#: RunPod bills a stopped pod's volume $0.20 per GB-month (730 hours)
+STOPPED_VOLUME_USD_GB_MONTH = 0.20
+HOURS_PER_MONTH = 730.0
 _STATUS = {"pending": "PROVISIONING", "running": "RUNNING", "stopped": "EXITED", "terminated": "TERMINATED"}
 _ACTIONS = {"pending": ["terminate"], "running": ["stop", "restart", "terminate"], "stopped": ["start", "terminate"]}
 
@@ -99,6 +102,9 @@ def create_pod(req: SimRequest, state: SimState) -> SimResponse:
     pod = state.create(PROVIDER, name=str(body.get("name") or "my pod"), gpu=row.runpod_id, gpu_count=count,
                        cost_hr=price * count, image=image, region=str(body.get("dataCenterId") or "EU-RO-1"),
                        extra={"cloud": cloud, "env": body.get("env") or {}, "ports": body.get("ports") or ["22/tcp"]})
+    disk = body.get("disk", 50)
+    if isinstance(disk, int | float) and not isinstance(disk, bool) and disk > 0:
+        pod.storage_hr = STOPPED_VOLUME_USD_GB_MONTH * float(disk) / HOURS_PER_MONTH
     return json_response(201, render(pod, state))
 
 
