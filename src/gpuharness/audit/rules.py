@@ -43,8 +43,10 @@ JOB_SEQUENCE: Final = Rule("job:only-corrections-after-terminal",
 JOB: Final = (JOB_TIMES, JOB_DURATION, JOB_COST, JOB_FAILED_ERROR, JOB_SEQUENCE)
 
 SPEND_PER_JOB: Final = Rule("spend:per-job", "no job billed more than per_job_usd", (LEDGER, "policy.json"))
-SPEND_DAILY: Final = Rule("spend:daily", "no UTC day's spend above daily_usd", (LEDGER, "policy.json"))
-SPEND_MONTHLY: Final = Rule("spend:monthly", "no UTC month's spend above monthly_usd", (LEDGER, "policy.json"))
+SPEND_DAILY: Final = Rule("spend:daily", "no UTC day's billed spend (uptime, idle included) above daily_usd",
+                          ("deployments.json", JOURNAL, LEDGER, "policy.json"))
+SPEND_MONTHLY: Final = Rule("spend:monthly", "no UTC month's billed spend (uptime, idle included) above monthly_usd",
+                            ("deployments.json", JOURNAL, LEDGER, "policy.json"))
 SPEND_LIVE_BURN: Final = Rule("spend:live-burn", "the live deployments' cost_hr sum stays within max_cost_hr",
                               ("deployments.json", "policy.json"))
 SPEND_CONCURRENT: Final = Rule("spend:concurrent", "no more live deployments than max_concurrent_deployments",
