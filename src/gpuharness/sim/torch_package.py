@@ -2,6 +2,12 @@
 measurement, on a virtual clock that runs at the simulated card's figures. A simulated host copies this file into
 its service's virtual environment as `torch/__init__.py`, beside `_gpuharness_sim.json` (what the card is).
 
+Its clock behaves as a real card's does where timing matters (the real H200 run, shared/reference/real-h200):
+the first operations on a device run slow (clocks ramp up from idle: COLD_OPS at COLD), work queued past BURST_S
+without a synchronisation runs at the sustained, power-managed rate (SUSTAINED: 683 of 784 TFLOP/s there), and
+one operation in JITTER_EVERY is disturbed (JITTER slower): a careful measurement (warm-ups, each run timed alone,
+a mean or median) reads the card's figure; a cold loop timed as a whole reads low.
+
 It refuses what torch refuses: CUDA calls where no GPU is visible, allocations past the free memory, copies
 between tensors of different sizes, matmuls of mismatched shapes. It imports nothing from gpuharness."""
 
@@ -36,6 +42,11 @@ class dtype:
 
 uint8, float16, bfloat16, float32 = dtype("uint8", 1), dtype("float16", 2), dtype("bfloat16", 2), dtype("float32", 4)
 _clock: dict[int, float] = {}  # virtual seconds of work done on each device
+_ops: dict[int, int] = {}  # operations run on each device
+_burst: dict[int, float] = {}  # virtual seconds queued on each device since its last synchronisation
+COLD_OPS, COLD = 2, 0.6
+BURST_S, SUSTAINED = 0.005, 683.2 / 783.8
+JITTER_EVERY, JITTER = 5, 1.1
 _allocated: dict[int, int] = {}
 
 
@@ -123,7 +134,20 @@ class Tensor:
 
 
 def _work(index: int, seconds: float) -> None:
+    count = _ops[index] = _ops.get(index, 0) + 1
+    if count <= COLD_OPS:
+        seconds /= COLD
+    if count % JITTER_EVERY == 0:
+        seconds *= JITTER
+    if _burst.get(index, 0.0) > BURST_S:
+        seconds /= SUSTAINED
+    _burst[index] = _burst.get(index, 0.0) + seconds
     _clock[index] = _clock.get(index, 0.0) + seconds
+
+
+def _settle(index: int) -> None:
+    """The device ran dry: what is queued next starts a new burst."""
+    _burst[index] = 0.0
 
 
 def _busy(index: int) -> Path:
@@ -179,13 +203,15 @@ class _Properties:
 class _Event:
     def __init__(self, enable_timing: bool = False) -> None:
         self.at: float | None = None
+        self.on = cuda.current
         self.timing = enable_timing
 
     def record(self, stream: Any = None) -> None:
-        self.at = _clock.get(cuda.current, 0.0)
+        self.on = cuda.current
+        self.at = _clock.get(self.on, 0.0)
 
     def synchronize(self) -> None:
-        return None
+        _settle(self.on)
 
     def query(self) -> bool:
         return True
@@ -238,6 +264,7 @@ class cuda:
     @staticmethod
     def synchronize(index: Any = None) -> None:
         _require_cuda()
+        _settle(cuda.current if index is None else (index if isinstance(index, int) else _device(index).index or 0))
 
     @staticmethod
     def empty_cache() -> None:
