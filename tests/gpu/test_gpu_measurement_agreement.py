@@ -1,6 +1,6 @@
 """The measurement agrees with a careful one (issue 21 item 2): on this machine, with the simulator's torch
 stand-in (sim/torch_package.py), whose clock ramps up from idle, slows under sustained queued work and has
-disturbed runs, as the real H200's did. The careful measurement is the one of shared/reference/real-h200's
+disturbed runs, as the real H200's did. The careful measurement is the one of docs/gpu-calibration.md's
 ground truth: a mean of 10 runs after 3 warm-ups, each timed alone with CUDA events, at the same sizes."""
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ LOAD_FIELDS: Final[tuple[str, ...]] = (
 #: allocated once, up front (pinning on the fly halves the copy rate); a device copy moves its bytes twice (read +
 #: write), as the datasheet's bandwidth counts them. Each figure is timed as a careful measurement times it: untimed
 #: warm-ups, then each run timed alone with CUDA events, and the median of the runs (a loop timed as a whole reads
-#: the sustained, power-managed rate: 683 of 784 TFLOP/s on the real H200, shared/reference/real-h200). How each
+#: the sustained, power-managed rate: 683 of 784 TFLOP/s on the real H200, docs/gpu-calibration.md). How each
 #: was timed goes beside it ("timing"), with the GPU seconds it took ("gpu_s": at most about 5 per GPU).
 PROGRAM: Final = r'''
 import json, os, subprocess, sys, threading, time

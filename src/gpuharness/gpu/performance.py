@@ -6,7 +6,7 @@ shared GPU."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, final
 
 from gpuharness.core.secrets import clip
@@ -44,7 +44,7 @@ class PerformanceFloor:
     fraction of its link width and generation (1.0: the full link), whether to measure (one more exec, in the
     service's interpreter) and whether a host that cannot be measured (no torch) fails."""
 
-    throughput: float = 0.6
+    throughput: float = 0.85  # of what a healthy card of the class reaches (gpu.classes `expected_*`)
     pcie_width: float = 1.0
     pcie_gen: float = 1.0
     measure: bool = False
@@ -79,6 +79,8 @@ class Figure:
     cause: str | None = None
     why: str = ""
     counts: bool = True  # False: recorded as evidence, not judged (a power limit where throughput was measured)
+    peak: float | None = None  # the class's datasheet figure, beside the healthy one it is judged against
+    timing: str | None = None  # how the measurement timed it
 
     @property
     def ratio(self) -> float | None:
@@ -111,7 +113,7 @@ class Figure:
         return {"gpu": self.gpu, "figure": self.key, "label": self.label, "measured": self.measured,
                 "expected": self.expected, "unit": self.unit.strip(), "ratio": _round(self.ratio),
                 "floor": self.floor, "short": self.short, "cause": self.cause if self.short else None,
-                "source": self.source}
+                "source": self.source, "peak": self.peak, "timing": self.timing}
 
 
 @final
@@ -209,24 +211,28 @@ def likely_cause(gpu: GpuInfo, known: GpuClass, device: DeviceFigures, *, copy: 
 
 def _measured_figures(gpu: GpuInfo, known: GpuClass, device: DeviceFigures, floor: PerformanceFloor,
                       foreign: bool) -> list[Figure]:
+    """The measured figures against what a healthy card of the class reaches (the datasheet peak beside it)."""
     link = classes.host_copy_gbps(known)
     copy_expected, copy_source = link if link is not None else (None, None)
+    tflops, tflops_source = known.expected_tflops()
+    memory, memory_source = known.expected_memory_gbps()
     figures: list[Figure] = []
-    rows: Sequence[tuple[str, str, float | None, float | None, str, str | None, bool]] = (
+    rows: Sequence[tuple[str, str, float | None, float | None, str, str | None, bool, float | None]] = (
         ("matmul_tflops", f"dense matmul {device.precision or ''}".strip(), device.matmul_tflops,
-         known.dense_tflops, " TFLOP/s", known.source("dense_tflops"), False),
-        ("device_copy_gbps", "device memory copy", device.device_copy_gbps, known.memory_bandwidth_gbps, " GB/s",
-         known.source("memory_bandwidth"), False),
-        ("h2d_gbps", "host->device copy (pinned)", device.h2d_gbps, copy_expected, " GB/s", copy_source, True),
-        ("d2h_gbps", "device->host copy (pinned)", device.d2h_gbps, copy_expected, " GB/s", copy_source, True),
+         tflops, " TFLOP/s", tflops_source, False, known.dense_tflops),
+        ("device_copy_gbps", "device memory copy", device.device_copy_gbps, memory, " GB/s", memory_source, False,
+         known.memory_bandwidth_gbps),
+        ("h2d_gbps", "host->device copy (pinned)", device.h2d_gbps, copy_expected, " GB/s", copy_source, True, None),
+        ("d2h_gbps", "device->host copy (pinned)", device.d2h_gbps, copy_expected, " GB/s", copy_source, True, None),
     )
-    for key, label, measured, expected, unit, source, copy in rows:
+    for key, label, measured, expected, unit, source, copy, peak in rows:
         if key == "matmul_tflops" and device.precision == "bf16" and not known.bf16:
             expected = None  # no bf16 tensor cores: the class's figure is for fp16
-        figure = Figure(gpu.index, key, label, measured, expected, unit, floor.throughput, source)
+        figure = Figure(gpu.index, key, label, measured, expected, unit, floor.throughput, source, peak=peak,
+                        timing=device.timing.get(key))
         if figure.short:
             cause, why = likely_cause(gpu, known, device, copy=copy, foreign=foreign)
-            figure = Figure(gpu.index, key, label, measured, expected, unit, floor.throughput, source, cause, why)
+            figure = replace(figure, cause=cause, why=why)
         figures.append(figure)
     return figures
 

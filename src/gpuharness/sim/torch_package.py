@@ -2,7 +2,7 @@
 measurement, on a virtual clock that runs at the simulated card's figures. A simulated host copies this file into
 its service's virtual environment as `torch/__init__.py`, beside `_gpuharness_sim.json` (what the card is).
 
-Its clock behaves as a real card's does where timing matters (the real H200 run, shared/reference/real-h200):
+Its clock behaves as a real card's does where timing matters (the real H200 run, docs/gpu-calibration.md):
 the first operations on a device run slow (clocks ramp up from idle: COLD_OPS at COLD), work queued past BURST_S
 without a synchronisation runs at the sustained, power-managed rate (SUSTAINED: 683 of 784 TFLOP/s there), and
 one operation in JITTER_EVERY is disturbed (JITTER slower): a careful measurement (warm-ups, each run timed alone,
