@@ -209,5 +209,5 @@ def test_the_report_is_evidence_json():
     assert matmul == {"gpu": 0, "figure": "matmul_tflops", "label": "dense matmul bf16", "measured": 395.0,
                       "expected": 794.5, "unit": "TFLOP/s", "ratio": 0.497, "floor": 0.85, "short": True,
                       "cause": "underperforming", "source": GPU_CLASSES[7].source("healthy_tflops"), "peak": 989,
-                      "timing": None}
+                      "timing": None, "pair": None}
     assert data["shortfalls"] == ["matmul_tflops"]

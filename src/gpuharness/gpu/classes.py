@@ -48,6 +48,8 @@ class GpuClass:
     healthy_tflops: float | None = None
     healthy_memory_gbps: float | None = None
     healthy_host_copy_gbps: float | None = None
+    nvlinks: int | None = None  # NVLinks per GPU where the class is joined by NVLink (SXM boards); None: PCIe peers
+    nvlink_p2p_gbps: float | None = None  # a healthy peer copy over them, one direction
     sources: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -101,6 +103,12 @@ HEALTHY_DEVICE_COPY_SOURCE: Final = ("the factor a device copy reaches on the H1
                                      "GB/s: docs/gpu-calibration.md)")
 MAMF: Final = ("github.com/stas00/ml-engineering compute/accelerator/README.md, Maximum Achievable Matmul FLOPS "
                "(bf16, mean of 100 after 50 warm-ups, best shape)")
+NVLINK4_LINKS: Final = "github.com/open-mpi/hwloc/issues/574 (an H100 has 18 NVLinks, 900 GB/s)"
+NVLINK4_P2P: Final = ("github.com/NVIDIA/nccl/issues/1264 (HGX H100 SXM p2pBandwidthLatencyTest: unidirectional "
+                      "P2P=Enabled 371-377 GB/s, P2P=Disabled 36-38 GB/s)")
+#: Peer copies over PCIe reach what host copies reach on the same link: 26.34 GB/s between RTX A6000s on Gen4
+#: (github.com/NVIDIA/nvbandwidth/issues/50), where a Gen4 host copy reaches 25.13 (HOST_LINKS).
+PCIE_PEER_SOURCE: Final = "github.com/NVIDIA/nvbandwidth/issues/50 (RTX A6000 Gen4 peers 21.8-26.34 GB/s)"
 REAL_H200: Final = "the real H200 run of 2026-12-04 (docs/gpu-calibration.md, cassettes/ssh/real-h200.json)"
 
 GPU_CLASSES: Final[tuple[GpuClass, ...]] = (
@@ -192,7 +200,10 @@ GPU_CLASSES: Final[tuple[GpuClass, ...]] = (
                  ("dense_tflops", MLE))),
     GpuClass("NVIDIA H100 80GB HBM3", "H100 SXM", 81559, 80, ecc=True, aliases=("H100",), pcie_gen=5, pcie_width=16,
              memory_bandwidth_gbps=3350, dense_tflops=989, power_w=700, compute_capability=(9, 0), cuda_cores=16896,
-             fp32_tflops=66.9, sm_max_mhz=1980, healthy_tflops=794.5, healthy_memory_gbps=2959, sources=(
+             fp32_tflops=66.9, sm_max_mhz=1980, healthy_tflops=794.5, healthy_memory_gbps=2959, nvlinks=18,
+             nvlink_p2p_gbps=376, sources=(
+                 ("nvlinks", NVLINK4_LINKS),
+                 ("nvlink_p2p", NVLINK4_P2P),
                  ("healthy_tflops", f"{MAMF}: H100 SXM 794.5"),
                  ("healthy_memory_gbps", "github.com/NVIDIA/cuda-samples/issues/392 (H100 SXM device-to-device "
                                          "2959 GB/s)"),
@@ -216,7 +227,9 @@ GPU_CLASSES: Final[tuple[GpuClass, ...]] = (
                  ("dense_tflops", f"{MLE}; {TORCHTITAN}"))),
     GpuClass("NVIDIA H200", "H200", 143771, 141, ecc=True, pcie_gen=5, pcie_width=16, memory_bandwidth_gbps=4800,
              dense_tflops=989, power_w=700, compute_capability=(9, 0), sm_max_mhz=1980, healthy_tflops=783.8,
-             healthy_memory_gbps=4222.3, healthy_host_copy_gbps=55.0, sources=(
+             healthy_memory_gbps=4222.3, healthy_host_copy_gbps=55.0, nvlinks=18, nvlink_p2p_gbps=376, sources=(
+                 ("nvlinks", NVLINK4_LINKS),
+                 ("nvlink_p2p", f"{NVLINK4_P2P} (the H200's NVLink 4 is the H100's)"),
                  ("healthy_tflops", f"{REAL_H200}: bf16 8192^3, mean of 10 after 3 warm-ups, CUDA events"),
                  ("healthy_memory_gbps", f"{REAL_H200}: device copy of 512 MiB (4058-4212 GB/s carefully)"),
                  ("healthy_host_copy", f"{REAL_H200}: pinned host<->device copies of 256 MiB, Gen5 x16"),
@@ -297,3 +310,14 @@ def host_copy_gbps(gpu: GpuClass) -> tuple[float, str] | None:
     if link is None or gpu.pcie_width is None:
         return None
     return link.copy_gbps * gpu.pcie_width / 16, link.source
+
+
+def peer_copy_gbps(gpu: GpuClass) -> tuple[float, str, str] | None:
+    """What a healthy peer copy between two GPUs of this class reaches one way, its source, and over what ("NVLink" or
+    "PCIe"); None where neither is known."""
+    if gpu.nvlink_p2p_gbps is not None:
+        return gpu.nvlink_p2p_gbps, gpu.source("nvlink_p2p") or "", "NVLink"
+    link = HOST_LINKS.get(gpu.pcie_gen) if gpu.pcie_gen is not None else None
+    if link is None or gpu.pcie_width is None:
+        return None
+    return link.copy_gbps * gpu.pcie_width / 16, f"{PCIE_PEER_SOURCE}; {link.source}", "PCIe"

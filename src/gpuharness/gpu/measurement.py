@@ -47,7 +47,7 @@ PRECISION = os.environ.get("GH_PRECISION") or ""
 FIELDS = os.environ.get("GH_FIELDS", "")
 MIB = 1 << 20
 #: GPU seconds per GPU: each step's share of the timed runs, and the most the load under nvidia-smi's reading takes
-SHARE_S = {"copy": 0.4, "matmul": 1.5}
+SHARE_S = {"copy": 0.4, "matmul": 1.5, "peer": 0.1}
 LOAD_S = 1.5
 STARTED = time.monotonic()
 phase = ["import torch"]
@@ -206,6 +206,30 @@ def matmul(result, device, free, target):
     torch.cuda.empty_cache()
 
 
+def peers(count):
+    """A copy between every pair of GPUs, one way (the lower index to the higher; torch copies on the source
+    device's stream), with whether peer access is on: over NVLink or PCIe peer-to-peer where it is, staged through
+    the host where it is not."""
+    for src in range(count):
+        for dst in range(src + 1, count):
+            enter("peer copy %d->%d" % (src, dst))
+            record = {"src": src, "dst": dst, "timing": {}, "gpu_s": 0.0, "errors": {}}
+            try:
+                record["access"] = bool(torch.cuda.can_device_access_peer(src, dst))
+                torch.cuda.set_device(src)
+                free = min(torch.cuda.mem_get_info(src)[0], torch.cuda.mem_get_info(dst)[0])
+                size = min(128 * MIB, free // 8)
+                a = torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", src))
+                b = torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", dst))
+                record["gbps"] = round(size / timed(record, "gbps", lambda: b.copy_(a, non_blocking=True), 2, 10,
+                                                    SHARE_S["peer"]) / 1e9, 2)
+                del a, b
+            except Exception as exc:
+                record["errors"]["peer_copy"] = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:200])
+            record["gpu_s"] = round(record["gpu_s"], 3)
+            say("peer", **record)
+
+
 for index in range(count):
     enter("device %d" % index)
     device = torch.device("cuda", index)
@@ -219,8 +243,27 @@ for index in range(count):
     matmul(result, device, free, target)
     result["gpu_s"] = round(result["gpu_s"], 3)
     say("device", **result)
+peers(count)
 say("done", elapsed_s=round(time.monotonic() - STARTED, 2))
 '''
+
+@final
+@dataclass(frozen=True, slots=True)
+class PeerFigures:
+    """A copy from GPU `src` to GPU `dst` (CUDA's numbers, nvidia-smi's where CUDA_DEVICE_ORDER is PCI_BUS_ID, as the
+    program sets it): whether peer access is on, the rate one way, how it was timed."""
+
+    src: int
+    dst: int
+    access: bool | None = None
+    gbps: float | None = None
+    timing: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"src": self.src, "dst": self.dst, "access": self.access, "gbps": self.gbps, "timing": self.timing,
+                "error": self.error}
+
 
 MeasurementStatus = Literal["measured", "absent", "no_cuda", "no_interpreter", "deadline", "error"]
 
@@ -268,6 +311,7 @@ class Measurement:
     cuda_version: str | None = None
     elapsed_s: float | None = None
     phase: str | None = None  # the last step the program entered (where a deadline cut it)
+    peers: tuple[PeerFigures, ...] = ()  # every GPU pair, where there are several
 
     @property
     def measured(self) -> bool:
@@ -283,7 +327,7 @@ class Measurement:
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "reason": self.reason, "torch_version": self.torch_version,
                 "cuda_version": self.cuda_version, "elapsed_s": self.elapsed_s, "phase": self.phase,
-                "devices": [d.to_json() for d in self.devices]}
+                "devices": [d.to_json() for d in self.devices], "peers": [p.to_json() for p in self.peers]}
 
 
 def _reading(gpu: GpuInfo | None) -> dict[str, Any] | None:
@@ -376,6 +420,15 @@ def _device(record: Mapping[str, Any]) -> DeviceFigures:
         timing={str(k): str(v) for k, v in timing.items()} if isinstance(timing, dict) else {})
 
 
+def _peer(record: Mapping[str, Any]) -> PeerFigures:
+    timing, errors = record.get("timing"), record.get("errors")
+    access = record.get("access")
+    return PeerFigures(src=_int(record.get("src")) or 0, dst=_int(record.get("dst")) or 0,
+                       access=access if isinstance(access, bool) else None, gbps=_float(record.get("gbps")),
+                       timing=str(timing["gbps"]) if isinstance(timing, dict) and "gbps" in timing else None,
+                       error=str(errors["peer_copy"]) if isinstance(errors, dict) and "peer_copy" in errors else None)
+
+
 def parse(stdout: str, stderr: str = "", exit_status: int | None = 0, *,
           interpreter: str | None = None) -> Measurement:
     """The measurement's transcript as a Measurement; every way it can end without figures has its reason."""
@@ -402,8 +455,9 @@ def parse(stdout: str, stderr: str = "", exit_status: int | None = 0, *,
                            f"in step {versions['phase'] or 'start'!r}; the GPU or its driver hangs, or the host is "
                            "overloaded", devices, **versions)
     if "done" in kinds:
-        return Measurement("measured", f"{len(devices)} GPU(s) measured", devices,
-                           elapsed_s=_float(kinds["done"].get("elapsed_s")), **versions)
+        pairs = tuple(_peer(r) for r in records if r.get("kind") == "peer")
+        return Measurement("measured", f"{len(devices)} GPU(s) measured" + (f", {len(pairs)} pair(s)" if pairs else ""),
+                           devices, elapsed_s=_float(kinds["done"].get("elapsed_s")), peers=pairs, **versions)
     last = next((line.strip() for line in reversed(lines_of(stderr)) if line.strip()), None)
     return Measurement("error", f"the measurement stopped in step {versions['phase'] or 'start'!r} (exit "
                        f"{exit_code if exit_code is not None else exit_status}): {last or 'no output'}", devices,

@@ -26,6 +26,11 @@ CAUSES: Final[Mapping[str, str]] = {
     "throttling": "the SM clock stays below its maximum under load (heat or power delivery): replace the instance",
     "shared_gpu": "another process uses this GPU (someone else's job, or a GPU shared by the hypervisor): stop it, "
                   "or replace the instance",
+    "nvlink_down": "an NVLink between the GPUs is down (a failed link, NVSwitch or fabric manager): what runs across "
+                   "them (collectives, tensor parallelism) crawls over PCIe; replace the instance",
+    "p2p_off": "peer-to-peer access between the GPUs is off (IOMMU or ACS settings, or a hypervisor that does not pass "
+               "it through): copies between GPUs are staged through host memory; ask the provider to enable P2P, or "
+               "replace the instance",
     "underperforming": "no visible cause (link, power and clocks look like its class): a slow card or a GPU shared "
                        "through the hypervisor; replace the instance and compare hosts with `gpuharness gpus "
                        "--history`",
@@ -81,6 +86,7 @@ class Figure:
     counts: bool = True  # False: recorded as evidence, not judged (a power limit where throughput was measured)
     peak: float | None = None  # the class's datasheet figure, beside the healthy one it is judged against
     timing: str | None = None  # how the measurement timed it
+    pair: tuple[int, int] | None = None  # the GPU pair a peer copy joins (gpu: its source)
 
     @property
     def ratio(self) -> float | None:
@@ -113,7 +119,8 @@ class Figure:
         return {"gpu": self.gpu, "figure": self.key, "label": self.label, "measured": self.measured,
                 "expected": self.expected, "unit": self.unit.strip(), "ratio": _round(self.ratio),
                 "floor": self.floor, "short": self.short, "cause": self.cause if self.short else None,
-                "source": self.source, "peak": self.peak, "timing": self.timing}
+                "source": self.source, "peak": self.peak, "timing": self.timing,
+                "pair": list(self.pair) if self.pair is not None else None}
 
 
 @final

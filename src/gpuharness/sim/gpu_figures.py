@@ -5,7 +5,7 @@ load, with the faults a rented card has: a link trained down, a riser, a power c
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Final, final
 
@@ -37,6 +37,16 @@ class GpuBehaviour:
     power_limit_fraction: float = 1.0  # enforced power limit / default (power-capped: 0.4)
     busy_at_rest_pct: int = 0  # another tenant's work before ours starts (a shared GPU: 97)
     speed: float = 1.0  # compute and memory speed against a healthy card (slow or shared: 0.4)
+    only_gpu: int | None = None  # the link faults above hit this GPU of the pod alone (None: every GPU)
+    nvlink_down: tuple[int, ...] = ()  # GPUs whose NVLinks are all inactive (their pairs fall back to PCIe)
+    p2p_off: bool = False  # peer access off between every pair (copies staged through the host)
+
+
+def on_gpu(behaviour: GpuBehaviour, index: int) -> GpuBehaviour:
+    """How GPU `index` of the pod departs from a healthy card: the link faults only where they hit it."""
+    if behaviour.only_gpu is None or behaviour.only_gpu == index:
+        return behaviour
+    return replace(behaviour, link_gen_under_load=None, link_width_under_load=None)
 
 
 @final
@@ -110,12 +120,14 @@ def smi_values(sim: SimFigures, *, under_load: bool) -> dict[str, str]:
 
 
 def torch_files(*, gpu: str, devices: int, total_mib: int, used_mib: int, smoke_error: float, sim: SimFigures,
-                busy_dir: Path) -> dict[str, str]:
+                busy_dir: Path, per_device: list[SimFigures] | None = None,
+                peers: dict[str, dict[str, object]] | None = None) -> dict[str, str]:
     """The torch stand-in (sim/torch_package.py) for a virtual environment's site-packages, configured as this
     card: path in site-packages -> text. What the smoke test and the measurement meet there."""
     known = classes.by_name(gpu)
     config = {"torch": "2.7.1+cu128", "cuda": "12.8", "devices": devices, "name": gpu, "total_mib": total_mib,
               "used_mib": used_mib, "smoke_error": smoke_error, "bf16": known.bf16 if known is not None else True,
-              "busy_dir": str(busy_dir), "figures": asdict(sim)}
+              "busy_dir": str(busy_dir), "figures": asdict(sim),
+              "per_device": [asdict(card) for card in per_device or ()], "peers": peers or {}}
     return {"torch/__init__.py": (Path(__file__).parent / "torch_package.py").read_text(),
             "torch/_gpuharness_sim.json": json.dumps(config, indent=1) + "\n"}

@@ -97,7 +97,12 @@ class Tensor:
             raise RuntimeError(f"The size of tensor a ({self.nbytes}) must match the size of tensor b "
                                f"({source.nbytes})")
         kinds = (source.device.type, self.device.type)
-        figures = _CONFIG["figures"]
+        on = self.device if self.device.type == "cuda" else source.device
+        figures = _figures(on.index or 0)
+        if kinds == ("cuda", "cuda") and (source.device.index or 0) != (self.device.index or 0):
+            _work(source.device.index or 0, self.nbytes / (_peer(source.device.index or 0, self.device.index or 0)
+                                                           ["gbps"] * 1e9))
+            return self
         if kinds == ("cpu", "cuda"):
             rate = figures["h2d_gbps"] * (1.0 if source.pinned else 0.5)
         elif kinds == ("cuda", "cpu"):
@@ -106,7 +111,6 @@ class Tensor:
             rate = figures["device_copy_gbps"] / 2  # read and write: the copy's bytes cross memory twice
         else:
             return self
-        on = self.device if self.device.type == "cuda" else source.device
         _work(on.index or 0, self.nbytes / (rate * 1e9))
         return self
 
@@ -131,6 +135,19 @@ class Tensor:
 
     def __float__(self) -> float:
         return float(self.error)
+
+
+def _figures(index: int) -> dict[str, Any]:
+    """What device `index` reaches (a pod's GPUs may differ: one on a degraded link)."""
+    per_device: list[dict[str, Any]] = _CONFIG.get("per_device") or []
+    chosen: dict[str, Any] = per_device[index] if index < len(per_device) else _CONFIG["figures"]
+    return chosen
+
+
+def _peer(a: int, b: int) -> dict[str, Any]:
+    """The pair's peer access and copy rate (a pair the configuration does not name: peer access off)."""
+    found = (_CONFIG.get("peers") or {}).get(f"{min(a, b)}-{max(a, b)}")
+    return found if found is not None else {"access": False, "gbps": _figures(a)["h2d_gbps"] * 0.7}
 
 
 def _work(index: int, seconds: float) -> None:
@@ -183,7 +200,7 @@ def matmul(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
     result = out or Tensor((a.shape[0], b.shape[-1]), a.dtype, a.device, error=max(a.error, b.error))
     if a.device.type == "cuda":
         index = a.device.index or 0
-        rate = _CONFIG["figures"]["matmul_tflops"]
+        rate = _figures(index)["matmul_tflops"]
         if a.dtype is float32 or (a.dtype is bfloat16 and not _CONFIG["bf16"]):
             rate /= 16  # no tensor cores for it
         _work(index, 2.0 * a.shape[0] * a.shape[-1] * b.shape[-1] / (rate * 1e12))
@@ -234,6 +251,11 @@ class cuda:
     @staticmethod
     def device_count() -> int:
         return int(_CONFIG["devices"])
+
+    @staticmethod
+    def can_device_access_peer(device: int, peer: int) -> bool:
+        _require_cuda()
+        return bool(_peer(device, peer)["access"]) and device != peer
 
     @staticmethod
     def is_bf16_supported() -> bool:
