@@ -16,7 +16,6 @@ CHECK = "test_gpu_performs_like_its_class"
 def judged(pytester, world: HealthWorld, fault: str | None) -> tuple[str, dict]:
     with world.registry.update("policy.json") as doc:
         doc["performance_floor"] = {"measure": True}
-        doc.setdefault("health_timeouts", {})["measure_s"] = 120
     world.add("dep_pod", with_fault(POD_8X_H100, fault) if fault else POD_8X_H100, gpu="H100 SXM", gpu_count=8)
     result = run_checks(pytester, world)
     lines = [line for line in result.outlines if f"{CHECK}[dep_pod]" in line and line.split(" ")[0] in
