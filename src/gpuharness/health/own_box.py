@@ -11,10 +11,11 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from gpuharness.core.registry import Registry
+from gpuharness.core.runtimes import RUNTIMES
 
 DEPLOYMENT_ID: Final = "dep_local_gpu"
 WORKFLOW_ID: Final = "gh-device-check"
-#: A ComfyUI graph that needs no model: an empty image, inverted, saved (what the H200 run generated).
+#: A node graph that needs no model: an empty image, inverted, saved (what the H200 run generated).
 TEST_GRAPH: Final[dict[str, Any]] = {
     "1": {"class_type": "EmptyImage", "inputs": {"width": 512, "height": 512, "batch_size": 1, "color": 3381606}},
     "2": {"class_type": "ImageInvert", "inputs": {"image": ["1", 0]}},
@@ -41,8 +42,10 @@ def deployment(workspace: str, gpu: str, count: int, runtime: str, port: int, py
 def register(root: str, workspace: str, gpu: str, count: int, runtime: str, port: int, python: str,
              log: str | None, process: str, endpoint: str) -> None:
     """Write the deployment, the measuring policy and the test workflow into the registry at `root`."""
-    if runtime != "comfyui":
-        raise ValueError(f"runtime {runtime!r}: only comfyui has a model-free test graph here")
+    known = RUNTIMES.get(runtime)
+    if known is None or not known.node_catalog:
+        raise ValueError(f"runtime {runtime!r}: the model-free test is a node graph, for a runtime that publishes a "
+                         "node catalog")
     registry = Registry(root)
     with registry.update("deployments.json") as doc:
         doc["deployments"] = [deployment(workspace, gpu, count, runtime, port, python, log, process, endpoint)]
