@@ -87,6 +87,10 @@ INVENTORY_ORPHANS: Final = Rule("inventory:orphans", "no instance of ours at a p
 INVENTORY_VANISHED: Final = Rule("inventory:vanished", "no live deployment whose instance the provider no longer has",
                                  ("deployments.json", "the providers' inventory"))
 
+BILL_MATCHES: Final = Rule("bill:matches-provider", "each deployment's billed intervals match the provider's own "
+                          "bill, per UTC day, within policy.cost_tolerance",
+                          ("deployments.json", JOURNAL, "policy.json", "the providers' bill"))
+
 #: Rules judged once per deployment: their findings carry the deployment's id as subject.
 PER_DEPLOYMENT: Final = (HISTORY_DESTROYED_AT, HISTORY_ARTIFACTS_SYNCED, READY_EVIDENCE, JOURNAL_CONSISTENT,
                          SHUTDOWN_RULE, SHUTDOWN_IDLE, SHUTDOWN_EXPIRED, SHUTDOWN_STEWARD)
@@ -96,6 +100,7 @@ AUDIT_RULES: Final = RuleTable("audit", [
     LEDGER_SCHEMA, LEDGER_TORN, LEDGER_APPEND_ONLY, *JOB, *SPEND,
     HISTORY_DESTROYED_AT, HISTORY_NO_VANISHED, HISTORY_ARTIFACTS_SYNCED, READY_EVIDENCE, JOURNAL_CONSISTENT,
     SHUTDOWN_RULE, SHUTDOWN_IDLE, SHUTDOWN_EXPIRED, SHUTDOWN_STEWARD, *SECRETS, INVENTORY_ORPHANS, INVENTORY_VANISHED,
+    BILL_MATCHES,
 ])
 
 

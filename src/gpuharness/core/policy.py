@@ -126,7 +126,7 @@ class PerformanceFloor:
     fraction of its link width and generation (1.0: the full link), whether to measure (one more exec, in the
     service's interpreter) and whether a host that cannot be measured (no torch) fails."""
 
-    throughput: float = 0.6
+    throughput: float = 0.85  # of what a healthy card of the class reaches (gpu.classes `expected_*`)
     pcie_width: float = 1.0
     pcie_gen: float = 1.0
     measure: bool = False
