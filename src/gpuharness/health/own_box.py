@@ -50,8 +50,7 @@ def register(root: str, workspace: str, gpu: str, count: int, runtime: str, port
     with registry.update("deployments.json") as doc:
         doc["deployments"] = [deployment(workspace, gpu, count, runtime, port, python, log, process, endpoint)]
     with registry.update("policy.json") as doc:
-        doc["performance_floor"] = {**(doc.get("performance_floor") or {}), "measure": True,
-                                    "require_measurement": True}
+        doc.setdefault("performance_floor", {}).update(measure=True, require_measurement=True)
         doc["require_shutdown_rule"] = True
     with registry.update("workflows.json") as doc:
         doc["workflows"] = [{"id": WORKFLOW_ID, "version": 1, "runtime": runtime, "min_cuda": "12.4",
