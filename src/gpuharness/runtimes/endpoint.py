@@ -11,14 +11,14 @@ import httpx
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.providers.deadline import DeadlineTransport
+from gpuharness.remote.deadline import DeadlineTransport
 
 
 def runtime_client(deployment: Deployment, registry: Registry, *, deadline_s: float | None = None
                    ) -> httpx.Client | None:
     """A client for the deployment's endpoint (None: no endpoint recorded); a serverless runtime's carries the
     provider's key from the variable its `credential_env` names. With deadline_s, no socket of it waits past that
-    many seconds from now (providers.deadline)."""
+    many seconds from now (remote.deadline)."""
     endpoint = deployment.endpoint
     if not endpoint:
         return None
