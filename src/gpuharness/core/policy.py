@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, final
 
+from gpuharness.core.json_fields import JsonFields
+
 ActionKind = Literal["launch", "job", "keep_alive"]
 
 # The one tolerance for float money comparisons: a value equal to its ceiling is within it.
@@ -60,7 +62,7 @@ class Action:
 
 @final
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(JsonFields):
     """Allow or deny, with the ceiling and the numbers behind it."""
 
     allowed: bool
@@ -69,10 +71,6 @@ class Decision:
     projected: float | None = None
     reason: str = "within every ceiling"
     checked: tuple[str, ...] = field(default=())
-
-    def to_json(self) -> dict[str, Any]:
-        return {"allowed": self.allowed, "ceiling": self.ceiling, "limit": self.limit,
-                "projected": self.projected, "reason": self.reason, "checked": list(self.checked)}
 
 
 @final
