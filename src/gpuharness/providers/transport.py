@@ -84,7 +84,6 @@ class ProviderHttp:
         self.credential_env = credential_env
         self.policy = policy or RetryPolicy()
         self.sleep = sleep
-        self.monotonic = monotonic
         self.wall = wall
         self.rng = rng or random.Random()
         self.timeout_s = timeout_s
