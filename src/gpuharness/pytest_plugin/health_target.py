@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
-import httpx
 import pytest
 
 from gpuharness import runtimes
@@ -28,6 +27,7 @@ from gpuharness.probe.facts import ProbeResult, ProbeTargets
 from gpuharness.probe.probing import ProbeRecord, ProgressObservation
 from gpuharness.probe.transcripts import known_secrets
 from gpuharness.providers import cassette
+from gpuharness.remote.http import PhaseHttp
 from gpuharness.runtimes.comfyui import workflow_fit
 from gpuharness.runtimes.comfyui.workflow_fit import WorkflowFit
 from gpuharness.runtimes.endpoint import runtime_client
@@ -152,7 +152,7 @@ def judge_workflow(target: HealthTarget) -> WorkflowFit | None:
     return workflow_fit.judge_test_graph(target.workflow, target.record.catalog)
 
 
-def _client(target: HealthTarget) -> httpx.Client:
+def _client(target: HealthTarget) -> PhaseHttp:
     client = runtime_client(target.deployment, target.registry)
     if client is None:
         target.fail(rules.failed("no_endpoint", "no endpoint recorded for the service; set `endpoint` in "
