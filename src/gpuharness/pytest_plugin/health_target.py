@@ -34,6 +34,10 @@ from gpuharness.runtimes.comfyui.workflow_fit import WorkflowFit
 from gpuharness.runtimes.endpoint import runtime_client
 
 PROPERTY: Final = "gpuharness_health"
+#: the report property that carries what a check judged (HealthTarget.facts)
+FACTS: Final = PROPERTY + "_facts"
+#: the title of the section of a check's report that shows them
+FACTS_SECTION: Final = "gpuharness: the facts judged"
 
 
 class HealthWarning(UserWarning):
@@ -129,8 +133,14 @@ class HealthTarget:
         """The workflow's test generation against the runtime (live, recorded or replayed per mode)."""
         return generation(self)
 
+    def facts(self, text: str) -> None:
+        """Record what the check judged, passing or not: its report's section "the facts judged" (the HTML
+        report, -rA) and its report properties (JUnit)."""
+        self.node.user_properties.append((FACTS, shown(f"{self.id}: {text}")))
+
     def fail(self, verdict: rules.Verdict) -> NoReturn:
         """Fail the check with the verdict's message; its cause goes to the gate with the report."""
+        self.facts(verdict.message)
         self.node.user_properties.append((PROPERTY + "_cause", verdict.cause))
         pytest.fail(shown(f"{self.id}: {verdict.message}"), pytrace=False)
 
@@ -139,6 +149,8 @@ class HealthTarget:
         verdict's warnings are reported."""
         for text in verdict.warnings:
             self.warn(text)
+        if verdict.ok:
+            self.facts(verdict.message)
         if verdict.skip:
             pytest.skip(shown(verdict.message))
         if not verdict.ok:
