@@ -12,9 +12,7 @@ import pytest
 
 from gpuharness.core.terminal import shown
 from gpuharness.pytest_plugin.reports import suite_name
-
-#: every header starts so: `grep '^gpuharness step'` reads a run's phases out of its log
-PREFIX = "gpuharness step"
+from gpuharness.pytest_plugin.suites import STEP_PREFIX as PREFIX
 
 
 def deployment_of(item: pytest.Item) -> str | None:
