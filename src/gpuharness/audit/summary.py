@@ -5,10 +5,12 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from gpuharness.audit.billed import spend_summary
 from gpuharness.audit.run import AuditRun
 from gpuharness.core.clock import format_ts
 from gpuharness.core.deployment import live_burn
 from gpuharness.core.policy import exceeds
+from gpuharness.core.registry import Registry
 
 CEILINGS = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr", "max_concurrent_deployments",
             "max_idle_minutes")
@@ -38,6 +40,7 @@ def summarize(run: AuditRun) -> dict[str, Any]:
         "live_burn_hr": round(burn, 6),
         "live_deployments": live,
         "problems": run.problem_counts(),
+        "spend": spend_summary(Registry(run.root), run.now, state.rounded("deployment")),
     }
 
 
@@ -46,6 +49,26 @@ def _table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> 
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     return (f"<h3>{html.escape(title)}</h3><table class='gh-spend'><thead><tr>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table>")
+
+
+def _usd(value: float) -> str:
+    """Dollars to the cent's hundredth, or to the micro-dollar below a cent (a demo's seconds of GPU time)."""
+    return f"${value:,.4f}" if abs(value) >= 0.01 or not value else f"${value:,.6f}"
+
+
+def _spend_line(spend: dict[str, Any]) -> str:
+    """Billed, used and idle, first under the verdict: what the GPUs cost against what the jobs used."""
+    if "unavailable" in spend:
+        return (f"<p class='gh-spend-total'>Billed, used and idle: unavailable ({html.escape(spend['unavailable'])})"
+                "</p>")
+    if not spend:
+        return ""
+    billed, used, idle = spend["billed"], spend["used"], spend["idle"]
+    share = f", {idle / billed:.0%} of billed" if billed else ""
+    return (f"<p class='gh-spend-total' style='font-size:1.1em'><b>Billed {_usd(billed)}</b> (GPU time from launch to "
+            f"a verified stop or destroy), <b>used {_usd(used)}</b> (the jobs' current ledger lines), <b>idle "
+            f"{_usd(idle)}</b> (billed, not used{share}). <code>gpuharness spend --by deployment</code> splits it."
+            "</p>")
 
 
 def to_html(summary: dict[str, Any], chart_png_b64: str | None) -> str:
@@ -66,10 +89,11 @@ def to_html(summary: dict[str, Any], chart_png_b64: str | None) -> str:
                    + html.escape(", ".join(f"{r} ×{c}" for r, c in problems.items())) + "</p>")
     else:
         verdict = "<p class='gh-verdict' style='color:#1b5e20;font-weight:bold'>No leak found: every check passed.</p>"
-    facts = (f"<p>Registry <code>{html.escape(summary['registry'])}</code> as of {html.escape(summary['as_of'])}: "
+    facts = _spend_line(summary.get("spend") or {})
+    facts += (f"<p>Registry <code>{html.escape(summary['registry'])}</code> as of {html.escape(summary['as_of'])}: "
              f"{summary['ledger_lines']:,} ledger lines ({summary['lines_validated']:,} validated in this run, "
              f"{'incremental from the checkpoint' if summary['incremental'] else 'full pass'}), "
-             f"{summary['jobs']:,} jobs, total billed ${total:,.2f}. Live burn ${summary['live_burn_hr']:,.2f}/hr on "
+             f"{summary['jobs']:,} jobs costing ${total:,.2f}. Live burn ${summary['live_burn_hr']:,.2f}/hr on "
              f"{summary['live_deployments']} live deployment(s) (max_cost_hr {policy.get('max_cost_hr')}, "
              f"max_concurrent_deployments {policy.get('max_concurrent_deployments')}). Days over daily_usd: "
              f"{html.escape(', '.join(over)) if over else 'none'}. Checkpoint anchor: "

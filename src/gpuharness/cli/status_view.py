@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuharness.cli.registry_cmds import registry_intervals
+from gpuharness.audit.billed import registry_intervals
 from gpuharness.core.clock import now_ts, utcnow
 from gpuharness.core.deployment import Deployment, live_burn
 from gpuharness.core.job_line import JobLine
