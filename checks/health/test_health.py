@@ -14,6 +14,8 @@ from gpuharness.health import rules
 def test_host_reachable(health):
     if health.record.not_applicable:
         health.judge(rules.skipped(health.record.not_applicable))
+    if health.deployment.never_came_up:
+        health.fail(rules.failed("not_up", f"its instance never came up (no route recorded); {health.next_step}"))
     failure = health.record.failure
     if failure:
         health.fail(rules.failed(failure.kind, f"host not reachable by {health.record.route}: {failure.message}"))

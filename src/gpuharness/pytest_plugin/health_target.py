@@ -24,6 +24,7 @@ from gpuharness.core.terminal import shown
 from gpuharness.gpu import performance
 from gpuharness.gpu.performance import PerformanceFloor
 from gpuharness.health import rules
+from gpuharness.health.gate import next_step
 from gpuharness.probe import server_catalog, targets
 from gpuharness.probe.facts import ProbeResult, ProbeTargets
 from gpuharness.probe.probing import ProbeRecord, ProgressObservation
@@ -64,6 +65,11 @@ class HealthTarget:
     @property
     def id(self) -> str:
         return self.deployment.id
+
+    @property
+    def next_step(self) -> str:
+        """The command that moves the deployment on from its state (health.gate.next_step)."""
+        return next_step(self.deployment)
 
     @property
     def probe_targets(self) -> ProbeTargets:
@@ -168,8 +174,11 @@ def judge_workflow(target: HealthTarget) -> WorkflowFit | None:
 def _client(target: HealthTarget) -> httpx.Client:
     client = runtime_client(target.deployment, target.registry)
     if client is None:
-        target.fail(rules.failed("no_endpoint", "no endpoint recorded for the service; set `endpoint` in "
-                                 "deployments.json (e.g. http://HOST:8188)"))
+        deployment = target.deployment
+        way_on = (target.next_step if deployment.never_came_up else "its provider reported no HTTP port for "
+                  "it when it came up: provision one whose image publishes the runtime's port, and "
+                  f"`gpuharness destroy {deployment.id} --confirm {deployment.id}` this one")
+        target.fail(rules.failed("no_endpoint", f"no endpoint recorded for the service; {way_on}"))
     return client
 
 
