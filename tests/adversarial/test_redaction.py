@@ -467,7 +467,7 @@ SINKS: dict[str, tuple[int, str]] = {
     "remote/ssh.py": (1, "an artifact's bytes, copied as they are"),
     "remote/local.py": (2, "an artifact's bytes; a command's stdin"),
     "remote/hostkeys.py": (1, "a public host key"),
-    "providers/deadline.py": (1, "the request to the provider"),
+    "remote/deadline.py": (1, "the request to the provider"),
     "cli/sim_cmds.py": (1, "`ready <url>` to the parent"),
     "cli/status_view.py": (3, "rich renders the table into a string, which cli.emit shows: redacted and escaped"),
     "demo/tour.py": (2, "a command's output, redacted"),

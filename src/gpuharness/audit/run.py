@@ -18,7 +18,7 @@ import orjson
 from gpuharness.audit import anchor, rules
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit.findings import Finding
-from gpuharness.audit.journal_rules import JournalEntry, journal_problems
+from gpuharness.audit.journal_rules import NumberedEntry, journal_problems
 from gpuharness.audit.ledger_pass import (
     PassContext,
     PassResult,
@@ -38,6 +38,7 @@ from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.deployment import Deployment, ShutdownRule, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.job_line import DECODE_ERRORS
+from gpuharness.core.journal import JournalEntry
 from gpuharness.core.json_text import LineError, loads_line
 from gpuharness.core.policy import Policy, exceeds
 from gpuharness.core.registry import DOCUMENTS, JOURNAL, LEDGER
@@ -93,7 +94,7 @@ class AuditRun:
     #: the providers' configured credentials (credential_env), whose values must be nowhere in what is audited
     credentials: tuple[Credential, ...] = ()
     #: each deployment's journal entries: (line number, from, to)
-    journal_entries: dict[str, list[JournalEntry]] = field(default_factory=lambda: defaultdict(list))
+    journal_entries: dict[str, list[NumberedEntry]] = field(default_factory=lambda: defaultdict(list))
     #: deployments.json's deployments, as found (read once, by deployments())
     found: list[Deployment] | None = None
     #: the journal's well-formed entries, in order: what the billed intervals are read from
@@ -243,25 +244,26 @@ def _journal_line(run: AuditRun, lineno: int, raw: bytes, known: set[str], last:
         run.warnings.append(f"{JOURNAL}:{lineno}: torn last line (a writer died mid-write)")
         return False
     try:
-        entry = loads_line(raw)
+        line = loads_line(raw)
     except LineError as exc:
         run.add(rule, f"{JOURNAL}:{lineno}", f"not valid JSON ({exc.message}); move the broken line out")
         return True
-    errors, _ = schema.check("transition", entry) if isinstance(entry, dict) else (
+    errors, _ = schema.check("transition", line) if isinstance(line, dict) else (
         [schema.SchemaIssue("$", "a journal line must be a JSON object")], [])
     for error in errors[:3]:
         run.add(rule, f"{JOURNAL}:{lineno}:{error.json_path}", error.message)
-    if errors or not isinstance(entry, dict):
+    if errors or not isinstance(line, dict):
         return True
-    deployment = entry["deployment"]
+    entry = JournalEntry.from_json(line)
+    deployment = entry.deployment
     if deployment not in known:
         run.add(rules.JOURNAL_DEPLOYMENT, f"{JOURNAL}:{lineno}",
-                f"transition of deployment {deployment} ({entry.get('from')} → {entry['to']}), which is not "
+                f"transition of deployment {deployment} ({entry.from_state} → {entry.to_state}), which is not "
                 "in deployments.json: history was deleted; restore the deployment (status destroyed, "
                 "with destroyed_at)")
-    run.journal_entries[deployment].append(JournalEntry(lineno, entry.get("from"), entry["to"]))
-    run.journal.append(entry)
-    moment = _ts(entry.get("ts"))
+    run.journal_entries[deployment].append((lineno, entry))
+    run.journal.append(line)
+    moment = _ts(entry.ts)
     if moment is not None and moment > last.get(deployment, 0.0):
         last[deployment] = moment
     return True
@@ -597,7 +599,8 @@ def _readiness_and_journal(run: AuditRun) -> None:
     for d in run.deployments():
         dep = d.id
         entries = run.journal_entries.get(dep, [])
-        into_ready = [(lineno, source) for lineno, source, target in entries if target == "ready" and source != "ready"]
+        into_ready = [(lineno, entry.from_state) for lineno, entry in entries
+                      if entry.to_state == "ready" and entry.from_state != "ready"]
         for where, message in readiness_problems(d, into_ready):
             run.add(rules.READY_EVIDENCE, where, message, subject=dep)
         if not entries:

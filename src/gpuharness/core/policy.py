@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Final, Literal, TypeVar, final
 
+from gpuharness.core.json_fields import JsonFields
+
 ActionKind = Literal["launch", "job", "keep_alive"]
 
 # The one tolerance for float money comparisons: a value equal to its ceiling is within it.
@@ -157,7 +159,7 @@ class Action:
 
 @final
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(JsonFields):
     """Allow or deny, with the ceiling and the numbers behind it."""
 
     allowed: bool
@@ -166,10 +168,6 @@ class Decision:
     projected: float | None = None
     reason: str = "within every ceiling"
     checked: tuple[str, ...] = field(default=())
-
-    def to_json(self) -> dict[str, Any]:
-        return {"allowed": self.allowed, "ceiling": self.ceiling, "limit": self.limit,
-                "projected": self.projected, "reason": self.reason, "checked": list(self.checked)}
 
 
 #: What a new registry's policy.json starts with (`gpuharness init`), besides its provider list: ceilings to review,

@@ -229,17 +229,24 @@ class Registry:
             change.set(**changes)
         return change.after
 
-    def add_deployment(self, build: Callable[[frozenset[str]], Deployment]) -> Deployment:
-        """Append the deployment build(taken ids) makes, under the lock; an id already taken is refused."""
+    def add_deployment(self, build: Callable[[list[Deployment]], Deployment | None]) -> Deployment | None:
+        """Append the deployment build(the deployments recorded now) makes, under the deployments.json lock (so
+        whatever build decides from them holds when it is written); build returning None adds nothing. An id
+        already taken is refused, and nothing is written."""
         with self.update("deployments.json") as document:
-            taken = frozenset(str(d["id"]) for d in document["deployments"])
-            deployment = build(taken)
-            if deployment.id in taken:
-                raise UserError(f"deployment id {deployment.id!r} already exists",
-                                path=self.path("deployments.json"),
-                                hint="ids are never reused; pick another or omit --id")
+            deployments = [Deployment.from_json(item) for item in document["deployments"]]
+            deployment = build(deployments)
+            if deployment is None:
+                return None
+            if any(d.id == deployment.id for d in deployments):
+                raise self.id_taken(deployment.id)
             document["deployments"].append(deployment.to_json())
         return deployment
+
+    def id_taken(self, deployment_id: str) -> UserError:
+        """The error of a new deployment whose id is taken (ids are never reused)."""
+        return UserError(f"deployment id {deployment_id!r} already exists", path=self.path("deployments.json"),
+                         hint="ids are never reused; pick another or omit --id")
 
     def providers(self) -> list[dict[str, Any]]:
         return self.items("providers.json")

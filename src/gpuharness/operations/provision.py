@@ -12,7 +12,7 @@ from gpuharness.core.deployment import Deployment, ShutdownRule, SshAccess, live
 from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry, read_journal
 from gpuharness.core.ledger import Ledger
-from gpuharness.core.lifecycle import journal, transition
+from gpuharness.core.lifecycle import journal, resume_or_destroy, transition
 from gpuharness.core.policy import Action, Policy, exceeds
 from gpuharness.core.registry import Registry
 from gpuharness.core.spend import today_and_month
@@ -256,47 +256,78 @@ def _new_deployment(ctx: Context, request: ProvisionRequest, capabilities: Capab
 @final
 @dataclass(slots=True)
 class Reservation:
-    """What the reservation decided. claim held: this process launches (a new deployment, or a resumed one whose
-    launcher died); no claim: an existing deployment is reused as it is (launching_pid: another live process is
-    launching it right now)."""
+    """What the reservation decided. created: a new deployment, recorded; claim held: this process launches (a new
+    deployment, or a resumed one whose launcher died); no claim: an existing deployment is reused as it is
+    (launching_pid: another live process is launching it right now)."""
 
     deployment: Deployment
     claim: Claim | None
     resumed: bool = False
     launching_pid: int | None = None
+    created: bool = False  # a new deployment, recorded by this reservation
 
 
 def reserve(ctx: Context, request: ProvisionRequest, capabilities: Capabilities, kind: ProviderKind) -> Reservation:
-    """One reservation under the deployments.json lock, before any launch call: reuse, the policy and the new
-    `provisioning` entry are decided together, so concurrent provisions cannot all pass a ceiling or all miss
-    each other's entry; the launch claim is taken under the same lock, so one process at most launches a key."""
+    """One reservation under the deployments.json lock (Registry.add_deployment), before any launch call: reuse,
+    the policy and the new `provisioning` entry are decided together, so concurrent provisions cannot all pass a
+    ceiling or all miss each other's entry; the launch claim is taken under the same lock, so one process at most
+    launches a key."""
     registry = ctx.registry
-    with registry.update("deployments.json") as document:
-        deployments = [Deployment.from_json(item) for item in document["deployments"]]
-        reuse = find_reusable(deployments, request)
-        if reuse is not None:
-            claim = take(registry.root, "launch", reuse.id)
-            if claim is None:
-                return Reservation(reuse, None, launching_pid=holder(registry.root, "launch", reuse.id))
-            if reuse.launch_unfinished:
-                return Reservation(reuse, claim, resumed=True)
-            claim.release()
-            return Reservation(reuse, None)
-        if request.cost_hr is None:
-            raise UserError("the deployment this request matched changed while its price was read",
-                            place="provision", hint="run the same provision again; nothing was launched")
-        check_policy(ctx, request, kind, deployments)
-        taken = {d.id for d in deployments}
-        deployment = _new_deployment(ctx, request, capabilities, taken)
-        claim = take(registry.root, "launch", deployment.id) if deployment.id not in taken else None
+    decided: list[Reservation] = []
+
+    def build(deployments: list[Deployment]) -> Deployment | None:
+        decided.append(_reservation(ctx, request, capabilities, kind, deployments))
+        return decided[0].deployment if decided[0].created else None
+
+    registry.add_deployment(build)
+    reservation = decided[0]
+    if reservation.created:
+        deployment = reservation.deployment
+        journal(registry, JournalEntry.of(deployment, from_state=None, route=f"{request.provider} API",
+                                          observed_at=ctx.now(), marker=deployment.idempotency_key,
+                                          next_action="launch", note="recorded before the launch call"))
+    return reservation
+
+
+def _reservation(ctx: Context, request: ProvisionRequest, capabilities: Capabilities, kind: ProviderKind,
+                 deployments: list[Deployment]) -> Reservation:
+    """What reserve decides from the deployments recorded now (under their lock): reuse one, or a new one."""
+    root = ctx.registry.root
+    reuse = find_reusable(deployments, request)
+    if reuse is not None:
+        claim = take(root, "launch", reuse.id)
         if claim is None:
-            raise UserError(f"deployment id {deployment.id!r} already exists", path=registry.path("deployments.json"),
-                            hint="ids are never reused; pick another or omit --id")
-        document["deployments"].append(deployment.to_json())
-    journal(registry, JournalEntry.of(deployment, from_state=None, route=f"{request.provider} API",
-                                      observed_at=ctx.now(), marker=deployment.idempotency_key,
-                                      next_action="launch", note="recorded before the launch call"))
-    return Reservation(deployment, claim)
+            return Reservation(reuse, None, launching_pid=holder(root, "launch", reuse.id))
+        if reuse.launch_unfinished:
+            return Reservation(reuse, claim, resumed=True)
+        claim.release()
+        return Reservation(reuse, None)
+    if request.cost_hr is None:
+        raise UserError("the deployment this request matched changed while its price was read",
+                        place="provision", hint="run the same provision again; nothing was launched")
+    _refuse_taken_id(ctx.registry, request, deployments)
+    check_policy(ctx, request, kind, deployments)
+    taken = {d.id for d in deployments}
+    deployment = _new_deployment(ctx, request, capabilities, taken)
+    if deployment.id in taken:  # refused by Registry.add_deployment, before a claim is taken
+        return Reservation(deployment, None, created=True)
+    claim = take(root, "launch", deployment.id)
+    if claim is None:
+        raise ctx.registry.id_taken(deployment.id)
+    return Reservation(deployment, claim, created=True)
+
+
+def _refuse_taken_id(registry: Registry, request: ProvisionRequest, deployments: list[Deployment]) -> None:
+    """--id of a deployment this request does not reuse is refused before the ceilings are counted (it would count
+    itself): one that never came up is resumed, not launched again."""
+    taken = next((d for d in deployments if d.id == request.deployment_id), None)
+    if taken is None:
+        return
+    way_on = (resume_or_destroy(taken.id) if taken.never_came_up
+              else "ids are never reused: pick another or omit --id; `gpuharness status` shows it")
+    raise UserError(f"deployment id {taken.id!r} already exists ({taken.status}"
+                    f"{', its instance never came up' if taken.never_came_up else ''})",
+                    path=registry.path("deployments.json"), hint=f"{way_on}; nothing was launched")
 
 
 def live_launcher(registry: Registry, deployment_id: str) -> int | None:
@@ -328,7 +359,10 @@ def _refuse_live_launcher(ctx: Context, deployment: Deployment) -> None:
 def _priced(ctx: Context, entry: dict[str, Any], request: ProvisionRequest) -> ProvisionRequest:
     """No --cost-hr: a deployment this request would reuse or resume keeps its price (no provider call);
     otherwise the cheapest offer is accepted (see accepted_price)."""
-    match = find_reusable(ctx.registry.deployments(), request)
+    deployments = ctx.registry.deployments()
+    match = find_reusable(deployments, request)
+    if match is None:
+        _refuse_taken_id(ctx.registry, request, deployments)
     price = match.cost_hr if match is not None else accepted_price(ctx, entry, request)
     return replace(request, cost_hr=price)
 
@@ -363,11 +397,11 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
         if deployment.is_serverless:  # the record answers from here on (runtime_on wrote it from the kind)
             return _register_endpoint(ctx, entry, deployment.id, text)
         instance = _launch(ctx, request, deployment, reservation.claim, up_deadline_s=up_deadline_s, poll_s=poll_s)
-        result = ProvisionResult(_record_instance(ctx, request, deployment.id, instance), False, text, instance)
+        result = ProvisionResult(record_instance(ctx, request, deployment.id, instance), False, text, instance)
     finally:
         if reservation.claim is not None:
             reservation.claim.release()
-    return _refuse_billed_above(ctx, request, result)
+    return refuse_billed_above(ctx, request, result)
 
 
 def stewarded(request: ProvisionRequest) -> ProvisionRequest:
@@ -447,10 +481,11 @@ def _launch(ctx: Context, request: ProvisionRequest, deployment: Deployment, cla
         try:
             return wait_until_up(ctx, provider, outcome.instance, serverless=False, deadline_s=up_deadline_s,
                                  poll_s=poll_s)
-        except UserError as exc:
+        except UserError as exc:  # it may still come up, and bills meanwhile: wait again, or end it
             transition(ctx.registry, deployment.id, "error", error=exc.what,
-                       next_action=f"gpuharness destroy {deployment.id} --confirm {deployment.id}")
-            raise
+                       next_action=f"gpuharness provision --resume {deployment.id}")
+            raise UserError(exc.what, place=exc.place, hint=f"it may be billing: {resume_or_destroy(deployment.id)}"
+                            ) from None
     finally:
         provider.close()
 
@@ -553,7 +588,7 @@ def _billed_price(ctx: Context, request: ProvisionRequest, deployment: Deploymen
     return cost_hr
 
 
-def _refuse_billed_above(ctx: Context, request: ProvisionRequest, result: ProvisionResult) -> ProvisionResult:
+def refuse_billed_above(ctx: Context, request: ProvisionRequest, result: ProvisionResult) -> ProvisionResult:
     """A launched instance the provider bills above the held limit is destroyed at once (with the destroy's
     disclosure), after the launch claim was released (destroy takes the same claim), and the provision fails."""
     deployment = result.deployment
@@ -566,7 +601,7 @@ def _refuse_billed_above(ctx: Context, request: ProvisionRequest, result: Provis
                     hint="pick a cheaper GPU or raise --cost-hr (and max_cost_hr); nothing is left running")
 
 
-def _record_instance(ctx: Context, request: ProvisionRequest, deployment_id: str, instance: Instance) -> Deployment:
+def record_instance(ctx: Context, request: ProvisionRequest, deployment_id: str, instance: Instance) -> Deployment:
     """The running instance's route, endpoint, region and billed price on the deployment, journaled."""
     ssh, fields = _ssh_access(ctx, request, instance)
     cost_hr = _billed_price(ctx, request, ctx.registry.deployment(deployment_id), instance)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, final
 
 from gpuharness.core.deployment import Deployment
+from gpuharness.core.json_fields import JsonFields
 from gpuharness.core.policy import Policy
 from gpuharness.gpu import measurement
 from gpuharness.gpu.measurement import Measurement
@@ -19,7 +20,7 @@ from gpuharness.remote import Remote
 
 @final
 @dataclass(frozen=True, slots=True)
-class MeasurementRecord:
+class MeasurementRecord(JsonFields):
     """One probe phase's GPU measurement: its exec's output, or why it was not taken (`skipped`: absent or
     no_interpreter, a host that cannot be measured; job_running or gpu_error, one not to measure now)."""
 
@@ -40,11 +41,6 @@ class MeasurementRecord:
         if self.skipped == "no_interpreter":
             return Measurement("no_interpreter", self.reason or "no interpreter")
         return None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"stdout": self.stdout, "stderr": self.stderr, "exit_status": self.exit_status,
-                "interpreter": self.interpreter, "duration_s": self.duration_s, "skipped": self.skipped,
-                "reason": self.reason}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MeasurementRecord:

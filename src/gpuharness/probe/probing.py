@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, final
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
+from gpuharness.core.json_fields import JsonFields
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.core.regular_file import read_recording
@@ -83,7 +84,7 @@ class ProgressObservation:
 
 @final
 @dataclass(frozen=True, slots=True)
-class ProbeRecord:
+class ProbeRecord(JsonFields):
     """One deployment's probe for this run: a transcript, or why there is none (or why none applies), and the
     server's node catalog taken in the same phase (ComfyUI runtimes)."""
 
@@ -98,9 +99,6 @@ class ProbeRecord:
     progress: ProgressObservation | None = None
     catalog: CatalogObservation | None = None
     measurement: MeasurementRecord | None = None  # the GPU measurement, where the policy asks for one
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProbeRecord:

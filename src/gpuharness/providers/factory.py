@@ -17,7 +17,8 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import ADAPTERS, Adapter, Capabilities, InventorySource, Provider, ProviderKind
 from gpuharness.providers.serverless import ServerlessEndpoint
-from gpuharness.providers.transport import Monotonic, ProviderHttp, RetryPolicy, Sleep
+from gpuharness.providers.transport import ProviderHttp, RetryPolicy, Sleep
+from gpuharness.remote.http import Monotonic
 
 #: shortest plausible key; anything shorter was cut when pasted ([UNVERIFIED] exact lengths per provider)
 MIN_KEY_LENGTH = 20
