@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpuharness.core.billing import Interval
 from gpuharness.core.job_line import JobLine
-from gpuharness.core.spend import GROUPINGS, job_costs, spend_by, today_and_month
+from gpuharness.core.spend import (
+    GROUPINGS,
+    Spent,
+    bill,
+    group_book,
+    job_costs,
+    row_name,
+    row_of,
+    spend_by,
+    today_and_month,
+)
 
 
 def typed(records: list[dict]) -> list[JobLine]:
@@ -99,3 +112,23 @@ def test_every_grouping_partitions_the_total_of_last_lines(records: list[dict]) 
     total = sum(last.values())
     for by in GROUPINGS:
         assert sum(spend_by(typed(records), by).values()) == pytest.approx(total, abs=1e-5)
+
+
+hours = st.integers(min_value=0, max_value=72)
+rows = st.dictionaries(
+    st.tuples(st.sampled_from(["2026-11-01", "2026-11-02"]), st.just("vast"), st.just("RTX 4090"),
+              st.sampled_from(["dep_a", "dep_b", "dep_serverless"])), money, max_size=6)
+
+
+@given(rows, st.lists(st.tuples(hours, hours, money), max_size=3))
+def test_the_book_bills_intervals_and_jobs_only_where_nothing_else_bills(used: dict, spans: list) -> None:
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    found = [Interval("dep_a", "vast", "RTX 4090", start + timedelta(hours=a), start + timedelta(hours=a + b), rate)
+             for a, b, rate in spans]
+    book = bill(used, {"dep_a": found, "dep_b": []})
+    total = group_book(book, "total").get("total") or Spent()
+    outside = sum(cost for key, cost in used.items() if key[3] == "dep_serverless")
+    assert total.billed == pytest.approx(sum(i.cost for i in found) + outside, abs=1e-6)
+    assert total.used == pytest.approx(sum(used.values()), abs=1e-6)
+    assert total.idle == pytest.approx(total.billed - total.used, abs=1e-6)
+    assert {key: row_of(row_name(key)) for key in book} == {key: key for key in book}

@@ -498,9 +498,9 @@ def _spend(run: AuditRun) -> None:
                 f"live burn ${burn:.2f}/hr > max_cost_hr ${cap_hr or 0.0:.2f}/hr: {names}; destroy or stop one "
                 "(`gpuharness destroy ID`)")
     cap_n = ceilings.max_concurrent_deployments
-    if cap_n is not None and len(billing) > int(cap_n):
+    if exceeds(len(billing), cap_n):
         run.add(rules.SPEND_CONCURRENT, "deployments.json",
-                f"{len(billing)} live deployments > max_concurrent_deployments {int(cap_n)}: {names}; destroy the "
+                f"{len(billing)} live deployments > max_concurrent_deployments {cap_n:g}: {names}; destroy the "
                 "ones not needed")
 
 
@@ -588,7 +588,7 @@ def _shutdown(run: AuditRun, journal_last: dict[str, float], open_jobs: dict[str
         if last is None:
             continue
         idle = (run.now.timestamp() - last) / 60.0
-        if idle > float(max_idle):
+        if exceeds(idle, max_idle):
             run.add(rules.SHUTDOWN_IDLE, f"deployment {dep}",
                     f"idle for {idle:.0f} min (no open job since {format_ts(datetime.fromtimestamp(last, UTC))}) > "
                     f"max_idle_minutes {float(max_idle):g} at ${rate(d):g}/hr; destroy it "

@@ -247,12 +247,12 @@ class Policy:
                                 f"${action.cost_hr:.2f}/hr) > max_cost_hr ${cap:.2f}/hr", tuple(checked))
             cap = limit("max_concurrent_deployments")
             count = action.live_deployments + 1
-            if cap is not None and count > cap:
+            if exceeds(count, cap):
                 return Decision(False, "max_concurrent_deployments", cap, count,
-                                f"{count} live deployments > max_concurrent_deployments {int(cap)}",
+                                f"{count} live deployments > max_concurrent_deployments {cap:g}",
                                 tuple(checked))
             cap = limit("max_idle_minutes")
-            if cap is not None and action.idle_minutes is not None and action.idle_minutes > cap:
+            if action.idle_minutes is not None and exceeds(action.idle_minutes, cap):
                 return Decision(False, "max_idle_minutes", cap, action.idle_minutes,
                                 f"idle rule {action.idle_minutes} min > max_idle_minutes {cap}",
                                 tuple(checked))

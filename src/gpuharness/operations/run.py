@@ -15,7 +15,7 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import transition
-from gpuharness.core.policy import Action, Policy
+from gpuharness.core.policy import Action, Policy, exceeds
 from gpuharness.core.registry import Registry
 from gpuharness.core.spend import today_and_month
 from gpuharness.health.gate import next_step
@@ -230,7 +230,7 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: Deployment, workfl
                     + (f" (marker {progress.marker})" if progress.marker is not None else ""))
             next_report = elapsed + PROGRESS_EVERY_S
         running_cost = chain.spent_usd + _cost(elapsed + poll_s, cost_hr)  # the chain's budget, retries included
-        if per_job_usd is not None and running_cost > per_job_usd:
+        if exceeds(running_cost, per_job_usd):
             executor.cancel(handle)
             reason = (f"cancelled by the per_job_usd ceiling: the running cost would reach ${running_cost:.4f} "
                       f"> ${per_job_usd:.2f}" + (f" (with ${chain.spent_usd:.4f} of earlier attempts of "

@@ -334,7 +334,7 @@ def rule_stop_condition(step: dict[str, Any], ctx: PlanContext) -> str | None:
     if stop.get("deadline") and parse_ts(stop["deadline"]) <= parse_ts(ctx.now):
         return f"the deadline {stop['deadline']} has already passed"
     cap = ctx.policy.ceilings.max_idle_minutes
-    if stop.get("idle_minutes") and cap is not None and float(stop["idle_minutes"]) > cap:
+    if stop.get("idle_minutes") and exceeds(float(stop["idle_minutes"]), cap):
         return f"idle_minutes {stop['idle_minutes']} > max_idle_minutes {cap:g} of policy.json"
     return None
 
