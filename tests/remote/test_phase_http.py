@@ -22,7 +22,7 @@ from gpuharness.remote.http import PhaseHttp
 PHASE_S = 1.5
 REQUEST_TIMEOUT_S = 60.0
 #: how late past the phase deadline a cut-off may land
-SLACK_S = 1.5
+SLACK_S = 3.0
 #: the drip: one byte every DRIP_S, for far longer than any deadline here
 DRIP_S = 0.1
 DRIP_FOR_S = 30.0
