@@ -181,8 +181,8 @@ def check_policy(ctx: Context, request: ProvisionRequest, kind: ProviderKind,
     registry = ctx.registry
     policy = Policy(registry.spending_policy())
     burn_hr, live_count = live_burn(registry.deployments() if deployments is None else deployments)
-    spent_day, spent_month = today_and_month(Ledger(registry.ledger_path).records(), ctx.now())
-    allowed = policy.get("allowed_providers")
+    spent_day, spent_month = today_and_month(Ledger(registry.ledger_path).lines(), ctx.now())
+    allowed = policy.allowed_providers
     name = request.provider
     if allowed is not None and name not in allowed and kind.value in allowed:
         name = kind.value

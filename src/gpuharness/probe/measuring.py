@@ -14,7 +14,6 @@ from gpuharness.core.json_fields import JsonFields
 from gpuharness.core.policy import Policy
 from gpuharness.gpu import measurement
 from gpuharness.gpu.measurement import Measurement
-from gpuharness.gpu.performance import PerformanceFloor
 from gpuharness.probe.facts import ProbeResult
 from gpuharness.remote import Remote
 
@@ -52,7 +51,7 @@ class MeasurementRecord(JsonFields):
 
 def deadline_s(policy: Policy) -> int:
     """The measurement's own deadline (`health_timeouts.measure_s`)."""
-    return int((policy.get("health_timeouts") or {}).get("measure_s", measurement.DEFAULT_DEADLINE_S))
+    return policy.health_timeouts.measure_s
 
 
 def skip(deployment: Deployment, facts: ProbeResult) -> MeasurementRecord | None:
@@ -77,7 +76,7 @@ def skip(deployment: Deployment, facts: ProbeResult) -> MeasurementRecord | None
 def take(remote: Remote, deployment: Deployment, policy: Policy, facts: ProbeResult,
          precision: str | None, clock: Callable[[], float] = time.monotonic) -> MeasurementRecord | None:
     """Measure on the probe's connection where the policy asks for it (None: it does not)."""
-    if not PerformanceFloor.from_policy(policy.doc).measure:
+    if not policy.performance_floor.measure:
         return None
     skipped = skip(deployment, facts)
     if skipped is not None:

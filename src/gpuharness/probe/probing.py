@@ -118,11 +118,10 @@ def live(registry: Registry, deployment: Deployment, *, record_to: Path | None =
     from gpuharness.remote.connect import open_remote, resolve  # paramiko (~0.2 s): only a live probe needs it
 
     policy = Policy(registry.policy_document())
-    timeouts = policy.get("health_timeouts") or {}
     route = resolve(deployment, registry.items("connections.json"))
     started = time.monotonic()
     try:
-        remote = open_remote(route, connect_timeout_s=float(timeouts.get("connect_s", 15)))
+        remote = open_remote(route, connect_timeout_s=policy.health_timeouts.connect_s)
     except RemoteError as exc:  # one attempt: never retried
         record_probe(registry, route, phase="health", result=f"failed: {exc.kind}")
         return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)), catalog=catalog)

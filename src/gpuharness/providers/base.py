@@ -4,10 +4,12 @@ which each adapter joins by declaring its kind and capabilities on its class (`@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 from typing import ClassVar, Final, Literal, Protocol, TypeVar, final, runtime_checkable
 
 from gpuharness.core import tables
+from gpuharness.core.bill import Charge
 from gpuharness.core.errors import GpuharnessError, UserError
 from gpuharness.core.json_fields import JsonFields
 from gpuharness.core.tables import Table
@@ -231,6 +233,15 @@ class OfferSource(Protocol):
 
     def offers(self, gpu: str) -> list[Offer]:
         """Offers whose GPU matches `gpu` (case-insensitive; "RTX 4090" matches "NVIDIA GeForce RTX 4090")."""
+        ...
+
+
+@runtime_checkable
+class BillSource(Protocol):
+    """A provider whose own billing records can be read (RunPod pod billing history, Vast invoices)."""
+
+    def charges(self, since: datetime, until: datetime) -> list[Charge]:
+        """What the provider billed per instance and UTC day, for the days from since until until."""
         ...
 
 

@@ -21,7 +21,6 @@ from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.core.terminal import shown
 from gpuharness.gpu import performance
-from gpuharness.gpu.performance import PerformanceFloor
 from gpuharness.health import rules
 from gpuharness.probe import server_catalog, targets
 from gpuharness.probe.facts import ProbeResult, ProbeTargets
@@ -113,7 +112,7 @@ class HealthTarget:
     def performance(self) -> rules.Verdict:
         """The GPU against its class (the probe's link and power facts, the measurement where the policy asked for
         one); every figure is recorded as the deployment's health evidence and in the report (JUnit properties)."""
-        floor = PerformanceFloor.from_policy(self.policy.doc)
+        floor = self.policy.performance_floor
         verdict, report = rules.gpu_performs_like_its_class(self.probe, self.record.measurement, floor)
         measurement = self.record.measurement.parse() if self.record.measurement is not None else None
         evidence = performance.evidence(report, measurement, self.record.probed_at)
