@@ -17,7 +17,7 @@ from gpuharness.core.clock import now_ts, utcnow
 from gpuharness.core.economics import keep_alive
 from gpuharness.core.errors import UserError
 from gpuharness.core.job_line import JobLine
-from gpuharness.core.journal import read_journal
+from gpuharness.core.journal import read_entries
 from gpuharness.core.jsonl import read_records
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.policy import Policy
@@ -198,7 +198,7 @@ def _usd(value: float) -> str:
 
 def registry_intervals(registry: Registry, now: datetime) -> dict[str, list[Interval]]:
     """The billed intervals of the registry's deployments, from its journal."""
-    journal = list(read_journal(registry.journal_path)) if registry.journal_path.exists() else []
+    journal = list(read_entries(registry.journal_path))
     from gpuharness.providers.factory import stopped_storage_rates
 
     return billed_intervals(registry.deployments(), journal, now, stopped_storage_rates(registry.providers()))
