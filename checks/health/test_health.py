@@ -14,6 +14,8 @@ from gpuharness.health import rules
 def test_host_reachable(health):
     if health.record.not_applicable:
         health.judge(rules.skipped(health.record.not_applicable))
+    if health.deployment.never_came_up:
+        health.fail(rules.failed("not_up", f"its instance never came up (no route recorded); {health.next_step}"))
     failure = health.record.failure
     if failure:
         health.fail(rules.failed(failure.kind, f"host not reachable by {health.record.route}: {failure.message}"))
@@ -21,7 +23,7 @@ def test_host_reachable(health):
     if not probe.complete:
         health.fail(rules.failed("probe_incomplete", "the probe was cut off before it finished (exit deadline); "
                                  "the host is overloaded or a command hangs: check it by hand"))
-    assert probe.complete
+    health.judge(rules.passed(f"reached by {health.record.route}; the probe ran to its end"))
 
 
 def test_gpu_matches_order(health):
@@ -67,6 +69,7 @@ def test_service_health_endpoint(health):
     outcome = health.service_health()
     if not outcome.ok:
         health.fail(rules.failed(outcome.cause or "unhealthy", outcome.message))
+    health.judge(rules.passed(outcome.message))
 
 
 def test_test_generation_succeeds(health):
@@ -75,6 +78,7 @@ def test_test_generation_succeeds(health):
         remedy = f"; {outcome.remedy}" if outcome.remedy else ""
         health.fail(rules.failed(outcome.cause or "generation_failed", f"test generation failed: {outcome.message}"
                                  f"{remedy}"))
+    health.judge(rules.passed(outcome.message))
 
 
 def test_cuda_smoke_test(health):

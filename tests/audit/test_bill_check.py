@@ -21,7 +21,7 @@ KEY = "gh-test-bill-" + "ab12" * 8
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A registry whose RunPod pod and Vast instance ran about a second and were destroyed, and the bill recorded
+    """A registry whose RunPod pod and Vast instance ran about three seconds and were destroyed, and the bill recorded
     for it (cassettes/http/bill.yaml beside it). Returns the world's root."""
     root = tmp_path_factory.mktemp("bill-world")
     with pytest.MonkeyPatch.context() as patch, Simulator(ready_delay_s=0.0) as sim:
@@ -35,7 +35,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
             doc["cost_tolerance"] = {"abs_usd": 0.0, "rel": 0.05}
         started = format_ts(utcnow())
         ids = {kind: sim.create_instances(kind, 1, name_prefix=f"gh-{kind}-")[0] for kind in ("runpod", "vast")}
-        time.sleep(1.5)
+        time.sleep(3.0)  # long beside the calls around it: ours and theirs within 5%
         for kind, instance_id in ids.items():
             instance = sim.state.get(kind, instance_id)
             assert instance is not None

@@ -76,3 +76,20 @@ def test_demo_refuses_a_used_workspace(demo):
     again = subprocess.run([sys.executable, "-m", "gpuharness", "demo", "--workdir", str(workdir)],
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and "fresh workspace" in again.stderr
+
+
+def test_demo_prints_a_plain_step_header_per_phase_as_it_goes(demo):
+    """Not a terminal (a pipe): every phase's header is a plain line on stderr, with its suite's own steps as
+    progress and its time, so the demo is never silent while a suite runs; stdout keeps the JSON summary."""
+    _, completed = demo
+    lines = completed.stderr.splitlines()
+    headers = [line for line in lines if line.startswith("demo step ")]
+    assert [h.split(":")[0] for h in headers] == [f"demo step {n}/7" for n in range(1, 8)], headers
+    assert "\x1b[" not in completed.stderr, "plain lines: no terminal escapes"
+    health = lines.index(next(h for h in headers if "health suite" in h))
+    progress = lines[health + 1:lines.index(headers[2])]
+    assert [p for p in progress if ": health: probing " in p] == [
+        f"  {n}/5: health: probing {d} for its 15 checks" for n, d in
+        enumerate(("dep_h3_vast_01", "dep_h3_runpod_01", "dep_h3_vast_02"), 2)]
+    assert progress[-1].startswith("  done in ")
+    assert json.loads(completed.stdout)["ok"]

@@ -76,6 +76,12 @@ def test_audit_html_opens_with_its_verdict_and_spend(demo_reports: Path, tmp_pat
         "audit.html's static HTML lacks its verdict"
     assert "gh-verdict" in static and "Registry <code>" in static, "audit.html lacks its spend summary"
     assert static.index("gpuharness-verdict") < static.index("gh-verdict"), "the verdict comes first"
-    dom, bottom = first_screen_bottom(browser, report, tmp_path, "#gpuharness-verdict")
-    assert "Verdict: PASSED" in dom
-    assert 0 < bottom <= 900, f"audit.html's verdict ends at {bottom} px: not on the first screen"
+    spend = re.search(r"<b>Billed \$([\d,.]+)</b>[^<]*<b>used \$([\d,.]+)</b>[^<]*<b>idle \$([\d,.]+)</b>", static)
+    assert spend, "audit.html lacks the spend summary: billed, used and idle"
+    billed, used, idle = (float(x.replace(",", "")) for x in spend.groups())
+    assert billed > used > 0 and idle == pytest.approx(billed - used, abs=2e-4)
+    assert static.index("gpuharness-verdict") < static.index("gh-spend-total") < static.index("Spend by month")
+    # the spend line follows the verdict: where it ends on the screen, both are above
+    dom, bottom = first_screen_bottom(browser, report, tmp_path, ".gh-spend-total")
+    assert "Verdict: PASSED" in dom and "idle $" in dom
+    assert 0 < bottom <= 900, f"audit.html's verdict and spend end at {bottom} px: not on the first screen"

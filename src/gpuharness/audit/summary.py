@@ -39,7 +39,14 @@ def summarize(run: AuditRun) -> dict[str, Any]:
         "live_burn_hr": round(burn, 6),
         "live_deployments": live,
         "problems": run.problem_counts(),
+        "spend": _totals(grouped["deployment"]),
     }
+
+
+def _totals(deployments: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Billed, used and idle in total and per deployment: the line under the verdict."""
+    total = {part: round(sum(spent[part] for spent in deployments.values()), 6) for part in ("billed", "used", "idle")}
+    return {**total, "deployments": deployments}
 
 
 def day_use(days: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -59,6 +66,26 @@ def _table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> 
             f"<tbody>{body}</tbody></table>")
 
 
+def _usd(value: float) -> str:
+    """Dollars to the cent's hundredth, or to the micro-dollar below a cent (a demo's seconds of GPU time)."""
+    return f"${value:,.4f}" if abs(value) >= 0.01 or not value else f"${value:,.6f}"
+
+
+def _spend_line(spend: dict[str, Any]) -> str:
+    """Billed, used and idle, first under the verdict: what the GPUs cost against what the jobs used."""
+    if "unavailable" in spend:
+        return (f"<p class='gh-spend-total'>Billed, used and idle: unavailable ({html.escape(spend['unavailable'])})"
+                "</p>")
+    if not spend:
+        return ""
+    billed, used, idle = spend["billed"], spend["used"], spend["idle"]
+    share = f", {idle / billed:.0%} of billed" if billed else ""
+    return (f"<p class='gh-spend-total' style='font-size:1.1em'><b>Billed {_usd(billed)}</b> (GPU time from launch to "
+            f"a verified stop or destroy), <b>used {_usd(used)}</b> (the jobs' current ledger lines), <b>idle "
+            f"{_usd(idle)}</b> (billed, not used{share}). <code>gpuharness spend --by deployment</code> splits it."
+            "</p>")
+
+
 def to_html(summary: dict[str, Any], chart_png_b64: str | None) -> str:
     """The summary block placed at the top of the audit report."""
     ceilings = Ceilings.from_document(summary["policy"])
@@ -72,7 +99,8 @@ def to_html(summary: dict[str, Any], chart_png_b64: str | None) -> str:
                    + html.escape(", ".join(f"{r} ×{c}" for r, c in problems.items())) + "</p>")
     else:
         verdict = "<p class='gh-verdict' style='color:#1b5e20;font-weight:bold'>No leak found: every check passed.</p>"
-    facts = (f"<p>Registry <code>{html.escape(summary['registry'])}</code> as of {html.escape(summary['as_of'])}: "
+    facts = _spend_line(summary.get("spend") or {})
+    facts += (f"<p>Registry <code>{html.escape(summary['registry'])}</code> as of {html.escape(summary['as_of'])}: "
              f"{summary['ledger_lines']:,} ledger lines ({summary['lines_validated']:,} validated in this run, "
              f"{'incremental from the checkpoint' if summary['incremental'] else 'full pass'}), "
              f"{summary['jobs']:,} jobs, total billed ${total:,.2f} (idle ${idle:,.2f}: uptime no job used). Live burn "

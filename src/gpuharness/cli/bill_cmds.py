@@ -7,10 +7,10 @@ from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
+from gpuharness.audit.billed import registry_intervals
 from gpuharness.cli import emit, existing_registry
 from gpuharness.cli.arguments import timeout_option
 from gpuharness.cli.plan_cmds import provider_errors_as_user_errors
-from gpuharness.cli.registry_cmds import registry_intervals
 from gpuharness.core.bill import BillLine
 from gpuharness.core.clock import parse_ts, utcnow
 from gpuharness.core.errors import UserError

@@ -73,9 +73,11 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 def _register_provision(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser("provision", parents=[common],
                               help="check the policy, disclose, then launch one instance (or reuse a live match)")
-    p.add_argument("--provider", required=True, help="a providers.json name")
-    p.add_argument("--gpu", required=True, help='GPU model as offers shows it, e.g. "RTX 4090"')
-    p.add_argument("--image", required=True, help="container or VM image the instance boots")
+    p.add_argument("--resume", metavar="ID", help="carry on the provision of ID, cut short before its instance came "
+                   "up (--up-deadline, a crash), as recorded; nothing is launched twice")
+    p.add_argument("--provider", help="a providers.json name (required unless --resume)")
+    p.add_argument("--gpu", help='GPU model as offers shows it, e.g. "RTX 4090" (required unless --resume)')
+    p.add_argument("--image", help="container or VM image the instance boots (required unless --resume)")
     p.add_argument("--cost-hr", type=non_negative, default=None,
                    help="the hourly price you accept (default: the provider's cheapest offer of --gpu); "
                         "checked against the policy")
@@ -108,8 +110,18 @@ def _ctx(args: argparse.Namespace) -> Any:
     return ctx
 
 
+#: what `provision --resume` takes from the command line; the rest of the request is the deployment's record
+RESUME_OPTIONS = ("resume", "up_deadline", "ssh_key", "known_hosts", "registry", "json", "handler", "command")
+
+
 def cmd_provision(args: argparse.Namespace) -> int:
     from gpuharness.operations.provision import ProvisionRequest, provision
+    if args.resume:
+        return _resume(args)
+    missing = [f"--{name}" for name in ("provider", "gpu", "image") if not getattr(args, name)]
+    if missing:
+        raise UserError(f"provision needs {', '.join(missing)}", place="provision",
+                        hint="give them, or resume a cut-short provision with --resume ID")
     request = ProvisionRequest(
         provider=args.provider, gpu=args.gpu, image=args.image, cost_hr=args.cost_hr, runtime=args.runtime,
         model=args.model, workflow=args.workflow, gpu_count=args.gpu_count, region=args.region,
@@ -124,6 +136,27 @@ def cmd_provision(args: argparse.Namespace) -> int:
          f"{verb} {dep.id} ({dep.status}) on {dep.provider} instance {dep.instance_id}\n"
          f"next: gpuharness install {dep.id} && gpuharness configure {dep.id}")
     return 0
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from gpuharness.operations.resume import resume_provision
+    given = [f"--{name.replace('_', '-')}" for name, value in vars(args).items() if name not in RESUME_OPTIONS
+             and value not in (None, False, PROVISION_DEFAULTS.get(name))]
+    if given:
+        raise UserError(f"--resume carries on the recorded request: {', '.join(sorted(given))} cannot change it",
+                        place="provision", hint="leave them out (only --up-deadline, --ssh-key and --known-hosts "
+                        "apply), or destroy it and provision anew")
+    result = resume_provision(_ctx(args), args.resume, up_deadline_s=args.up_deadline, ssh_key_file=args.ssh_key,
+                              known_hosts=args.known_hosts)
+    dep = result.deployment
+    emit(args, {"deployment": dep.to_json(), "reused": result.reused, "disclosure": result.disclosure.splitlines()},
+         f"resumed {dep.id} ({dep.status}) on {dep.provider} instance {dep.instance_id}\n"
+         f"next: gpuharness install {dep.id} && gpuharness configure {dep.id}")
+    return 0
+
+
+#: provision's defaults that --resume ignores (they are the parser's, not the user's)
+PROVISION_DEFAULTS = {"gpu_count": 1, "disk_gb": 50}
 
 
 def cmd_install(args: argparse.Namespace) -> int:

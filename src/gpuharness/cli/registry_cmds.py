@@ -5,19 +5,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gpuharness.audit.billed import registry_intervals
 from gpuharness.cli import emit, existing_registry, show
 from gpuharness.cli.arguments import non_negative, whole
 from gpuharness.core import schema
-from gpuharness.core.billing import Interval, billed_intervals
 from gpuharness.core.clock import now_ts, utcnow
 from gpuharness.core.economics import keep_alive
 from gpuharness.core.errors import UserError
 from gpuharness.core.job_line import JobLine
-from gpuharness.core.journal import read_entries
 from gpuharness.core.jsonl import read_records
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.policy import Policy
@@ -194,14 +192,6 @@ def cmd_spend(args: argparse.Namespace) -> int:
 
 def _usd(value: float) -> str:
     return f"-${-value:,.4f}" if value < 0 else f"${value:,.4f}"
-
-
-def registry_intervals(registry: Registry, now: datetime) -> dict[str, list[Interval]]:
-    """The billed intervals of the registry's deployments, from its journal."""
-    journal = list(read_entries(registry.journal_path))
-    from gpuharness.providers.factory import stopped_storage_rates
-
-    return billed_intervals(registry.deployments(), journal, now, stopped_storage_rates(registry.providers()))
 
 
 def cmd_economics(args: argparse.Namespace) -> int:

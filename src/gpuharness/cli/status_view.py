@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuharness.cli.registry_cmds import registry_intervals
+from gpuharness.audit.billed import registry_intervals
 from gpuharness.core.clock import now_ts, utcnow
 from gpuharness.core.deployment import Deployment, live_burn
 from gpuharness.core.job_line import JobLine
@@ -21,6 +21,7 @@ from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.core.spend import billed_today_and_month, spend_book
 from gpuharness.core.terminal import escape
+from gpuharness.health.gate import next_step
 from gpuharness.operations.rate_changes import last_rate_changes, rate_note
 
 COLUMNS = ("id", "provider", "instance", "gpu", "status", "$/hr", "created", "shutdown rule", "note")
@@ -74,6 +75,9 @@ def render(registry: Registry, *, show_all: bool) -> str:
         console.print("(no deployments)" if not deployments else "(no live deployments)")
     console.print(f"live burn ${burn:,.3f}/hr on {live} billing deployment(s); today ${billed_today(registry):,.2f} "
                   f"billed{against}" + (f"; {hidden} destroyed hidden (--all shows them)" if hidden else ""))
+    for deployment in shown:  # where one is not ready, the command that moves it on
+        if deployment.status not in ("ready", "destroyed"):
+            console.print(Text(escape(f"next for {deployment.id}: {next_step(deployment)}")))
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines()).strip("\n")
 
 

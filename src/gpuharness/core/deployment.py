@@ -266,6 +266,14 @@ class Deployment:
             not self.instance_id or (self.ssh_route is None and self.endpoint is None))
 
     @property
+    def never_came_up(self) -> bool:
+        """Its launch was recorded and its instance never reached running with a route (SSH or endpoint): a
+        `provision` cut short by --up-deadline or a crash. `provision --resume ID` waits for it again; destroy ends
+        it (core.lifecycle.resume_or_destroy)."""
+        return (not self.is_serverless and self.status in ("provisioning", "error") and self.ssh_route is None
+                and self.endpoint is None)
+
+    @property
     def shutdown_deadline(self) -> datetime | None:
         """The moment its shutdown rule ends it at the latest: the deadline or created_at + max_hours, whichever
         is first (idle minutes depend on activity, not on the clock, so they set no deadline)."""

@@ -10,7 +10,8 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry, append_entry, read_journal
 from gpuharness.core.registry import Registry
 
-__all__ = ["ALLOWED", "BILLING", "LIVE", "STATES", "allowed", "journal", "live_burn", "read_journal", "transition"]
+__all__ = ["ALLOWED", "BILLING", "LIVE", "STATES", "allowed", "journal", "live_burn", "read_journal",
+           "resume_or_destroy", "transition"]
 
 #: The only table of allowed transitions. `error` is reachable from every state but destroyed.
 ALLOWED: dict[str, frozenset[str]] = {
@@ -23,9 +24,16 @@ ALLOWED: dict[str, frozenset[str]] = {
     "retrieving": frozenset({"ready", "destroying"}),
     "destroying": frozenset({"destroyed"}),
     "stopped": frozenset({"health-checking", "destroying"}),
-    "error": frozenset({"installing", "configuring", "health-checking", "destroying"}),
+    # error -> provisioning: `provision --resume ID` waits again for an instance that never came up
+    "error": frozenset({"provisioning", "installing", "configuring", "health-checking", "destroying"}),
     "destroyed": frozenset(),
 }
+
+
+def resume_or_destroy(deployment_id: str) -> str:
+    """The way on for a deployment whose instance never came up (no route recorded): wait for it again, or end it."""
+    return (f"`gpuharness provision --resume {deployment_id}` waits for it again (--up-deadline SECONDS), or "
+            f"`gpuharness destroy {deployment_id} --confirm {deployment_id}` ends it")
 
 
 def allowed(current: str, target: str) -> bool:

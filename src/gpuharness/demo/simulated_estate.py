@@ -7,6 +7,7 @@ import os
 import secrets
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -126,24 +127,37 @@ class SimulatedEstate:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def suite(self, name: str, args: list[str], report: Path | None = None, timeout_s: float = 300) -> int:
+    def suite(self, name: str, args: list[str], report: Path | None = None, timeout_s: float = 300,
+              on_line: Callable[[str], None] | None = None) -> int:
         """Run a check suite as a pytest subprocess (with an HTML report when asked); its output goes to
-        <report dir>/<name>.log."""
+        <report dir>/<name>.log, and each of its lines to on_line as it is printed (the demo's progress)."""
         command = suite_command(name, ["-q", "--no-header", "--registry", str(self.registry.root), *args])
         if report is not None:
             command += [f"--html={report}", "--self-contained-html"]
         log = (report.parent if report is not None else self.root) / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            completed = subprocess.run(command, env=self.env, cwd=self.root, capture_output=True, text=True,
-                                       timeout=timeout_s)
-        except subprocess.TimeoutExpired as exc:
-            partial = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
-                       for x in (exc.stdout, exc.stderr)]
-            log.write_text(core_secrets.redact("".join(partial) + f"\nkilled after {timeout_s:g} s\n"))
-            return 124
-        log.write_text(core_secrets.redact(completed.stdout + completed.stderr))
-        return completed.returncode
+        lines: list[str] = []
+        with subprocess.Popen(command, env=self.env, cwd=self.root, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace") as process:
+            expired = threading.Event()
+
+            def expire() -> None:
+                expired.set()
+                process.kill()
+
+            timer = threading.Timer(timeout_s, expire)
+            timer.start()
+            try:
+                for line in process.stdout or ():
+                    lines.append(line)
+                    if on_line is not None:
+                        on_line(line.rstrip("\n"))
+                code = process.wait()
+            finally:
+                timer.cancel()
+        killed = expired.is_set()
+        log.write_text(core_secrets.redact("".join(lines) + (f"\nkilled after {timeout_s:g} s\n" if killed else "")))
+        return 124 if killed else code
 
     def cli(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
         """Run `gpuharness ARGS` against this estate's registry, as a subprocess."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
@@ -16,6 +17,7 @@ from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 from gpuharness.core.secrets import redact
 from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
+from gpuharness.demo.steps import Steps
 from gpuharness.diagnose import REMEDIES
 from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy
@@ -24,6 +26,7 @@ from gpuharness.operations.provision import ProvisionRequest, provision
 from gpuharness.operations.reap import reap
 from gpuharness.operations.retrieve import retrieve
 from gpuharness.operations.run import run_job, spend_line
+from gpuharness.pytest_plugin.suites import STEP_PREFIX
 
 GOOD = "dep_h3_vast_01"
 OOM = "dep_h3_runpod_01"
@@ -73,11 +76,12 @@ class Summary:
         return "\n".join(lines)
 
 
-def run_demo(*, workdir: str | Path | None = None, suites: bool = True) -> Summary:
+def run_demo(*, workdir: str | Path | None = None, suites: bool = True, steps: Steps | None = None) -> Summary:
     """Provision three deployments on two simulated providers, take one through the whole lifecycle, let one fail
     its test generation with an injected CUDA OOM and one its GPU's performance (a power-capped card), then run the
-    health, audit and plan suites."""
+    health, audit and plan suites. Each phase prints its step header as it starts (`steps`, on stderr)."""
     started = time.monotonic()
+    steps = steps if steps is not None else Steps(7 if suites else 4)
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="gpuharness-demo-"))
     registry = Registry(root / ".pi" / "gpu")
     if registry.path("deployments.json").exists() and registry.deployments():
@@ -87,7 +91,7 @@ def run_demo(*, workdir: str | Path | None = None, suites: bool = True) -> Summa
     reports.mkdir(parents=True, exist_ok=True)
     with SimulatedEstate(root, host_faults={OOM: "oom", CAPPED: "power_capped"}) as estate:
         try:
-            _lifecycle(estate, summary, reports, suites)
+            _lifecycle(estate, summary, reports, suites, steps)
         except UserError as exc:
             summary.problems.append(exc.line())
         finally:
@@ -96,19 +100,30 @@ def run_demo(*, workdir: str | Path | None = None, suites: bool = True) -> Summa
         for name, args in (("audit", []), ("plan", ["--plan", str(root / "plan.json"),
                                                     "--cassettes", str(root / "cassettes")])):
             report = reports / f"{name}.html"
-            summary.suites[name] = estate.suite(name, args, report)
+            steps.begin(f"the {name} suite (pytest checks/{name})")
+            summary.suites[name] = estate.suite(name, args, report, on_line=suite_progress(steps))
             summary.reports[name] = str(report)
             if summary.suites[name] not in (0, 1):
                 summary.problems.append(f"the {name} suite did not run (exit {summary.suites[name]}); see "
                                         f"{reports / (name + '.log')}")
+    steps.end()
     summary.seconds = time.monotonic() - started
     return summary
 
 
-def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites: bool) -> None:
+def suite_progress(steps: Steps) -> Callable[[str], None]:
+    """A suite's own step headers (`gpuharness step N/M: ...`) as the progress of the demo's step."""
+    def note(line: str) -> None:
+        if line.startswith(STEP_PREFIX):
+            steps.note(line.removeprefix(STEP_PREFIX).strip())
+    return note
+
+
+def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites: bool, steps: Steps) -> None:
     ctx, registry, root = estate.ctx, estate.registry, estate.root
     plan = ((GOOD, "vast", "RTX 4090", 0.40), (OOM, "runpod", "NVIDIA GeForce RTX 5090", 0.94),
             (CAPPED, "vast", "RTX 4090", 0.40))
+    steps.begin(f"provision, install and configure {len(plan)} deployments on two simulated providers")
     for dep_id, provider, gpu, cost in plan:
         result = provision(ctx, ProvisionRequest(
             provider=provider, gpu=gpu, image="ghcr.io/example/comfyui-h3:1.0", cost_hr=cost, runtime="comfyui",
@@ -120,9 +135,12 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
         install(ctx, dep_id, deadline_s=60)
         configure(ctx, dep_id, deadline_s=60)
         summary.steps.append(f"installed (sha256-verified) and configured {dep_id}")
+        steps.note(f"{dep_id} configured")
     health_report = reports / "health.html"
+    steps.begin("the health suite, live: probe, test generation and GPU measurement of each deployment")
     summary.suites["health"] = estate.suite("health", ["--gpu-mode", "live", "--deployment", GOOD, "--deployment", OOM,
-                                                    "--deployment", CAPPED], health_report)
+                                                    "--deployment", CAPPED], health_report,
+                                            on_line=suite_progress(steps))
     summary.reports["health"] = str(health_report)
     if summary.suites["health"] not in (0, 1):
         raise UserError(f"the health suite did not run (pytest exit {summary.suites['health']})",
@@ -142,6 +160,7 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
     if cause != "cuda_oom":
         summary.problems.append(f"{OOM}'s failure was classified {cause!r}, expected cuda_oom")
     _capped(estate, summary)
+    steps.begin(f"run {len(PROMPTS)} jobs on {GOOD}, then retrieve their artifacts over SFTP")
     ctx.say(spend_line(ctx))
     for prompt in PROMPTS:
         job = run_job(ctx, GOOD, inputs={"text": prompt}, poll_s=0.05)
@@ -150,6 +169,7 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
     summary.artifacts = [f"{a['uri']} sha256 {str(a['sha256'])[:16]}…" for a in synced.synced]
     summary.steps.append(f"ran {len(summary.jobs)} jobs on {GOOD}; retrieved {len(synced.synced)} artifact(s) "
                          f"over SFTP ({synced.bytes_transferred:,} bytes, checksummed)")
+    steps.begin("reap (a dry run), then destroy every deployment")
     decisions = reap(ctx)  # a dry run: observes and explains, acts on nothing
     for d in decisions:
         why = [a for a in d.arithmetic if a.startswith(("idle ", "decision:"))]
@@ -158,6 +178,7 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
         destroy(ctx, dep_id, confirm=dep_id)
     summary.steps.append(f"destroyed {GOOD}, {OOM} and {CAPPED} (verified by listing; all kept as history)")
     if suites:
+        steps.begin("make a plan for the next batch and rehearse it against the simulator")
         _make_plan(estate)
         summary.steps.append("made a plan for the next batch, rehearsed against the simulator into a cassette")
     lines = list(Ledger(registry.ledger_path).records())

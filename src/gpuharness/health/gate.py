@@ -54,10 +54,19 @@ def conclude(registry: Registry, deployment_id: str, results: Mapping[str, Check
         deployment = registry.deployment(deployment_id)
         decision = decide(results, table, serverless=deployment.is_serverless)
         status = deployment.status
+        if status in ("error", "stopped") and not deployment.never_came_up and decision.verdict is Verdict.READY:
+            # the same health run that gates a new deployment brings one back from error (a bad input, a fixed host)
+            lifecycle.transition(registry, deployment_id, "health-checking", route=evidence.route,
+                                 note="health run on a deployment in error: every check passes",
+                                 next_action=gate_command(deployment_id))
+            return _mark_ready(registry, deployment_id, results, evidence, table)
         if status not in AWAITING:
             verdict = "failed" if decision.failures else "passed"
-            return (f"{deployment_id}: health {verdict}; status {status} left as is "
-                    "(only health-checking deployments are gated)")
+            way_on = (f"fix what the failed checks name, or `gpuharness destroy {deployment_id} --confirm "
+                      f"{deployment_id}`" if status in ("error", "stopped") and not deployment.never_came_up
+                      else next_step(deployment))
+            return (f"{deployment_id}: health {verdict}; status {status} left as is (only health-checking "
+                    f"deployments are gated, and error or stopped ones that pass); next: {way_on}")
         if decision.verdict is Verdict.NOT_JUDGED and decision.decisive is not None:
             name, result = decision.decisive
             return (f"{deployment_id}: NOT judged: {name}: {result.cause} (a recording, route, verified host key or "
@@ -72,6 +81,33 @@ def conclude(registry: Registry, deployment_id: str, results: Mapping[str, Check
         return _mark_ready(registry, deployment_id, results, evidence, table)
     except UserError as exc:
         return f"{deployment_id}: not changed: {exc.line()}"
+
+
+#: The way on from each state of a deployment that came up (see next_step).
+_WAY_ON: Final = {
+    "provisioning": "`gpuharness install {id}`",
+    "installing": "`gpuharness install {id}` (an install cut short starts over)",
+    "configuring": "`gpuharness configure {id}`",
+    "ready": "`gpuharness run {id} --inputs JSON`",
+    "running": ("wait for the job it runs (its ledger line shows it); a job whose run process died is marked "
+                "interrupted by the next run on it"),
+    "retrieving": "`gpuharness retrieve {id} --to outputs` (a retrieval cut short carries on)",
+    "stopped": ("start it at its provider (a passing health run then brings it back to ready), or "
+                "`gpuharness destroy {id} --confirm {id}`"),
+    "destroying": "`gpuharness destroy {id} --confirm {id}` (a destroy cut short carries on)",
+    "error": ("`{gate}` (a passing run brings it back to ready), or `gpuharness destroy {id} --confirm {id}`"),
+    "destroyed": "nothing: it is kept as history; `gpuharness provision` a new one",
+}
+
+
+def next_step(deployment: Deployment) -> str:
+    """The command that moves a deployment on from its state: never the one that just refused it, never an edit
+    of a state file. One whose instance never came up is resumed or destroyed."""
+    if deployment.never_came_up:
+        return lifecycle.resume_or_destroy(deployment.id)
+    gate = gate_command(deployment.id)
+    way = _WAY_ON.get(deployment.status, f"`{gate}`")
+    return way.format(id=deployment.id, gate=gate)
 
 
 def _record_failure(registry: Registry, deployment: Deployment, decisive: tuple[str, CheckResult],

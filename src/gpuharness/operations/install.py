@@ -13,7 +13,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.lifecycle import transition
 from gpuharness.core.policy import Policy
 from gpuharness.core.runtimes import DEFAULT_OUTPUTS
-from gpuharness.health.gate import gate_command
+from gpuharness.health.gate import gate_command, next_step
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify, transport_failure
 from gpuharness.operations.phase_output import PhaseOutput
@@ -167,8 +167,10 @@ def install(ctx: Context, deployment_id: str, *, deadline_s: float = 1800.0) -> 
     """Download and verify the model files (one exec); provisioning -> installing -> configuring."""
     deployment = ctx.registry.deployment(deployment_id)
     if deployment.is_serverless or deployment.ssh_route is None:
-        raise UserError(f"{deployment_id} has no SSH route (serverless endpoint?)", place=deployment_id,
-                        hint="serverless endpoints are health-checked directly: pytest checks/health")
+        raise UserError(f"{deployment_id} has no SSH route" + (": its instance never came up" if
+                        deployment.never_came_up else " (a serverless endpoint, or a host without one)"),
+                        place=deployment_id, hint=next_step(deployment) if deployment.never_came_up else
+                        f"nothing to install on it; next: `{gate_command(deployment_id)}`")
     model = _model(ctx, deployment.model)
     files = list(model["files"]) if model else []
     missing = [f["path"] for f in files if not f.get("url")]
@@ -196,7 +198,7 @@ def configure(ctx: Context, deployment_id: str, *, deadline_s: float = 900.0) ->
     deployment = ctx.registry.deployment(deployment_id)
     if deployment.status != "configuring":
         raise UserError(f"{deployment_id} is {deployment.status}, configure needs `configuring`",
-                        place=deployment_id, hint=f"run `gpuharness install {deployment_id}` first")
+                        place=deployment_id, hint=f"next: {next_step(deployment)}")
     workflow = workflow_manifest(ctx, deployment.workflow)
     lines, duration, failed = _run_phase(ctx, deployment, "configure",
                                          configure_script(deployment.workspace, workflow), deadline_s)

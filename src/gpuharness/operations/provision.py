@@ -12,7 +12,7 @@ from gpuharness.core.deployment import Deployment, ShutdownRule, SshAccess, live
 from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry, read_entries
 from gpuharness.core.ledger import Ledger
-from gpuharness.core.lifecycle import journal, transition
+from gpuharness.core.lifecycle import journal, resume_or_destroy, transition
 from gpuharness.core.policy import Action, Policy, exceeds
 from gpuharness.core.registry import Registry
 from gpuharness.core.spend import today_and_month
@@ -305,6 +305,7 @@ def _reservation(ctx: Context, request: ProvisionRequest, capabilities: Capabili
     if request.cost_hr is None:
         raise UserError("the deployment this request matched changed while its price was read",
                         place="provision", hint="run the same provision again; nothing was launched")
+    _refuse_taken_id(ctx.registry, request, deployments)
     check_policy(ctx, request, kind, deployments)
     taken = {d.id for d in deployments}
     deployment = _new_deployment(ctx, request, capabilities, taken)
@@ -314,6 +315,19 @@ def _reservation(ctx: Context, request: ProvisionRequest, capabilities: Capabili
     if claim is None:
         raise ctx.registry.id_taken(deployment.id)
     return Reservation(deployment, claim, created=True)
+
+
+def _refuse_taken_id(registry: Registry, request: ProvisionRequest, deployments: list[Deployment]) -> None:
+    """--id of a deployment this request does not reuse is refused before the ceilings are counted (it would count
+    itself): one that never came up is resumed, not launched again."""
+    taken = next((d for d in deployments if d.id == request.deployment_id), None)
+    if taken is None:
+        return
+    way_on = (resume_or_destroy(taken.id) if taken.never_came_up
+              else "ids are never reused: pick another or omit --id; `gpuharness status` shows it")
+    raise UserError(f"deployment id {taken.id!r} already exists ({taken.status}"
+                    f"{', its instance never came up' if taken.never_came_up else ''})",
+                    path=registry.path("deployments.json"), hint=f"{way_on}; nothing was launched")
 
 
 def live_launcher(registry: Registry, deployment_id: str) -> int | None:
@@ -344,7 +358,10 @@ def _refuse_live_launcher(ctx: Context, deployment: Deployment) -> None:
 def _priced(ctx: Context, entry: dict[str, Any], request: ProvisionRequest) -> ProvisionRequest:
     """No --cost-hr: a deployment this request would reuse or resume keeps its price (no provider call);
     otherwise the cheapest offer is accepted (see accepted_price)."""
-    match = find_reusable(ctx.registry.deployments(), request)
+    deployments = ctx.registry.deployments()
+    match = find_reusable(deployments, request)
+    if match is None:
+        _refuse_taken_id(ctx.registry, request, deployments)
     price = match.cost_hr if match is not None else accepted_price(ctx, entry, request)
     return replace(request, cost_hr=price)
 
@@ -379,11 +396,11 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
         if deployment.is_serverless:  # the record answers from here on (runtime_on wrote it from the kind)
             return _register_endpoint(ctx, entry, deployment.id, text)
         instance = _launch(ctx, request, deployment, reservation.claim, up_deadline_s=up_deadline_s, poll_s=poll_s)
-        result = ProvisionResult(_record_instance(ctx, request, deployment.id, instance), False, text, instance)
+        result = ProvisionResult(record_instance(ctx, request, deployment.id, instance), False, text, instance)
     finally:
         if reservation.claim is not None:
             reservation.claim.release()
-    return _refuse_billed_above(ctx, request, result)
+    return refuse_billed_above(ctx, request, result)
 
 
 def stewarded(request: ProvisionRequest) -> ProvisionRequest:
@@ -463,10 +480,11 @@ def _launch(ctx: Context, request: ProvisionRequest, deployment: Deployment, cla
         try:
             return wait_until_up(ctx, provider, outcome.instance, serverless=False, deadline_s=up_deadline_s,
                                  poll_s=poll_s)
-        except UserError as exc:
+        except UserError as exc:  # it may still come up, and bills meanwhile: wait again, or end it
             transition(ctx.registry, deployment.id, "error", error=exc.what,
-                       next_action=f"gpuharness destroy {deployment.id} --confirm {deployment.id}")
-            raise
+                       next_action=f"gpuharness provision --resume {deployment.id}")
+            raise UserError(exc.what, place=exc.place, hint=f"it may be billing: {resume_or_destroy(deployment.id)}"
+                            ) from None
     finally:
         provider.close()
 
@@ -569,7 +587,7 @@ def _billed_price(ctx: Context, request: ProvisionRequest, deployment: Deploymen
     return cost_hr
 
 
-def _refuse_billed_above(ctx: Context, request: ProvisionRequest, result: ProvisionResult) -> ProvisionResult:
+def refuse_billed_above(ctx: Context, request: ProvisionRequest, result: ProvisionResult) -> ProvisionResult:
     """A launched instance the provider bills above the held limit is destroyed at once (with the destroy's
     disclosure), after the launch claim was released (destroy takes the same claim), and the provision fails."""
     deployment = result.deployment
@@ -582,7 +600,7 @@ def _refuse_billed_above(ctx: Context, request: ProvisionRequest, result: Provis
                     hint="pick a cheaper GPU or raise --cost-hr (and max_cost_hr); nothing is left running")
 
 
-def _record_instance(ctx: Context, request: ProvisionRequest, deployment_id: str, instance: Instance) -> Deployment:
+def record_instance(ctx: Context, request: ProvisionRequest, deployment_id: str, instance: Instance) -> Deployment:
     """The running instance's route, endpoint, region and billed price on the deployment, journaled."""
     ssh, fields = _ssh_access(ctx, request, instance)
     cost_hr = _billed_price(ctx, request, ctx.registry.deployment(deployment_id), instance)

@@ -18,7 +18,7 @@ from gpuharness.core.lifecycle import transition
 from gpuharness.core.policy import Action, Policy
 from gpuharness.core.registry import Registry
 from gpuharness.core.spend import today_and_month
-from gpuharness.health.gate import gate_command
+from gpuharness.health.gate import next_step
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify, refusal
 from gpuharness.operations.install import workflow_manifest
@@ -117,7 +117,20 @@ def mark_interrupted(ctx: Context, deployment_id: str | None = None) -> list[str
             if ctx.registry.deployment(dep_id).status == "running":
                 transition(ctx.registry, dep_id, "ready", note=f"run process died; interrupted {len(records)} job(s)",
                            next_action=f"gpuharness retrieve {dep_id}")
+    _settle_jobless(ctx, deployment_id, set(stale))
     return marked
+
+
+def _settle_jobless(ctx: Context, deployment_id: str | None, settled: set[str]) -> None:
+    """A deployment left `running` with no job line running on it (its run process died before writing one) and
+    no live run: back to ready, journaled."""
+    for deployment in ctx.registry.deployments():
+        if deployment.status != "running" or deployment.id in settled or deployment_id not in (None, deployment.id):
+            continue
+        if lock_is_free(ctx, deployment.id):
+            with contextlib.suppress(UserError):
+                transition(ctx.registry, deployment.id, "ready", note="left running with no job running on it: its "
+                           "run process died before the job's first line", next_action="run jobs")
 
 
 def next_job_id(ledger: Ledger) -> str:
@@ -240,7 +253,7 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
         deployment = registry.deployment(deployment_id)
         if deployment.status != "ready":
             raise UserError(f"{deployment_id} is {deployment.status}, not ready", place=deployment_id,
-                            hint=f"only a passing health run marks it ready: {gate_command(deployment_id)}")
+                            hint=f"only a passing health run marks it ready; next: {next_step(deployment)}")
         workflow = workflow_manifest(ctx, workflow_id or deployment.workflow)
         if workflow is None:
             raise UserError("no workflow given", place=deployment_id, hint="pass --workflow ID")

@@ -102,7 +102,8 @@ def current_bill(registry: Registry, mode: cassette.Mode, path: Path, since: dat
     entries = registry.providers()
     if mode is cassette.Mode.OFFLINE:
         return recorded_bill(path, entries, only=only)
-    since, until = since.replace(microsecond=0), until.replace(microsecond=0)  # what the metadata keeps exactly
+    # whole seconds, which the metadata keeps exactly; until rounds up, so what billed before now stays in
+    since, until = since.replace(microsecond=0), until.replace(microsecond=0) + timedelta(seconds=until.microsecond > 0)
     chosen, skipped = billed_entries(entries, only)
     factory = adapter_factory(deadline_s=deadline_s)
     if mode is cassette.Mode.LIVE:

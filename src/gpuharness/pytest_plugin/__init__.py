@@ -22,6 +22,7 @@ FAMILIES: tuple[str, ...] = (
     "gpuharness.pytest_plugin.plan",
     "gpuharness.pytest_plugin.inventory",
     "gpuharness.pytest_plugin.health",
+    "gpuharness.pytest_plugin.steps",
 )
 
 MODES = ("offline", "live", "record")

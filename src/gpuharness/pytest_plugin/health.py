@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from gpuharness.probe import targets
 from gpuharness.probe.session import ProbeSession
 from gpuharness.providers.cassette import Mode
 from gpuharness.pytest_plugin import cassette_dir, registry_root
-from gpuharness.pytest_plugin.health_target import PROPERTY, HealthTarget
+from gpuharness.pytest_plugin.health_target import FACTS, FACTS_SECTION, PROPERTY, HealthTarget
 from gpuharness.pytest_plugin.reports import run_report
 from gpuharness.pytest_plugin.verdicts import health_row, health_table
 from gpuharness.runtimes.comfyui.workflow_fit import catalog_fetch
@@ -144,6 +144,18 @@ def health(request: pytest.FixtureRequest, health_deployment_id: str) -> Iterato
     yield HealthTarget(deployment=deployment, registry=registry, policy=Policy(registry.policy_document()),
                        mode=session.mode, cassettes=session.cassettes, record=record, node=request.node,
                        model=model, workflow=workflow)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A health check's report shows the facts it judged, passing or failing (instead of "No log output
+    captured"): a section of the call's report, which the HTML report and -rA print."""
+    report = yield
+    facts = [str(value) for name, value in item.user_properties if name == FACTS]
+    if report.when == "call" and facts:
+        report.sections.append((FACTS_SECTION, "\n".join(facts)))
+    return report
 
 
 def _message(report: pytest.TestReport) -> str:

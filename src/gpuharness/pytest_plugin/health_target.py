@@ -22,6 +22,7 @@ from gpuharness.core.registry import Registry
 from gpuharness.core.terminal import shown
 from gpuharness.gpu import performance
 from gpuharness.health import rules
+from gpuharness.health.gate import next_step
 from gpuharness.probe import server_catalog, targets
 from gpuharness.probe.facts import ProbeResult, ProbeTargets
 from gpuharness.probe.probing import ProbeRecord, ProgressObservation
@@ -33,6 +34,10 @@ from gpuharness.runtimes.comfyui.workflow_fit import WorkflowFit
 from gpuharness.runtimes.endpoint import runtime_client
 
 PROPERTY: Final = "gpuharness_health"
+#: the report property that carries what a check judged (HealthTarget.facts)
+FACTS: Final = PROPERTY + "_facts"
+#: the title of the section of a check's report that shows them
+FACTS_SECTION: Final = "gpuharness: the facts judged"
 
 
 class HealthWarning(UserWarning):
@@ -59,6 +64,11 @@ class HealthTarget:
     @property
     def id(self) -> str:
         return self.deployment.id
+
+    @property
+    def next_step(self) -> str:
+        """The command that moves the deployment on from its state (health.gate.next_step)."""
+        return next_step(self.deployment)
 
     @property
     def probe_targets(self) -> ProbeTargets:
@@ -128,8 +138,14 @@ class HealthTarget:
         """The workflow's test generation against the runtime (live, recorded or replayed per mode)."""
         return generation(self)
 
+    def facts(self, text: str) -> None:
+        """Record what the check judged, passing or not: its report's section "the facts judged" (the HTML
+        report, -rA) and its report properties (JUnit)."""
+        self.node.user_properties.append((FACTS, shown(f"{self.id}: {text}")))
+
     def fail(self, verdict: rules.Verdict) -> NoReturn:
         """Fail the check with the verdict's message; its cause goes to the gate with the report."""
+        self.facts(verdict.message)
         self.node.user_properties.append((PROPERTY + "_cause", verdict.cause))
         pytest.fail(shown(f"{self.id}: {verdict.message}"), pytrace=False)
 
@@ -138,6 +154,8 @@ class HealthTarget:
         verdict's warnings are reported."""
         for text in verdict.warnings:
             self.warn(text)
+        if verdict.ok:
+            self.facts(verdict.message)
         if verdict.skip:
             pytest.skip(shown(verdict.message))
         if not verdict.ok:
@@ -155,8 +173,11 @@ def judge_workflow(target: HealthTarget) -> WorkflowFit | None:
 def _client(target: HealthTarget) -> PhaseHttp:
     client = runtime_client(target.deployment, target.registry)
     if client is None:
-        target.fail(rules.failed("no_endpoint", "no endpoint recorded for the service; set `endpoint` in "
-                                 "deployments.json (e.g. http://HOST:8188)"))
+        deployment = target.deployment
+        way_on = (target.next_step if deployment.never_came_up else "its provider reported no HTTP port for "
+                  "it when it came up: provision one whose image publishes the runtime's port, and "
+                  f"`gpuharness destroy {deployment.id} --confirm {deployment.id}` this one")
+        target.fail(rules.failed("no_endpoint", f"no endpoint recorded for the service; {way_on}"))
     return client
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 from gpuharness.core.errors import UserError
 
 SUITES = ("health", "audit", "plan")
+#: how a suite's step header starts (pytest_plugin.steps): `grep '^gpuharness step'` reads a run's phases
+STEP_PREFIX = "gpuharness step"
 
 
 def checks_root() -> Path:

@@ -1,0 +1,82 @@
+"""A step header per phase of a check suite's run, as it happens: what was collected, each deployment as its
+checks start (checks/health: its probe is taken then), and the verdict. Plain lines through pytest's terminal writer
+(a terminal, a CI log, a pipe alike), between pytest's own live progress; nothing for a run that is not a check
+suite (the project's tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuharness.core.terminal import shown
+from gpuharness.pytest_plugin.reports import suite_name
+from gpuharness.pytest_plugin.suites import STEP_PREFIX as PREFIX
+
+
+def deployment_of(item: pytest.Item) -> str | None:
+    """The deployment a health check's item judges (its `health_deployment_id` parameter), if any."""
+    callspec = getattr(item, "callspec", None)
+    value = callspec.params.get("health_deployment_id") if callspec is not None else None
+    return str(value) if value else None
+
+
+class SuiteSteps:
+    """Counts the phases once collection is done (collect, each deployment or the checks, the verdict) and writes
+    the header of each as it starts."""
+
+    def __init__(self, config: pytest.Config, suite: str) -> None:
+        self.config = config
+        self.suite = suite
+        self.deployments: dict[str, int] = {}  # deployment -> its number of checks, in collection order
+        self.items = 0
+        self.started: set[str] = set()
+        self.step = 0
+
+    @property
+    def total(self) -> int:
+        return 2 + max(1, len(self.deployments))
+
+    def header(self, text: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        self.step += 1
+        reporter.ensure_newline()
+        if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):  # after -q's dots
+            reporter.write("\n")
+        reporter.write_line(shown(f"{PREFIX} {self.step}/{self.total}: {self.suite}: {text}"), bold=True)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.items = len(session.items)
+        for item in session.items:
+            deployment = deployment_of(item)
+            if deployment is not None:
+                self.deployments[deployment] = self.deployments.get(deployment, 0) + 1
+        mode = self.config.getoption("--gpu-mode")
+        whom = (f" of {len(self.deployments)} deployment(s): {', '.join(self.deployments)}"
+                if self.deployments else "")
+        self.header(f"collected {self.items} check(s){whom} ({mode})")
+        if not self.deployments:
+            self.header(f"running {self.items} check(s)")
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        deployment = next((d for d in self.deployments if nodeid.endswith(f"[{d}]")), None)
+        if deployment is None or deployment in self.started:
+            return
+        self.started.add(deployment)
+        self.header(f"probing {deployment} for its {self.deployments[deployment]} checks")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self.step = self.total - 1
+        self.header("the ready gate's verdict" if self.deployments else "the verdict")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or config.pluginmanager.has_plugin("gpuharness-steps"):
+        return
+    suite = suite_name([str(a) for a in config.args], Path(config.invocation_params.dir))
+    if suite is not None:
+        config.pluginmanager.register(SuiteSteps(config, suite), "gpuharness-steps")
