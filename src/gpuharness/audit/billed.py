@@ -6,13 +6,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from gpuharness.core.billing import Interval, billed_intervals
-from gpuharness.core.journal import read_journal
+from gpuharness.core.journal import read_entries
 from gpuharness.core.registry import Registry
 
 
 def registry_intervals(registry: Registry, now: datetime) -> dict[str, list[Interval]]:
     """The billed intervals of the registry's deployments, from its journal."""
-    journal = list(read_journal(registry.journal_path)) if registry.journal_path.exists() else []
+    journal = list(read_entries(registry.journal_path))
     from gpuharness.providers.factory import stopped_storage_rates
 
     return billed_intervals(registry.deployments(), journal, now, stopped_storage_rates(registry.providers()))

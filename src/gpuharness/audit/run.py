@@ -93,12 +93,10 @@ class AuditRun:
     anchor: str = anchor.UNANCHORED
     #: the providers' configured credentials (credential_env), whose values must be nowhere in what is audited
     credentials: tuple[Credential, ...] = ()
-    #: each deployment's journal entries: (line number, from, to)
+    #: each deployment's well-formed journal entries, in order, with their line numbers
     journal_entries: dict[str, list[NumberedEntry]] = field(default_factory=lambda: defaultdict(list))
     #: deployments.json's deployments, as found (read once, by deployments())
     found: list[Deployment] | None = None
-    #: the journal's well-formed entries, in order: what the billed intervals are read from
-    journal: list[dict[str, Any]] = field(default_factory=list)
     #: billed and used spend per (UTC day, provider, GPU, deployment): what the spend ceilings read
     book: dict[RowKey, Spent] = field(default_factory=dict)
 
@@ -165,6 +163,10 @@ class AuditRun:
         doc = self.documents.get(file_name) or {}
         items = doc.get(key or "", []) if key else []
         return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+    def journal(self) -> list[JournalEntry]:
+        """The journal's well-formed entries, each deployment's in order: what the billed intervals are read from."""
+        return [entry for entries in self.journal_entries.values() for _, entry in entries]
 
     def deployments(self) -> list[Deployment]:
         """The deployments as found (Deployment.as_found: a malformed field reads as missing), read once."""
@@ -262,7 +264,6 @@ def _journal_line(run: AuditRun, lineno: int, raw: bytes, known: set[str], last:
                 "in deployments.json: history was deleted; restore the deployment (status destroyed, "
                 "with destroyed_at)")
     run.journal_entries[deployment].append((lineno, entry))
-    run.journal.append(line)
     moment = _ts(entry.ts)
     if moment is not None and moment > last.get(deployment, 0.0):
         last[deployment] = moment
@@ -469,7 +470,7 @@ def billed_book(run: AuditRun) -> dict[RowKey, Spent]:
         from gpuharness.providers.factory import stopped_storage_rates
 
         storage = stopped_storage_rates(run.items("providers.json"))
-    intervals = billed_intervals(deployments, run.journal, run.now, storage)
+    intervals = billed_intervals(deployments, run.journal(), run.now, storage)
     used = {row_of(name): amount for name, amount in run.state.aggregates.get(cp.ROW, {}).items()}
     return bill(used, intervals)
 

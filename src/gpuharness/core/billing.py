@@ -15,6 +15,7 @@ from typing import Any, Final, final
 
 from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.deployment import BILLING, Deployment
+from gpuharness.core.journal import JournalEntry
 
 #: The journal marker's `event` for a new rate on a live deployment.
 RATE_CHANGE: Final = "rate-change"
@@ -113,9 +114,9 @@ class _Meter:
             self.intervals.append(Interval(d.id, d.provider, d.gpu or "?", self.since, at, cost_hr, self.kind))
         self.since = None
 
-    def read(self, entry: Mapping[str, Any], at: datetime) -> None:
-        to_state, from_state = entry.get("to"), entry.get("from")
-        change = rate_of(entry.get("marker"))
+    def read(self, entry: JournalEntry, at: datetime) -> None:
+        to_state, from_state = entry.to_state, entry.from_state
+        change = rate_of(entry.marker)
         if change is not None:
             if self.since is not None and self.kind == "instance":
                 self.close(at)
@@ -126,22 +127,22 @@ class _Meter:
             if to_state == "stopped":
                 self.open(at, "storage")
         elif to_state in BILLING and (self.since is None or self.kind == "storage") and (
-                (entry.get("target_id") and not self.launched) or from_state == "stopped"):
+                (entry.target_id and not self.launched) or from_state == "stopped"):
             self.close(at)
             self.launched = True
             self.open(at, "instance")
 
 
-def _initial_rate(deployment: Deployment, entries: list[Mapping[str, Any]]) -> float:
+def _initial_rate(deployment: Deployment, entries: list[JournalEntry]) -> float:
     """The launch rate: the previous rate of the first rate change, else the deployment's cost_hr."""
     for entry in entries:
-        change = rate_of(entry.get("marker"))
+        change = rate_of(entry.marker)
         if change is not None:
             return change[1] if change[1] is not None else deployment.cost_hr
     return deployment.cost_hr
 
 
-def deployment_intervals(deployment: Deployment, entries: list[Mapping[str, Any]], now: datetime,
+def deployment_intervals(deployment: Deployment, entries: list[JournalEntry], now: datetime,
                          storage_usd_gb_month: float = 0.0) -> list[Interval]:
     """The billed segments of one deployment from its journal entries (in journal order). Without any entry, one
     segment from created_at to destroyed_at (or now while it bills). Serverless endpoints have none: their jobs
@@ -151,7 +152,7 @@ def deployment_intervals(deployment: Deployment, entries: list[Mapping[str, Any]
     meter = _Meter(deployment, _initial_rate(deployment, entries), [],
                    storage_usd_gb_month=storage_usd_gb_month)
     for entry in entries:
-        at = _moment(entry.get("ts"))
+        at = _moment(entry.ts)
         if at is not None:
             meter.read(entry, at)
     if not entries and deployment.instance_id and deployment.created_at and deployment.status != "stopped":
@@ -164,13 +165,13 @@ def deployment_intervals(deployment: Deployment, entries: list[Mapping[str, Any]
     return meter.intervals
 
 
-def billed_intervals(deployments: Iterable[Deployment], journal: Iterable[Mapping[str, Any]],
+def billed_intervals(deployments: Iterable[Deployment], journal: Iterable[JournalEntry],
                      now: datetime, storage: Mapping[str, float] | None = None) -> dict[str, list[Interval]]:
     """Every deployment's billed segments (serverless ones and those with nothing billed are left out); storage:
     $ per GB-month of a stopped volume, per providers.json name."""
-    by_deployment: dict[str, list[Mapping[str, Any]]] = {}
+    by_deployment: dict[str, list[JournalEntry]] = {}
     for entry in journal:
-        by_deployment.setdefault(str(entry.get("deployment")), []).append(entry)
+        by_deployment.setdefault(entry.deployment, []).append(entry)
     out: dict[str, list[Interval]] = {}
     for deployment in deployments:
         found = deployment_intervals(deployment, by_deployment.get(deployment.id, []), now,

@@ -11,7 +11,8 @@ from typing import Any, final
 from gpuharness.core import schema
 from gpuharness.core.clock import now_ts
 from gpuharness.core.deployment import Deployment
-from gpuharness.core.jsonl import append_record, read_records
+from gpuharness.core.errors import UserError
+from gpuharness.core.jsonl import append_record, read_numbered, read_records
 from gpuharness.core.revision import source_revision
 
 _SAME: Any = object()
@@ -73,5 +74,19 @@ def append_entry(path: Path, entry: JournalEntry) -> None:
 
 
 def read_journal(path: Path) -> Iterator[dict[str, Any]]:
-    """Stream the journal; a torn final line is skipped, a broken one is a one-line error."""
+    """Stream the journal's lines as written (what a test or a tool that shows the file reads); a torn final line
+    is skipped, a broken one is a one-line error. The product reads the typed entries: read_entries."""
     return read_records(path, what="journal line")
+
+
+def read_entries(path: Path) -> Iterator[JournalEntry]:
+    """Stream the journal as JournalEntry, each line checked against transition.schema.json first (a line it
+    refuses is a one-line error naming the file and the line; `gpuharness audit` lists every one); a torn final
+    line is skipped."""
+    for lineno, line in read_numbered(path, what="journal line"):
+        errors, _ = schema.check("transition", line)
+        if errors:
+            raise UserError(f"a journal line transition.schema.json refuses: {errors[0].message}", path=path,
+                            place=f"{lineno}:{errors[0].json_path}",
+                            hint="`gpuharness audit` lists every such line; move it out or mend it")
+        yield JournalEntry.from_json(line)

@@ -4,7 +4,7 @@ a field (a computed message, a rounded figure) keeps its own."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -19,6 +19,22 @@ class JsonFields:
         """The record as JSON values."""
         encoded: dict[str, Any] = _lists(msgspec.to_builtins(self))
         return encoded
+
+
+class KindJsonFields(JsonFields):
+    """Mixin for a dataclass that reconcile reports (an orphan, a vanished deployment...): its JSON is
+    `{"kind": KIND, each field under its own name, "message": message()}`."""
+
+    __slots__ = ()
+    KIND: ClassVar[str]
+
+    def message(self) -> str:
+        """What it is and what to do, in one line."""
+        raise NotImplementedError
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON values, its kind first and its message last."""
+        return {"kind": self.KIND, **JsonFields.to_json(self), "message": self.message()}
 
 
 def _lists(value: Any) -> Any:

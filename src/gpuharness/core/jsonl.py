@@ -96,6 +96,11 @@ def read_records(path: Path, *, what: str = "line") -> Iterator[dict[str, Any]]:
     """Stream the complete lines of a JSON Lines file as objects. A missing file is empty; a torn last line (a
     writer died mid-write) is not yet a record; a broken, too deep or too long line (core.regular_file's cap) is a
     one-line error naming it, as is anything but a regular file."""
+    return (record for _, record in read_numbered(path, what=what))
+
+
+def read_numbered(path: Path, *, what: str = "line") -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each complete line, as read_records reads them."""
     try:
         handle = regular_file.open_stream(path)
     except FileNotFoundError:
@@ -114,4 +119,4 @@ def read_records(path: Path, *, what: str = "line") -> Iterator[dict[str, Any]]:
             repeated = json_text.line_duplicate(raw, record)
             if repeated:
                 raise UserError(repeated, path=path, place=f"{lineno}:1", hint=f"keep one of them in that {what}")
-            yield record
+            yield lineno, record

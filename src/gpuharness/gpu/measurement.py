@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, final
 
+from gpuharness.core.json_fields import JsonFields
 from gpuharness.core.json_text import loads_outside
 from gpuharness.gpu import nvidia_smi
 from gpuharness.gpu.nvidia_smi import GpuInfo
@@ -249,7 +250,7 @@ say("done", elapsed_s=round(time.monotonic() - STARTED, 2))
 
 @final
 @dataclass(frozen=True, slots=True)
-class PeerFigures:
+class PeerFigures(JsonFields):
     """A copy from GPU `src` to GPU `dst` (CUDA's numbers, nvidia-smi's where CUDA_DEVICE_ORDER is PCI_BUS_ID, as the
     program sets it): whether peer access is on, the rate one way, how it was timed."""
 
@@ -259,10 +260,6 @@ class PeerFigures:
     gbps: float | None = None
     timing: str | None = None
     error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"src": self.src, "dst": self.dst, "access": self.access, "gbps": self.gbps, "timing": self.timing,
-                "error": self.error}
 
 
 MeasurementStatus = Literal["measured", "absent", "no_cuda", "no_interpreter", "deadline", "error"]

@@ -10,7 +10,7 @@ from gpuharness.core import runtimes
 from gpuharness.core.claims import Claim, alive, holder, process_mark, take
 from gpuharness.core.deployment import Deployment, ShutdownRule, SshAccess, live_burn
 from gpuharness.core.errors import UserError
-from gpuharness.core.journal import JournalEntry, read_journal
+from gpuharness.core.journal import JournalEntry, read_entries
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import journal, resume_or_destroy, transition
 from gpuharness.core.policy import Action, Policy, exceeds
@@ -335,10 +335,9 @@ def live_launcher(registry: Registry, deployment_id: str) -> int | None:
     carry the launcher's mark, core.claims.process_mark), or None: a launch still under way whose claim file was
     removed or replaced under it."""
     last: str | None = None
-    for entry in read_journal(registry.journal_path):
-        marker = entry.get("marker")
-        launch = marker.get("launch") if entry.get("deployment") == deployment_id and isinstance(marker, dict) \
-            else None
+    for entry in read_entries(registry.journal_path):
+        marker = entry.marker
+        launch = marker.get("launch") if entry.deployment == deployment_id and isinstance(marker, dict) else None
         if isinstance(launch, dict) and isinstance(launch.get("launcher"), str):
             last = launch["launcher"]
     if last is None or last == process_mark() or not alive(last):

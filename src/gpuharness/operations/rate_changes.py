@@ -13,7 +13,7 @@ from typing import Any, final
 from gpuharness.core import lifecycle
 from gpuharness.core.billing import RATE_CHANGE
 from gpuharness.core.deployment import Deployment
-from gpuharness.core.journal import JournalEntry, read_journal
+from gpuharness.core.journal import JournalEntry, read_entries
 from gpuharness.core.policy import EPSILON, Policy, exceeds
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Instance
@@ -81,10 +81,10 @@ def record_rate_changes(registry: Registry, deployments: Iterable[Deployment],
 def last_rate_changes(registry: Registry) -> dict[str, dict[str, Any]]:
     """Each deployment's last journaled rate change (its marker, with the time it was observed)."""
     last: dict[str, dict[str, Any]] = {}
-    for entry in read_journal(registry.journal_path):
-        marker = entry.get("marker")
+    for entry in read_entries(registry.journal_path):
+        marker = entry.marker
         if isinstance(marker, Mapping) and marker.get("event") == RATE_CHANGE:
-            last[str(entry.get("deployment"))] = {**marker, "observed_at": entry.get("observed_at")}
+            last[entry.deployment] = {**marker, "observed_at": entry.observed_at}
     return last
 
 

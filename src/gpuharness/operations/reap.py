@@ -14,7 +14,7 @@ from gpuharness.core.clock import format_ts, parse_ts
 from gpuharness.core.deployment import Deployment, ShutdownRule
 from gpuharness.core.economics import keep_alive
 from gpuharness.core.errors import UserError
-from gpuharness.core.journal import read_journal
+from gpuharness.core.journal import read_entries
 from gpuharness.core.jsonl import append_record, read_records
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.policy import Policy
@@ -61,9 +61,9 @@ def activities(ctx: Context, deployments: list[Deployment]) -> dict[str, tuple[s
         if dep_id in stamps:
             lines[dep_id] += 1
             stamps[dep_id] += [record.get("ts"), record.get("started_at"), record.get("completed_at")]
-    for entry in read_journal(ctx.registry.journal_path):
-        if entry.get("deployment") in stamps:
-            stamps[entry["deployment"]].append(entry.get("ts"))
+    for entry in read_entries(ctx.registry.journal_path):
+        if entry.deployment in stamps:
+            stamps[entry.deployment].append(entry.ts)
     result = {}
     for dep_id, seen in stamps.items():
         last = format_ts(max((parse_ts(s) for s in seen if s), default=ctx.clock()))

@@ -6,12 +6,12 @@ import os
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, final
+from typing import Any, ClassVar, final
 
 from gpuharness.core import lifecycle
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.journal import JournalEntry
-from gpuharness.core.json_fields import JsonFields
+from gpuharness.core.json_fields import JsonFields, KindJsonFields
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 from gpuharness.operations.rate_changes import RateChange, record_rate_changes
@@ -28,9 +28,11 @@ GONE = frozenset({"terminated"})
 
 @final
 @dataclass(frozen=True, slots=True)
-class Orphan:
+class Orphan(KindJsonFields):
     """An instance carrying our key prefix that no live deployment claims: money leaking. A second instance
     carrying a live deployment's key, while that deployment records another instance, is one too (duplicate_of)."""
+
+    KIND: ClassVar[str] = "orphan"
 
     provider: str
     instance_id: str
@@ -53,16 +55,13 @@ class Orphan:
         return (f"orphan {self.provider}/{self.instance_id} (key {self.key}, {self.status}, {cost}): {why}; "
                 f"terminate it (`gpuharness reap --orphans --apply`) or register it")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": "orphan", "provider": self.provider, "instance_id": self.instance_id, "key": self.key,
-                "status": self.status, "cost_hr": self.cost_hr, "claimed_by": self.claimed_by,
-                "duplicate_of": self.duplicate_of, "message": self.message()}
-
 
 @final
 @dataclass(frozen=True, slots=True)
-class Vanished:
+class Vanished(KindJsonFields):
     """A deployment the registry calls live whose instance the provider no longer has (or has terminated)."""
+
+    KIND: ClassVar[str] = "vanished"
 
     deployment_id: str
     provider: str
@@ -75,11 +74,6 @@ class Vanished:
         return (f"vanished deployment {self.deployment_id}: the registry says {self.registry_status} but "
                 f"{self.provider} {seen} (instance {self.instance_id}); check its artifacts, then mark it "
                 f"destroyed (`gpuharness destroy {self.deployment_id}`)")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": "vanished", "deployment_id": self.deployment_id, "provider": self.provider,
-                "instance_id": self.instance_id, "registry_status": self.registry_status,
-                "provider_status": self.provider_status, "message": self.message()}
 
 
 def key_prefixes(providers: Iterable[Mapping[str, Any]]) -> dict[str, str]:

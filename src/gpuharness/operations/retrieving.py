@@ -12,7 +12,8 @@ from typing import final
 from gpuharness.core import claims
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
-from gpuharness.core.lifecycle import allowed, read_journal, transition
+from gpuharness.core.journal import read_entries
+from gpuharness.core.lifecycle import allowed, transition
 from gpuharness.core.registry import Registry
 
 #: the states a retrieve shows `retrieving` from (transfers from a running job's host do not change its state)
@@ -22,9 +23,9 @@ HOLDS_FROM = frozenset({"ready"})
 def state_before(registry: Registry, deployment_id: str) -> str:
     """The state the deployment was in when it last moved to `retrieving` (from the journal), else ready."""
     before = "ready"
-    for entry in read_journal(registry.journal_path):
-        if entry.get("deployment") == deployment_id and entry.get("to") == "retrieving" and entry.get("from"):
-            before = str(entry["from"])
+    for entry in read_entries(registry.journal_path):
+        if entry.deployment == deployment_id and entry.to_state == "retrieving" and entry.from_state:
+            before = entry.from_state
     return before if allowed("retrieving", before) else "ready"
 
 

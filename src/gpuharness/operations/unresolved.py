@@ -7,12 +7,13 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, final
+from typing import ClassVar, final
 
 from gpuharness.core import claims
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry
+from gpuharness.core.json_fields import KindJsonFields
 from gpuharness.core.lifecycle import journal
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Instance
@@ -21,8 +22,10 @@ from gpuharness.providers.inventory import Inventory
 
 @final
 @dataclass(frozen=True, slots=True)
-class UnresolvedLaunch:
+class UnresolvedLaunch(KindJsonFields):
     """A launch nobody is finishing, as the listing by its key left it."""
+
+    KIND: ClassVar[str] = "unresolved_launch"
 
     deployment_id: str
     provider: str
@@ -44,16 +47,13 @@ class UnresolvedLaunch:
                 f"before it finished; {seen}; resume it with `{self.resume}`, or close it with "
                 f"`gpuharness destroy {self.deployment_id} --confirm {self.deployment_id}`")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": "unresolved_launch", "deployment_id": self.deployment_id, "provider": self.provider,
-                "key": self.key, "status": self.status, "instance_id": self.instance_id, "linked": self.linked,
-                "resume": self.resume, "message": self.message()}
-
 
 @final
 @dataclass(frozen=True, slots=True)
-class InterruptedDestroy:
+class InterruptedDestroy(KindJsonFields):
     """A deployment left `destroying` by a destroy that died (no live process holds its claim)."""
+
+    KIND: ClassVar[str] = "interrupted_destroy"
 
     deployment_id: str
     provider: str
@@ -65,10 +65,6 @@ class InterruptedDestroy:
                 else "nothing it holds is listed any more")
         return (f"interrupted destroy of {self.deployment_id}: the destroy that held it died; {seen}; finish it "
                 f"with `gpuharness destroy {self.deployment_id} --confirm {self.deployment_id}`")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": "interrupted_destroy", "deployment_id": self.deployment_id, "provider": self.provider,
-                "instance_id": self.instance_id, "billing": self.billing, "message": self.message()}
 
 
 def interrupted_destroys(registry: Registry, inventory: Inventory,

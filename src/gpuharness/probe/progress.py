@@ -7,7 +7,7 @@ from typing import Any, Final
 from gpuharness.core import lifecycle
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
-from gpuharness.core.journal import JournalEntry
+from gpuharness.core.journal import JournalEntry, read_entries
 from gpuharness.core.registry import Registry
 from gpuharness.probe.probing import ProgressObservation
 
@@ -21,9 +21,9 @@ def observe(registry: Registry, deployment: Deployment, current: dict[str, int],
     previous: Any = None
     previous_at: str | None = None
     try:
-        for entry in lifecycle.read_journal(registry.journal_path):
-            if entry.get("deployment") == deployment.id and entry.get("note") == NOTE:
-                previous, previous_at = entry.get("marker"), entry.get("observed_at") or entry.get("ts")
+        for entry in read_entries(registry.journal_path):
+            if entry.deployment == deployment.id and entry.note == NOTE:
+                previous, previous_at = entry.marker, entry.observed_at or entry.ts
         if journaled:
             lifecycle.journal(registry, JournalEntry.of(deployment, marker=current, note=NOTE,
                                                         route=route))
