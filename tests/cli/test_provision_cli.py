@@ -62,3 +62,26 @@ def test_provision_without_cost_hr_refuses_a_disallowed_provider_before_reading_
     result = lab.cli(*NO_PRICE, "--registry", str(lab.registry.root))
     assert result.returncode == 2 and "allowed_providers" in result.stderr
     assert sum(lab.sim.stats()["requests"].values()) == 0
+
+
+def test_provision_without_its_request_or_resume_says_what_is_missing(tmp_path, capsys):
+    from gpuharness.cli import main
+    from gpuharness.core.registry import Registry
+
+    registry = Registry(tmp_path / "reg")
+    registry.init()
+    assert main(["provision", "--registry", str(registry.root), "--gpu", "RTX 4090"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "provision needs --provider, --image" in err[0] and "--resume ID" in err[0]
+
+
+def test_provision_resume_refuses_to_change_the_recorded_request(tmp_path, capsys):
+    from gpuharness.cli import main
+    from gpuharness.core.registry import Registry
+
+    registry = Registry(tmp_path / "reg")
+    registry.init()
+    assert main(["provision", "--registry", str(registry.root), "--resume", "dep_x", "--gpu", "H100",
+                 "--idle-minutes", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--gpu, --idle-minutes cannot change it" in err[0], err

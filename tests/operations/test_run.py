@@ -35,7 +35,7 @@ def test_run_refuses_a_deployment_that_is_not_ready(tmp_path):
     dep_id = provision(world.ctx, request()).deployment.id
     with pytest.raises(UserError, match="not ready") as info:
         run_job(world.ctx, dep_id, inputs={"prompt": "a cat"})
-    assert "pytest checks/health" in info.value.line()
+    assert f"next: `gpuharness install {dep_id}`" in info.value.line()  # its next step, not a health run yet
     assert lines(world) == []
 
 

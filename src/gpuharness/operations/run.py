@@ -253,7 +253,8 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
         deployment = registry.deployment(deployment_id)
         if deployment.status != "ready":
             raise UserError(f"{deployment_id} is {deployment.status}, not ready", place=deployment_id,
-                            hint=f"only a passing health run marks it ready; next: {next_step(deployment)}")
+                            hint=("only a passing health run marks it ready; " if deployment.status == "health-checking"
+                                  else "") + f"next: {next_step(deployment)}")
         workflow = workflow_manifest(ctx, workflow_id or deployment.workflow)
         if workflow is None:
             raise UserError("no workflow given", place=deployment_id, hint="pass --workflow ID")

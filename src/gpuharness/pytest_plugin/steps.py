@@ -5,21 +5,26 @@ suite (the project's tests)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpuharness.core.terminal import shown
+from gpuharness.pytest_plugin.health import is_health_path
 from gpuharness.pytest_plugin.reports import suite_name
 from gpuharness.pytest_plugin.suites import STEP_PREFIX as PREFIX
 
+_PARAMETER = re.compile(r"\[([^\[\]]+)\]$")
 
-def deployment_of(item: pytest.Item) -> str | None:
-    """The deployment a health check's item judges (its `health_deployment_id` parameter), if any."""
-    callspec = getattr(item, "callspec", None)
-    value = callspec.params.get("health_deployment_id") if callspec is not None else None
-    return str(value) if value else None
+
+def deployment_of(nodeid: str) -> str | None:
+    """The deployment a health check judges, from its test id (`checks/health/...::test_x[dep_a]`), if any."""
+    found = _PARAMETER.search(nodeid)
+    if found is None or not is_health_path(Path(nodeid.split("::")[0])):
+        return None
+    return found.group(1)
 
 
 class SuiteSteps:
@@ -49,9 +54,19 @@ class SuiteSteps:
         reporter.write_line(shown(f"{PREFIX} {self.step}/{self.total}: {self.suite}: {text}"), bold=True)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.items = len(session.items)
-        for item in session.items:
-            deployment = deployment_of(item)
+        if not hasattr(self.config, "workerinput") and getattr(self.config.option, "numprocesses", None):
+            return  # the workers collect: their first collection speaks for the run
+        self._collected([item.nodeid for item in session.items])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if self.step == 0:
+            self._collected(list(ids))
+
+    def _collected(self, ids: list[str]) -> None:
+        self.items = len(ids)
+        for nodeid in ids:
+            deployment = deployment_of(nodeid)
             if deployment is not None:
                 self.deployments[deployment] = self.deployments.get(deployment, 0) + 1
         mode = self.config.getoption("--gpu-mode")
