@@ -8,10 +8,11 @@ import subprocess
 import sys
 from dataclasses import replace
 
+from gpuharness.core.policy import PerformanceFloor
 from gpuharness.gpu import peers
 from gpuharness.gpu.measurement import DeviceFigures, Measurement, PeerFigures
 from gpuharness.gpu.nvidia_smi import GpuInfo
-from gpuharness.gpu.performance import PerformanceFloor, evidence, judge
+from gpuharness.gpu.performance import evidence, judge
 
 RTX4090 = GpuInfo(index=0, name="NVIDIA GeForce RTX 4090", pcie_gen=4, pcie_gen_max=4, pcie_width=16,
                   pcie_width_max=16, enforced_power_limit_w=450.0, power_default_limit_w=450.0)

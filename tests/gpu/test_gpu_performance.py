@@ -8,11 +8,12 @@ from dataclasses import replace
 import pytest
 from checkout import ROOT
 
+from gpuharness.core.policy import PerformanceFloor
 from gpuharness.gpu import classes
 from gpuharness.gpu.classes import GPU_CLASSES, HOST_LINKS
 from gpuharness.gpu.measurement import DeviceFigures, Measurement
 from gpuharness.gpu.nvidia_smi import GpuInfo, parse_output
-from gpuharness.gpu.performance import PerformanceFloor, judge, message
+from gpuharness.gpu.performance import judge, message
 
 SMI = ROOT / "fixtures" / "nvidia-smi"
 FLOOR = PerformanceFloor()

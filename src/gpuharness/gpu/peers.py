@@ -9,11 +9,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import final
 
+from gpuharness.core.policy import PerformanceFloor
 from gpuharness.gpu import classes, topology
 from gpuharness.gpu.classes import GpuClass
 from gpuharness.gpu.measurement import Measurement, PeerFigures
 from gpuharness.gpu.nvidia_smi import GpuInfo
-from gpuharness.gpu.performance import Figure, PerformanceFloor, PerformanceReport
+from gpuharness.gpu.performance import Figure, PerformanceReport
 from gpuharness.gpu.topology import NvLinkState, Topology
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, final
 
+from gpuharness.core.policy import PerformanceFloor
 from gpuharness.core.secrets import clip
 from gpuharness.gpu import classes
 from gpuharness.gpu.classes import GpuClass
@@ -40,31 +41,6 @@ CAUSES: Final[Mapping[str, str]] = {
 BUSY_AT_REST_PCT: Final = 10
 #: An SM clock under load below this fraction of its maximum is throttled.
 CLOCK_FRACTION: Final = 0.8
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class PerformanceFloor:
-    """policy.json `performance_floor`: the fraction of the class's figures a GPU must reach (throughput), the
-    fraction of its link width and generation (1.0: the full link), whether to measure (one more exec, in the
-    service's interpreter) and whether a host that cannot be measured (no torch) fails."""
-
-    throughput: float = 0.85  # of what a healthy card of the class reaches (gpu.classes `expected_*`)
-    pcie_width: float = 1.0
-    pcie_gen: float = 1.0
-    measure: bool = False
-    require_measurement: bool = False
-
-    @classmethod
-    def from_policy(cls, document: Mapping[str, Any]) -> PerformanceFloor:
-        """The floor of a policy document (its defaults where the key or a field is absent)."""
-        floor = document.get("performance_floor") or {}
-        default = cls()
-        return cls(throughput=float(floor.get("throughput", default.throughput)),
-                   pcie_width=float(floor.get("pcie_width", default.pcie_width)),
-                   pcie_gen=float(floor.get("pcie_gen", default.pcie_gen)),
-                   measure=bool(floor.get("measure", default.measure)),
-                   require_measurement=bool(floor.get("require_measurement", default.require_measurement)))
 
 
 @final

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from gpuharness.core.deployment import Deployment
+from gpuharness.core.json_fields import JsonFields
 from gpuharness.gpu import classes
 
 #: The figures compared, in the order they are shown: (key, heading).
@@ -23,7 +24,7 @@ STANDS_OUT: Final = 0.8
 
 @final
 @dataclass(frozen=True, slots=True)
-class HostFigures:
+class HostFigures(JsonFields):
     """One GPU's recorded figures (`deployment` names the GPU where the deployment has several: "dep GPU 3"); its
     peer figure is the median of the copies of the pairs it is part of."""
 
@@ -32,10 +33,6 @@ class HostFigures:
     measured_at: str | None
     figures: Mapping[str, float]
     shortfalls: tuple[str, ...] = ()  # what its own health check found short against the class
-
-    def to_json(self) -> dict[str, Any]:
-        return {"deployment": self.deployment, "status": self.status, "measured_at": self.measured_at,
-                "figures": dict(self.figures), "shortfalls": list(self.shortfalls)}
 
 
 @final

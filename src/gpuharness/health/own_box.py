@@ -7,9 +7,11 @@ it, and a model-free test workflow. Then the health suite in record mode writes 
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from gpuharness.core.policy import PerformanceFloor
 from gpuharness.core.registry import Registry
 from gpuharness.core.runtimes import RUNTIMES
 
@@ -50,8 +52,8 @@ def register(root: str, workspace: str, gpu: str, count: int, runtime: str, port
     with registry.update("deployments.json") as doc:
         doc["deployments"] = [deployment(workspace, gpu, count, runtime, port, python, log, process, endpoint)]
     with registry.update("policy.json") as doc:
-        doc["performance_floor"] = {**(doc.get("performance_floor") or {}), "measure": True,
-                                    "require_measurement": True}
+        floor = PerformanceFloor.from_policy(doc)
+        doc["performance_floor"] = asdict(replace(floor, measure=True, require_measurement=True))
         doc["require_shutdown_rule"] = True
     with registry.update("workflows.json") as doc:
         doc["workflows"] = [{"id": WORKFLOW_ID, "version": 1, "runtime": runtime, "min_cuda": "12.4",
