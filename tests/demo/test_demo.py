@@ -53,6 +53,14 @@ def test_demo_power_capped_deployment_fails_its_performance_check_with_its_cause
                for step in summary["steps"])
 
 
+def test_demo_summary_names_the_pair_of_the_pod_whose_nvlink_is_down(demo):
+    _, completed = demo
+    summary = json.loads(completed.stdout)
+    assert summary["pod"].startswith("cause nvlink_down: GPU 0 -> GPU 3 peer copy (NVLink) 49.9 GB/s is 0.13 of its "
+                                     "class's 376 GB/s (floor 0.85); likely cause: nvlink down (GPU 3 has 0 of 18 "
+                                     "NVLinks active")
+
+
 def test_demo_leaves_real_ledger_lines_artifacts_and_history(demo):
     workdir, _ = demo
     registry = Registry(workdir / ".pi" / "gpu")

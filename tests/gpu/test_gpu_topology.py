@@ -5,6 +5,8 @@ simulator's 8x H100 SXM pod, a pod whose GPU 3 lost its NVLinks, and outputs wit
 from __future__ import annotations
 
 from checkout import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuharness.gpu.topology import parse_nvlink_status, parse_topology
 from gpuharness.sim import gpu_topology
@@ -39,3 +41,12 @@ def test_outputs_without_a_matrix_or_links_say_nothing():
     assert parse_topology("") is None
     assert parse_nvlink_status("") == {}
     assert parse_nvlink_status("GPU 0: NVIDIA GeForce RTX 4090 (UUID: GPU-1)\n")[0].total == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("GPU0123 \tNVXSYODEPIHBLink:<>inactive/s.\n\x1b[4m")), max_size=400))
+def test_any_host_text_reads_as_facts_or_nothing_never_an_exception(text):
+    topology = parse_topology(text)
+    assert topology is None or all(a < b for a, b in topology.links)
+    for state in parse_nvlink_status(text).values():
+        assert 0 <= state.active <= state.total

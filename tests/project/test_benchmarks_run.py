@@ -25,6 +25,7 @@ SMALLEST = {
     "suite_startup.py": ["--repeat", "1"],
     "ledger_audit.py": ["--lines", "2000", "--repeat", "1"],
     "probe_transcript.py": ["--mb", "0.05"],
+    "measurement_agreement.py": [],
 }
 
 

@@ -16,6 +16,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 from gpuharness.core.secrets import redact
+from gpuharness.demo.pod import check_pod
 from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
 from gpuharness.demo.steps import Steps
 from gpuharness.diagnose import REMEDIES
@@ -46,6 +47,7 @@ class Summary:
     artifacts: list[str] = field(default_factory=list)
     oom: str | None = None
     capped: str | None = None
+    pod: str | None = None
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -56,7 +58,7 @@ class Summary:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "workdir": str(self.workdir), "registry": str(self.registry), "steps": self.steps,
                 "reports": self.reports, "suites": self.suites, "jobs": self.jobs, "artifacts": self.artifacts,
-                "oom": self.oom, "capped": self.capped, "problems": self.problems,
+                "oom": self.oom, "capped": self.capped, "pod": self.pod, "problems": self.problems,
                 "seconds": round(self.seconds, 1)}
 
     def text(self) -> str:
@@ -65,6 +67,8 @@ class Summary:
             lines.append(f"  {OOM} never became ready: {self.oom}")
         if self.capped:
             lines.append(f"  {CAPPED} never became ready: {self.capped}")
+        if self.pod:
+            lines.append(f"  an 8x H100 SXM pod with GPU 3's NVLinks down: {self.pod}")
         lines.append("  jobs: " + ", ".join(f"{j['id']} {j['status']} ${j['cost_usd']:.6f}" for j in self.jobs))
         lines += [f"  artifact: {a}" for a in self.artifacts]
         expected = {"health": f" (expected: {OOM} fails its test generation, {CAPPED} its GPU's performance)"}
@@ -160,6 +164,8 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
     if cause != "cuda_oom":
         summary.problems.append(f"{OOM}'s failure was classified {cause!r}, expected cuda_oom")
     _capped(estate, summary)
+    steps.note("the 8-GPU pod: every GPU and every pair")
+    _pod(root, summary)
     steps.begin(f"run {len(PROMPTS)} jobs on {GOOD}, then retrieve their artifacts over SFTP")
     ctx.say(spend_line(ctx))
     for prompt in PROMPTS:
@@ -207,6 +213,14 @@ def _capped(estate: SimulatedEstate, summary: Summary) -> None:
                                 f"{estate.root / 'reports' / 'gpus-history.txt'}")
         return
     summary.steps.append(f"gpus --history (RTX 4090 at vast): {stands_out[0]}")
+
+
+def _pod(root: Path, summary: Summary) -> None:
+    """An 8-GPU pod whose GPU 3 lost its NVLinks: the verdict names the pair and the cause (demo.pod)."""
+    cause, line = check_pod(root / "pod-host")
+    summary.pod = f"cause {cause}: {line.split('): ', 1)[0]})"
+    if cause != "nvlink_down" or not line.startswith("GPU 0 -> GPU 3 peer copy"):
+        summary.problems.append(f"the pod with GPU 3's NVLinks down was judged {cause!r}: {line[:200]}")
 
 
 def _make_plan(estate: SimulatedEstate) -> None:

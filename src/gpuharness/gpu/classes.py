@@ -301,15 +301,20 @@ def nvidia_smi_name(name: str) -> str:
     return found.name if found is not None else name.strip()
 
 
+def _pcie_copy_gbps(gpu: GpuClass) -> tuple[float, str] | None:
+    """What a copy over the class's own PCIe link reaches (its generation's x16 figure, by width), and its source."""
+    link = HOST_LINKS.get(gpu.pcie_gen) if gpu.pcie_gen is not None else None
+    if link is None or gpu.pcie_width is None:
+        return None
+    return link.copy_gbps * gpu.pcie_width / 16, link.source
+
+
 def host_copy_gbps(gpu: GpuClass) -> tuple[float, str] | None:
     """What pinned host<->device copies of this class should reach per direction, and its source (None where the
     class's link or its generation's figure is unknown)."""
     if gpu.healthy_host_copy_gbps is not None:
         return gpu.healthy_host_copy_gbps, gpu.source("healthy_host_copy") or ""
-    link = HOST_LINKS.get(gpu.pcie_gen) if gpu.pcie_gen is not None else None
-    if link is None or gpu.pcie_width is None:
-        return None
-    return link.copy_gbps * gpu.pcie_width / 16, link.source
+    return _pcie_copy_gbps(gpu)
 
 
 def peer_copy_gbps(gpu: GpuClass) -> tuple[float, str, str] | None:
@@ -317,7 +322,5 @@ def peer_copy_gbps(gpu: GpuClass) -> tuple[float, str, str] | None:
     "PCIe"); None where neither is known."""
     if gpu.nvlink_p2p_gbps is not None:
         return gpu.nvlink_p2p_gbps, gpu.source("nvlink_p2p") or "", "NVLink"
-    link = HOST_LINKS.get(gpu.pcie_gen) if gpu.pcie_gen is not None else None
-    if link is None or gpu.pcie_width is None:
-        return None
-    return link.copy_gbps * gpu.pcie_width / 16, f"{PCIE_PEER_SOURCE}; {link.source}", "PCIe"
+    pcie = _pcie_copy_gbps(gpu)
+    return None if pcie is None else (pcie[0], f"{PCIE_PEER_SOURCE}; {pcie[1]}", "PCIe")

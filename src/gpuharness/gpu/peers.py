@@ -14,7 +14,7 @@ from gpuharness.gpu import classes, topology
 from gpuharness.gpu.classes import GpuClass
 from gpuharness.gpu.measurement import Measurement, PeerFigures
 from gpuharness.gpu.nvidia_smi import GpuInfo
-from gpuharness.gpu.performance import Figure, PerformanceReport
+from gpuharness.gpu.performance import Figure, PerformanceReport, link_cause, power_cause
 from gpuharness.gpu.topology import NvLinkState, Topology
 
 
@@ -61,15 +61,10 @@ def pair_cause(peer: PeerFigures, ends: tuple[GpuInfo, GpuInfo], known: GpuClass
     if peer.access is False:
         return "p2p_off", f"peer access is off between {pair} (torch.cuda.can_device_access_peer)"
     for end in ends:
-        loaded = end.pcie_width, end.pcie_gen
-        if loaded[0] is not None and known.pcie_width is not None and loaded[0] < known.pcie_width:
-            return "riser", f"GPU {end.index}'s link is x{loaded[0]} where the card has x{known.pcie_width}"
-        if loaded[1] is not None and known.pcie_gen is not None and loaded[1] < known.pcie_gen:
-            return "degraded_link", (f"GPU {end.index}'s link runs at Gen{loaded[1]} where the card is "
-                                     f"Gen{known.pcie_gen}")
-        limit, default = end.enforced_power_limit_w, end.power_default_limit_w
-        if limit is not None and default and limit < 0.9 * default:
-            return "power_cap", f"GPU {end.index}'s enforced power limit is {limit:g} W of its default {default:g} W"
+        found = link_cause(end.pcie_width, end.pcie_gen, known, f"GPU {end.index}'s link") or \
+            power_cause(end, f"GPU {end.index}'s enforced power limit")
+        if found is not None:
+            return found
     return "underperforming", f"links, peer access, link widths and power limits of {pair} look like their class"
 
 

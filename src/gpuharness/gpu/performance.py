@@ -160,6 +160,24 @@ def _power_figure(gpu: GpuInfo, floor: PerformanceFloor, *, measured: bool) -> F
                   counts=not measured)
 
 
+def link_cause(width: int | None, gen: int | None, known: GpuClass, link: str = "the link") -> tuple[str, str] | None:
+    """A link narrower or older than the card's (`link` names it in the fact), or None."""
+    if width is not None and known.pcie_width is not None and width < known.pcie_width:
+        return "riser", f"{link} is x{width} where the card has x{known.pcie_width}"
+    if gen is not None and known.pcie_gen is not None and gen < known.pcie_gen:
+        return "degraded_link", f"{link} runs at Gen{gen} where the card is Gen{known.pcie_gen}"
+    return None
+
+
+def power_cause(gpu: GpuInfo, limit_name: str = "the enforced power limit") -> tuple[str, str] | None:
+    """An enforced power limit below 0.9 of the card's default (`limit_name` names it in the fact), or None."""
+    limit = gpu.enforced_power_limit_w if gpu.enforced_power_limit_w is not None else gpu.power_limit_w
+    default = gpu.power_default_limit_w
+    if limit is not None and default and limit < 0.9 * default:
+        return "power_cap", f"{limit_name} is {_fmt(limit)} W of its default {_fmt(default)} W"
+    return None
+
+
 def likely_cause(gpu: GpuInfo, known: GpuClass, device: DeviceFigures, *, copy: bool,
                  foreign: bool) -> tuple[str, str]:
     """The likely cause of a figure below its floor, and the fact behind it: for a copy the link first, for
@@ -167,14 +185,12 @@ def likely_cause(gpu: GpuInfo, known: GpuClass, device: DeviceFigures, *, copy: 
     loaded, at_rest = device.under_load, device.at_rest
     width = loaded.pcie_width if loaded is not None and loaded.pcie_width is not None else gpu.pcie_width
     gen = loaded.pcie_gen if loaded is not None and loaded.pcie_gen is not None else gpu.pcie_gen
-    if copy and width is not None and known.pcie_width is not None and width < known.pcie_width:
-        return "riser", f"the link is x{width} where the card has x{known.pcie_width}"
-    if copy and gen is not None and known.pcie_gen is not None and gen < known.pcie_gen:
-        return "degraded_link", f"the link runs at Gen{gen} where the card is Gen{known.pcie_gen}"
-    limit = gpu.enforced_power_limit_w if gpu.enforced_power_limit_w is not None else gpu.power_limit_w
-    default = gpu.power_default_limit_w
-    if not copy and limit is not None and default and limit < 0.9 * default:
-        return "power_cap", f"the enforced power limit is {_fmt(limit)} W of its default {_fmt(default)} W"
+    narrow = link_cause(width, gen, known) if copy else None
+    if narrow is not None:
+        return narrow
+    capped = power_cause(gpu) if not copy else None
+    if capped is not None:
+        return capped
     clock = loaded.clocks_sm_mhz if loaded is not None else None
     top = (loaded.clocks_max_sm_mhz if loaded is not None else None) or gpu.clocks_max_sm_mhz
     events = sorted(set(loaded.clock_event_names) & (HARMFUL_CLOCK_EVENTS | {"sw_power_cap"})) if loaded else []

@@ -34,7 +34,7 @@ from gpuharness.gpu import classes
 from gpuharness.gpu.nvidia_smi import CLOCK_EVENT_BITS
 from gpuharness.sim import gpu_figures, gpu_topology
 from gpuharness.sim.access import HostAccess
-from gpuharness.sim.catalog import DEFAULT_GPU
+from gpuharness.sim.catalog import CATALOG, DEFAULT_GPU
 from gpuharness.sim.gpu_figures import GpuBehaviour
 from gpuharness.sim.output_faults import SIGNATURE_THEN_ZEROS, bomb_png
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
@@ -119,8 +119,9 @@ FAULTS: dict[str, dict[str, Any]] = {
     "p2p_disabled": {"performance": {"p2p_off": True}},
     "pcie_degraded_one_gpu": {"performance": {"link_gen_under_load": 1, "only_gpu": 5}},
 }
-#: An 8x H100 SXM pod (an HGX board: every pair joined by 18 NVLinks through NVSwitch, two NUMA nodes).
-POD_8X_H100 = HostSpec(gpu="NVIDIA H100 80GB HBM3", gpu_count=8)
+#: An 8x H100 SXM pod (an HGX board: every pair joined by 18 NVLinks through NVSwitch, two NUMA nodes): the
+#: catalog's NVLink card.
+POD_8X_H100 = HostSpec(gpu=next(row.gpu.name for row in CATALOG if row.gpu.nvlinks), gpu_count=8)
 
 
 def with_fault(spec: HostSpec, name: str) -> HostSpec:
