@@ -9,6 +9,8 @@ ActionKind = Literal["launch", "job", "keep_alive"]
 
 # The one tolerance for float money comparisons: a value equal to its ceiling is within it.
 EPSILON: Final = 1e-9
+#: how long provision's launch phase may take, whatever the retry counts (policy.json `launch_deadline_s`)
+LAUNCH_DEADLINE_S: Final = 900.0
 
 
 def exceeds(value: float, ceiling: float | None) -> bool:
@@ -92,6 +94,11 @@ class Policy:
     def cost_tolerance(self) -> tuple[float, float]:
         tol = self.doc.get("cost_tolerance") or {}
         return float(tol.get("abs_usd", 0.01)), float(tol.get("rel", 0.05))
+
+    @property
+    def launch_deadline_s(self) -> float:
+        """How long provision's launch phase may take, all its attempts and waits together."""
+        return float(self.doc.get("launch_deadline_s", LAUNCH_DEADLINE_S))
 
     def max_attempts(self, what: str, default: int) -> int:
         return int((self.doc.get("retry") or {}).get(what, default))

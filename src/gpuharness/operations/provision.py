@@ -436,7 +436,8 @@ def _launch(ctx: Context, request: ProvisionRequest, deployment: Deployment, cla
         try:
             outcome = launch_instance(provider, spec, policy=Policy(ctx.registry.policy_document()), sleep=ctx.sleep,
                                       on_event=lambda event: _journal_launch_event(ctx, deployment, event),
-                                      before_call=lambda: claim.check(f"the launch of {deployment.id}"))
+                                      before_call=lambda: claim.check(f"the launch of {deployment.id}"),
+                                      clock=ctx.clock)
         except ProviderError as exc:
             raise _launch_failed(ctx, request, deployment.id, spec, exc) from None
         observe(ctx, outcome.instance)
@@ -468,6 +469,7 @@ _LAUNCH_NOTES = {
     "reconcile_failed": "launch attempt {attempt}: the listing to settle it failed: outcome unknown",
     "wait": "waiting {wait_s} s before the next launch attempt",
     "gave_up": "no more launch attempts",
+    "deadline": "the launch phase's deadline (launch_deadline_s) ends it: no more attempts",
     "not_sent": "launch attempt {attempt} not sent: {error}",
 }
 
