@@ -4,6 +4,7 @@ the policy's launch_deadline_s, with one line, when the provider answers 429 for
 from __future__ import annotations
 
 import pytest
+from lifecycle_fakes import FakeClock
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.policy import LAUNCH_DEADLINE_S, Policy
@@ -11,7 +12,6 @@ from gpuharness.demo.simulated_estate import SimulatedEstate
 from gpuharness.operations.launch import launch_instance
 from gpuharness.operations.provision import ProvisionRequest, provision
 from gpuharness.providers.base import LaunchSpec, ProviderError
-from tests.lifecycle_fakes import FakeClock
 
 LAUNCH = "/asks/"  # Vast's launch route
 
