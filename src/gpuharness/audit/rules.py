@@ -39,8 +39,10 @@ JOB_COST: Final = Rule("job:cost-matches-rate", "cost_usd ≈ duration_s × cost
 JOB_FAILED_ERROR: Final = Rule("job:failed-has-error", "a failed job carries an error", (LEDGER,))
 JOB_SEQUENCE: Final = Rule("job:only-corrections-after-terminal",
                            "only a correction with a reason follows a terminal line", (LEDGER,))
+JOB_LOWERED: Final = Rule("job:lowered-cost-justified", "a correction that lowers a job's cost carries a reason and "
+                          "the digest of the line it corrects", (LEDGER,))
 #: The per-line job rules, one check each.
-JOB: Final = (JOB_TIMES, JOB_DURATION, JOB_COST, JOB_FAILED_ERROR, JOB_SEQUENCE)
+JOB: Final = (JOB_TIMES, JOB_DURATION, JOB_COST, JOB_FAILED_ERROR, JOB_SEQUENCE, JOB_LOWERED)
 
 SPEND_PER_JOB: Final = Rule("spend:per-job", "no job billed more than per_job_usd", (LEDGER, "policy.json"))
 SPEND_DAILY: Final = Rule("spend:daily", "no UTC day's spend above daily_usd", (LEDGER, "policy.json"))

@@ -25,6 +25,7 @@ from gpuharness.audit.ledger_pass import (
     Prior,
     canonical_ts,
     complete_length,
+    digest_findings,
     hash_range,
     past_line,
     readable_size,
@@ -446,6 +447,9 @@ def _merge(run: AuditRun, results: list[PassResult]) -> None:
         for found in result.findings:
             where = f"{LEDGER}:{base + found.lineno}" if found.lineno else LEDGER
             run.findings[found.rule].append(Finding(found.rule, where, found.message))
+    lowered = [item._replace(lineno=base + item.lineno) for result in results for item in result.lowered]
+    for found in digest_findings(run.root / LEDGER, lowered):
+        run.add(found.rule, f"{LEDGER}:{found.lineno}", found.message)
     lines = results[0].lines if results else 0
     state.line_count = base + lines
     run.lines_validated = lines

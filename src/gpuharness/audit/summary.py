@@ -38,6 +38,9 @@ def summarize(run: AuditRun) -> dict[str, Any]:
         "live_burn_hr": round(burn, 6),
         "live_deployments": live,
         "problems": run.problem_counts(),
+        "lowered_costs": [{"line": item.lineno, "job": item.job_id, "from_usd": item.before_usd,
+                           "to_usd": item.after_usd, "reason": item.reason or None, "digest": item.digest or None}
+                          for item in state.lowered],
     }
 
 
@@ -91,5 +94,11 @@ def to_html(summary: dict[str, Any], chart_png_b64: str | None) -> str:
                  deployments.get(d, {}).get("cost_hr", "?"), f"{v:,.4f}")
                 for d, v in sorted(summary["deployment"].items(), key=lambda kv: -kv[1])]),
     ]
+    lowered = summary.get("lowered_costs", [])
+    tables.append(_table(f"Lowered costs: {len(lowered)} correction(s) that lowered a job's cost",
+                         ("line", "job", "from USD", "to USD", "reason", "digest of the corrected line"),
+                         [(f"jobs.jsonl:{item['line']}", item["job"], f"{item['from_usd']:,.4f}",
+                           f"{item['to_usd']:,.4f}", item["reason"] or "(none: a finding)",
+                           item["digest"] or "(none: a finding)") for item in lowered]))
     return ("<div class='gh-audit-summary'><h2>gpuharness audit: spend at a glance</h2>" + verdict + facts + chart
             + "".join(tables) + "</div>")
