@@ -14,7 +14,7 @@ import contextlib
 import gc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO, Final, NamedTuple, final
 
@@ -160,6 +160,8 @@ class PassContext:
     max_examples: int = 20
     #: the configured credentials (providers' credential_env) whose values must not be in the ledger
     credentials: tuple[Credential, ...] = ()
+    #: the latest time a line may carry (canonical): now plus the clock skew allowed (core.clock.FUTURE_SKEW)
+    future_after: str = "9999-12-31T23:59:59.999Z"
 
 
 @final
@@ -377,6 +379,8 @@ class LedgerPass:
         cost_hr, abs_tol, rel_tol = self.ctx.cost_hr, self.ctx.abs_tol, self.ctx.rel_tol
         rate_of = cost_hr.get
         facts_get = self.facts.get
+        future = self.ctx.future_after
+        future_day = format_ts(parse_ts(future) - timedelta(days=1))[:10]  # a local date may lag its UTC one a day
         for line in lines:
             lineno += 1
             # every timestamp valid (the common case inline: pieces seen valid before), else the schema decides
@@ -441,9 +445,19 @@ class LedgerPass:
                 facts.examples.append(job_id)
             if len(ts) != 24 or ts[-1] != "Z":
                 ts = canonical_ts(ts)
+            if ts > future or (completed and completed[:10] >= future_day and canonical_ts(completed) > future):
+                self.future_time(lineno, job_id, ts, completed)
             if ts > facts.last_ts:
                 facts.last_ts = ts
         return lineno
+
+    def future_time(self, lineno: int, job_id: str, ts: str, completed: str | None) -> None:
+        """A line whose ts or completed_at lies beyond now plus the clock skew allowed."""
+        name, value = ("ts", ts) if ts > self.ctx.future_after else ("completed_at", completed)
+        self.note(rules.LEDGER_FUTURE, lineno,
+                  f"job {job_id}: {name} {value} lies after {self.ctx.future_after} (now plus the clock skew "
+                  "allowed): a wrong clock or a forged line; find out which, and append a correction with the real "
+                  "time")
 
     def checked(self, lineno: int, line: JobLine | None, raws: RawLines) -> JobLine | None:
         """A line the fast checks did not clear: the Struct's line when its timestamps are valid, else the schema's

@@ -15,13 +15,15 @@ from typing import Any, BinaryIO, final
 import orjson
 
 from gpuharness.core import regular_file, schema
-from gpuharness.core.clock import now_ts
+from gpuharness.core.clock import WallClock, format_ts, future_field, utcnow
 from gpuharness.core.errors import UserError
 from gpuharness.core.json_text import LineError, key_bound, line_duplicate, loads_line
 from gpuharness.core.jsonl import append_record
 from gpuharness.core.policy import exceeds
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
+#: the times of a ledger line that may not lie in the future when it is written
+TIMES = ("ts", "started_at", "completed_at")
 ORDER = {"queued": 0, "running": 1}
 
 
@@ -106,10 +108,11 @@ def validate_record(record: Any, *, where: str) -> dict[str, Any]:
 class Ledger:
     """jobs.jsonl. Appends never rewrite; reads stream in constant memory."""
 
-    __slots__ = ("path",)
+    __slots__ = ("clock", "path")
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, clock: WallClock = utcnow) -> None:
         self.path = Path(path)
+        self.clock = clock  # what "now" is for the lines appended: none may lie in its future (core.clock)
 
     def append(self, record: dict[str, Any], *, check_sequence: bool = False) -> list[str]:
         """Append one validated record as one os.write under an exclusive lock.
@@ -120,8 +123,12 @@ class Ledger:
             raise UserError("a ledger line must be a JSON object", path=f"{self.path} (new line)",
                             hint="nothing was appended")
         record = dict(record)
-        record.setdefault("ts", now_ts())
+        record.setdefault("ts", format_ts(self.clock()))
         validate_record(record, where=f"{self.path} (new line)")
+        ahead = future_field(record, TIMES, self.clock())
+        if ahead is not None:
+            raise UserError(ahead[1], path=f"{self.path} (new line)", place=f"$.{ahead[0]}",
+                            hint="check this machine's clock and the line's times; nothing was appended")
 
         def precheck() -> str | None:
             if not check_sequence:

@@ -98,7 +98,7 @@ def lock_is_free(ctx: Context, deployment_id: str) -> bool:
 def mark_interrupted(ctx: Context, deployment_id: str | None = None) -> list[str]:
     """Jobs left `running` by a run process that died: append an `interrupted` line (a new line; running is
     not terminal, so no rewrite and no correction), and bring the deployment back from `running`."""
-    ledger = Ledger(ctx.registry.ledger_path)
+    ledger = Ledger(ctx.registry.ledger_path, clock=ctx.clock)
     marked: list[str] = []
     stale: dict[str, list[dict[str, Any]]] = {}
     for record in ledger.current(status="running").values():
@@ -166,7 +166,7 @@ class Chain:
 def _attempt(ctx: Context, executor: JobExecutor, deployment: Deployment, workflow: dict[str, Any],
              inputs: dict[str, Any], job_id: str, chain: Chain, *, per_job_usd: float | None, poll_s: float,
              deadline_s: float) -> tuple[dict[str, Any], Failure | None]:
-    ledger = Ledger(ctx.registry.ledger_path)
+    ledger = Ledger(ctx.registry.ledger_path, clock=ctx.clock)
     cost_hr = deployment.cost_hr
     start = ctx.clock()
     base: dict[str, Any] = {
