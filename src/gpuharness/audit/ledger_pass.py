@@ -163,6 +163,11 @@ class PassContext:
     #: the latest time a line may carry (canonical): now plus the clock skew allowed (core.clock.FUTURE_SKEW)
     future_after: str = "9999-12-31T23:59:59.999Z"
 
+    @property
+    def future_day(self) -> str:
+        """The day before future_after's: a date written with an offset may lag its UTC date by up to a day."""
+        return format_ts(parse_ts(self.future_after) - timedelta(days=1))[:10]
+
 
 @final
 @dataclass(slots=True)
@@ -379,8 +384,7 @@ class LedgerPass:
         cost_hr, abs_tol, rel_tol = self.ctx.cost_hr, self.ctx.abs_tol, self.ctx.rel_tol
         rate_of = cost_hr.get
         facts_get = self.facts.get
-        future = self.ctx.future_after
-        future_day = format_ts(parse_ts(future) - timedelta(days=1))[:10]  # a local date may lag its UTC one a day
+        future, future_day = self.ctx.future_after, self.ctx.future_day
         for line in lines:
             lineno += 1
             # every timestamp valid (the common case inline: pieces seen valid before), else the schema decides
