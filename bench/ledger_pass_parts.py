@@ -7,8 +7,10 @@ ledger pass on its own over the whole file: msgspec decoding into `JobLine` one 
 48 KB slice (what the pass does), the timestamp checks (with their caches filled, and from empty caches against the
 two caches the pass had before), the job rules (`LedgerPass.follow_lines`), the secret scan, the whole pass in one
 process (and with every line decoded on its own), the whole pass split over two processes (a forked child checks
-the second half), the prefix hash (BLAKE3, in the pass it runs in a thread beside the rest), and DuckDB's
-`SELECT sum(cost_usd)` over the same file. Each stage shows its wall time and its CPU time (user and system,
+the second half), the prefix hash (BLAKE3, in the pass it runs in a thread beside the rest), the columnar scan
+(`audit.ledger_columns`: a forked child proves the lines with the Structs and DuckDB applies the rules as SQL while
+this process scans for secrets; and its two stages on their own), and DuckDB's `SELECT sum(cost_usd)` over the same
+file. Each stage shows its wall time and its CPU time (user and system,
 threads and child processes included): on a machine shared with other jobs the CPU time varies far less, and the
 two-process pass shows its cost in CPU and its critical path (the busier of its two processes), which is its wall
 time on two idle cores.
@@ -33,7 +35,7 @@ sys.path.insert(0, str(REPO / "fixtures"))
 
 import make_demo  # noqa: E402
 
-from gpuharness.audit import checkpoint, ledger_pass, ledger_split  # noqa: E402
+from gpuharness.audit import checkpoint, ledger_columns, ledger_pass, ledger_split  # noqa: E402
 from gpuharness.audit.ledger_pass import (  # noqa: E402
     BLOCK,
     SLICE,
@@ -94,6 +96,12 @@ def split_pass(ctx: PassContext, size: int, work: Path) -> float:
     return max(parent, forked)
 
 
+def columnar_pass(ctx: PassContext, size: int, work: Path) -> None:
+    """The columnar scan of the whole ledger; it must vouch for the generated (clean) ledger."""
+    if ledger_columns.columnar_scan(ctx, size, work / "columnar.jsonl", min_bytes=0) is None:
+        raise SystemExit("the columnar scan gave way on the generated ledger")
+
+
 def three_pieces(stamps: list[str]) -> None:
     """The timestamp checks of the pass from empty caches (hours, minute-seconds and tails)."""
     for cache in (job_line.HOURS, job_line.MINUTES, job_line.TAILS):
@@ -143,6 +151,8 @@ def main() -> int:
         critical = [float("inf")]
         size = path.stat().st_size
         split = fastest(args.repeat, lambda: critical.append(split_pass(ctx, size, work / "split")))
+        # also forked, before DuckDB's threads exist in this process
+        columnar = fastest(args.repeat, lambda: columnar_pass(ctx, size, work / "split"))
         data = path.read_bytes()
         blocks: list[bytes] = []
         position = 0
@@ -178,6 +188,10 @@ def main() -> int:
             "whole pass, one process": fastest(args.repeat, lambda: scan(ctx, 0, len(data))),
             "  the same, lines decoded one by one": fastest(args.repeat, lambda: line_by_line(ctx, len(data))),
             "whole pass, two processes": split,
+            "columnar scan (child and secrets)": columnar,
+            "  its Struct proof of every line": fastest(args.repeat, lambda: ledger_columns.gate(ctx.path, size)),
+            "  its DuckDB rules and aggregation": fastest(args.repeat, lambda: ledger_columns.columnar_result(
+                ctx, work / "split" / "columnar-here.jsonl")),
             "prefix hash (blake3)": fastest(args.repeat, lambda: hash_range(
                 path, 0, len(data), checkpoint.PREFIX_HASHES["blake3"]())),
         }

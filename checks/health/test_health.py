@@ -42,7 +42,7 @@ def test_no_harmful_throttling(health):
 
 
 def test_temperature_under_limit(health):
-    health.judge(rules.temperature_under(health.probe, float(health.policy.get("temperature_max_c", 85))))
+    health.judge(rules.temperature_under(health.probe, health.policy.temperature_max_c))
 
 
 def test_no_foreign_compute_processes(health):
@@ -51,7 +51,7 @@ def test_no_foreign_compute_processes(health):
 
 def test_disk_has_room_for_model(health):
     health.judge(rules.disk_has_room(health.probe, health.probe_targets.workspace, rules.model_bytes(health.model),
-                                     float(health.policy.get("disk_margin_gb", 10))))
+                                     health.policy.disk_margin_gb))
 
 
 def test_service_process_and_port(health):

@@ -241,6 +241,31 @@ def test_recording_the_inventory_writes_no_form_of_the_key_a_provider_answers(da
                        *cassette_texts(tape))
 
 
+@ONE_SINK
+@given(st.data(), keys)
+def test_recording_the_bill_writes_no_form_of_the_key(data: st.DataObject, key: str):
+    """`bill --gpu-mode record`: the bill's cassette (the audit's outside anchor) and what bill prints."""
+    forms = data.draw(hostile_forms(key))
+    with tempfile.TemporaryDirectory() as directory, pytest.MonkeyPatch.context() as patch, \
+            Simulator(ready_delay_s=0.0) as sim:
+        patch.setenv("VAST_API_KEY", key)
+        registry = Registry(Path(directory) / "registry")
+        registry.init()
+        with registry.update("providers.json") as document:
+            document["providers"] = [{"name": kind, "kind": kind, "credential_env": "VAST_API_KEY",
+                                      "api_base": sim.url(kind)} for kind in ("vast", "runpod")]
+        for kind in ("vast", "runpod"):
+            sim.create_instances(kind, 1, name_prefix=f"gh-{forms['plain']}-")
+        tape = Path(directory) / "cassettes" / "bill.yaml"
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["bill", "--gpu-mode", "record", "--cassette", str(tape), "--registry", str(registry.root)])
+        assert code in (0, 1), err.getvalue()  # 1: the instances are in no deployment
+        assert "REDACTED" in tape.read_text() and "billing/pods" in tape.read_text()
+        assert_nowhere(key, forms, written(tape.parent, registry.root), out.getvalue(), err.getvalue(),
+                       *cassette_texts(tape))
+
+
 def cassette_texts(path: Path) -> list[str]:
     """Every string and byte string of a cassette as YAML decodes it (a body that is not UTF-8 is !!binary)."""
     found: list[str] = []
@@ -442,7 +467,7 @@ SINKS: dict[str, tuple[int, str]] = {
     "remote/ssh.py": (1, "an artifact's bytes, copied as they are"),
     "remote/local.py": (2, "an artifact's bytes; a command's stdin"),
     "remote/hostkeys.py": (1, "a public host key"),
-    "providers/deadline.py": (1, "the request to the provider"),
+    "remote/deadline.py": (1, "the request to the provider"),
     "cli/sim_cmds.py": (1, "`ready <url>` to the parent"),
     "cli/status_view.py": (3, "rich renders the table into a string, which cli.emit shows: redacted and escaped"),
     "demo/tour.py": (2, "a command's output, redacted"),

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from gpuharness.providers.transport import ProviderHttp
 from gpuharness.providers.vast import VastAi
+from gpuharness.remote.http import PhaseHttp
 from gpuharness.runtimes.comfyui.client import ComfyUI
-from gpuharness.runtimes.http import RuntimeHttp
 
 HOSTILE_PATHS = ("/object_info", "/api/v1/instances/")
 #: how long a drip goes on before the hostile server gives up (far past every deadline below)
@@ -151,7 +151,7 @@ def answers() -> st.SearchStrategy[tuple[str, Any]]:
 def ask(side: str, url: str) -> Any:
     """The runtime's node catalog, or the provider's instance list, from the server at url, under DEADLINE_S."""
     if side == "runtime":
-        with RuntimeHttp(url, timeout_s=DEADLINE_S) as http:
+        with PhaseHttp(url, timeout_s=DEADLINE_S) as http:
             return ComfyUI(http).catalog()
     http = ProviderHttp("vast", url, "k" * 24, deadline_s=DEADLINE_S, sleep=lambda _s: None)
     try:

@@ -361,8 +361,8 @@ def test_non_correction_after_a_terminal_line_fails(pytester, reg):
 
 @pytest.mark.parametrize(("rule", "policy", "expected"), [
     ("per-job", {"per_job_usd": 0.2}, "*job J-*: billed $0.2* > per_job_usd $0.20 (deployment *"),
-    ("daily", {"daily_usd": 2.0}, "*day 2026-11-* (UTC): spent $2.* > daily_usd $2.00 (over by $0.*"),
-    ("monthly", {"monthly_usd": 30.0}, "*month 2026-11 (UTC): spent $36.* > monthly_usd $30.00*"),
+    ("daily", {"daily_usd": 2.0}, "*day 2026-11-* (UTC): billed $* (jobs $*, idle $*) > daily_usd $2.00 (over by $*"),
+    ("monthly", {"monthly_usd": 30.0}, "*month 2026-11 (UTC): billed $1,2* (jobs $36.*) > monthly_usd $30.00*"),
     ("live-burn", {"max_cost_hr": 1.0}, "*live burn $1.29/hr > max_cost_hr $1.00/hr: dep_vast_5090_03 $0.60/hr*"),
     ("concurrent", {"max_concurrent_deployments": 1}, "*2 live deployments > max_concurrent_deployments 1*"),
 ])

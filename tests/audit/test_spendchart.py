@@ -32,3 +32,10 @@ def test_chart_draws_the_ceiling_and_each_provider():
 
 def test_chart_of_an_empty_ledger_still_renders():
     assert png_size(daily_spend_png({}, 10.0, title="no jobs yet")) == (1000, 420)
+
+
+def test_chart_stacks_a_days_parts_in_the_given_order():
+    days = {"2026-11-01|used (jobs)": 0.4, "2026-11-01|idle (billed, no job)": 9.0}
+    used_first = daily_spend_png(days, 10.0, title="t", order=("used (jobs)", "idle (billed, no job)"))
+    idle_first = daily_spend_png(days, 10.0, title="t", order=("idle (billed, no job)", "used (jobs)"))
+    assert used_first != idle_first

@@ -19,6 +19,7 @@ from lifecycle_fakes import make_world
 
 from gpuharness.cli import main
 from gpuharness.core.errors import UserError
+from gpuharness.core.job_line import JobLine
 from gpuharness.core.lifecycle import read_journal
 from gpuharness.core.registry import Registry
 from gpuharness.core.spend import ONE_LINER, explain_one_liner
@@ -166,8 +167,9 @@ def test_spend_explain_accounts_for_the_one_liners_difference_line_by_line(capsy
 
 
 def test_spend_explain_of_a_ledger_that_agrees_shows_no_difference():
-    lines = [(1, {"id": "J-1", "status": "running", "cost_usd": None}),
-             (2, {"id": "J-1", "status": "completed", "cost_usd": 0.5})]
+    base = {"deployment_id": "dep_a", "ts": "2026-11-01T00:00:00Z"}
+    lines = [(1, JobLine(id="J-1", status="running", cost_usd=None, **base)),
+             (2, JobLine(id="J-1", status="completed", cost_usd=0.5, **base))]
     explanation = explain_one_liner(lines)
     assert (explanation.spend, explanation.one_liner, explanation.jobs) == (0.5, 0.5, [])
 

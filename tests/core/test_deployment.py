@@ -52,7 +52,7 @@ def test_lookup_by_an_unknown_id_is_one_line_naming_the_known_ids(registry):
 def test_add_refuses_an_id_that_is_taken_and_changes_nothing(registry):
     before = registry.path("deployments.json").read_bytes()
     with pytest.raises(UserError, match="already exists"):
-        registry.add_deployment(lambda taken: Deployment.from_json(record(id="dep_b")))
+        registry.add_deployment(lambda deployments: Deployment.from_json(record(id="dep_b")))
     assert registry.path("deployments.json").read_bytes() == before
 
 

@@ -15,7 +15,7 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.runtimes import DEFAULT_OUTPUTS, RUNTIMES, Runtime, output_folders
 from gpuharness.operations.comfyui_job import ComfyJobExecutor
 from gpuharness.operations.install import install_script
-from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.remote.http import PhaseHttp
 from gpuharness.sim.host import HostSpec, SimHost
 
 TOY = "toy_outputs"
@@ -64,7 +64,7 @@ def test_install_makes_the_deployments_outputs_folder(tmp_path: Path):
 
 def test_the_comfyui_executor_names_outputs_under_the_deployments_folder():
     deployment = _deployment("comfyui")
-    executor = ComfyJobExecutor(deployment, http=RuntimeHttp("http://127.0.0.1:9"))
+    executor = ComfyJobExecutor(deployment, http=PhaseHttp("http://127.0.0.1:9"))
     try:
         assert executor.output_dir == deployment.outputs_dir
     finally:

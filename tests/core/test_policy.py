@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuharness.core.policy import Action, Decision, Policy
+from gpuharness.core.policy import STARTING, Action, Decision, Policy, Retry
 from gpuharness.core.registry import default_policy
 
 
@@ -77,5 +77,14 @@ def test_decision_to_json_carries_every_number() -> None:
 def test_cost_tolerance_and_retry_limits_have_defaults() -> None:
     assert Policy({"schema_version": 1}).cost_tolerance == (0.01, 0.05)
     assert Policy({"cost_tolerance": {"abs_usd": 0.5, "rel": 0.1}}).cost_tolerance == (0.5, 0.1)
-    assert Policy(default_policy()).max_attempts("max_api_attempts", 9) == 3
-    assert Policy({}).max_attempts("max_api_attempts", 9) == 9
+    assert Policy(default_policy()).max_attempts("max_api_attempts") == 3
+    assert Policy({}).retry == Retry(max_job_attempts=2, max_api_attempts=3, max_launch_attempts=2)
+    assert Policy({"retry": {"max_launch_attempts": 5}}).retry.max_launch_attempts == 5
+
+
+def test_defaults_live_in_core_policy_only() -> None:
+    # a new registry starts with STARTING's ceilings; a document without one sets none (no caller supplies its own)
+    assert {k: default_policy()[k] for k in STARTING} == dict(STARTING)
+    assert Policy({}).ceilings.per_job_usd is None
+    assert Policy(default_policy()).ceilings.per_job_usd == 5.0
+    assert Policy({}).health_timeouts.probe_s == 120.0 and Policy({}).disk_margin_gb == 10.0

@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpuharness.core.job_line import JobLine
 from gpuharness.core.spend import GROUPINGS, job_costs, spend_by, today_and_month
+
+
+def typed(records: list[dict]) -> list[JobLine]:
+    """The ledger lines as spend reads them."""
+    return [JobLine.from_record(record) for record in records]
 
 
 @pytest.fixture
@@ -31,7 +37,7 @@ def records(job_line) -> list[dict]:
     ("total", {"total": 3.75}),
 ])
 def test_spend_by_each_grouping(records: list[dict], by: str, expected: dict) -> None:
-    assert spend_by(records, by) == pytest.approx(expected)
+    assert spend_by(typed(records), by) == pytest.approx(expected)
 
 
 def test_every_grouping_is_tested() -> None:
@@ -42,36 +48,36 @@ def test_a_correction_replaces_the_earlier_line(records: list[dict], job_line) -
     records.append(job_line("J-2", "completed", cost_usd=0.40, completed_at="2026-11-01T23:00:00Z",
                             provider="runpod", gpu="H100", deployment_id="dep_h", correction=True,
                             reason="provider refunded the failed minutes"))
-    assert spend_by(records, "total") == {"total": pytest.approx(2.15)}
+    assert spend_by(typed(records), "total") == {"total": pytest.approx(2.15)}
     assert job_costs(records)["J-2"]["cost_usd"] == 0.40
 
 
 def test_only_the_last_line_of_a_job_counts_not_the_sum(job_line) -> None:
     lines = [job_line("J-1", "running", cost_usd=0.10), job_line("J-1", "completed", cost_usd=0.30)]
-    assert spend_by(lines, "total") == {"total": pytest.approx(0.30)}
+    assert spend_by(typed(lines), "total") == {"total": pytest.approx(0.30)}
 
 
 def test_days_are_utc_days_whatever_offset_was_written(job_line) -> None:
     late_evening_in_new_york = job_line("J-1", cost_usd=1.0, completed_at="2026-11-30T23:30:00-05:00")
-    assert spend_by([late_evening_in_new_york], "day") == {"2026-12-01": 1.0}
-    assert spend_by([late_evening_in_new_york], "month") == {"2026-12": 1.0}
+    assert spend_by(typed([late_evening_in_new_york]), "day") == {"2026-12-01": 1.0}
+    assert spend_by(typed([late_evening_in_new_york]), "month") == {"2026-12": 1.0}
 
 
 def test_day_falls_back_to_started_at_then_ts(job_line) -> None:
     running = job_line("J-1", "running", cost_usd=0.2, started_at="2026-11-03T05:00:00Z")
     stamped = job_line("J-2", "queued", cost_usd=0.1, started_at=None, ts="2026-11-04T05:00:00Z")
-    assert spend_by([running, stamped], "day") == {"2026-11-03": 0.2, "2026-11-04": 0.1}
+    assert spend_by(typed([running, stamped]), "day") == {"2026-11-03": 0.2, "2026-11-04": 0.1}
 
 
 def test_unknown_grouping_is_refused(records: list[dict]) -> None:
     with pytest.raises(ValueError, match="unknown grouping"):
-        spend_by(records, "week")
+        spend_by(typed(records), "week")
 
 
 def test_today_and_month_at_a_given_moment(records: list[dict]) -> None:
-    assert today_and_month(records, now="2026-11-01T23:59:00Z") == (pytest.approx(3.00), pytest.approx(3.50))
-    assert today_and_month(records, now="2026-12-01T12:00:00Z") == (pytest.approx(0.25), pytest.approx(0.25))
-    assert today_and_month(records, now="2027-01-01T00:00:00Z") == (0.0, 0.0)
+    assert today_and_month(typed(records), now="2026-11-01T23:59:00Z") == (pytest.approx(3.00), pytest.approx(3.50))
+    assert today_and_month(typed(records), now="2026-12-01T12:00:00Z") == (pytest.approx(0.25), pytest.approx(0.25))
+    assert today_and_month(typed(records), now="2027-01-01T00:00:00Z") == (0.0, 0.0)
 
 
 money = st.decimals(min_value=0, max_value=50, places=4).map(float)
@@ -83,6 +89,7 @@ lines = st.lists(st.fixed_dictionaries({
     "status": st.sampled_from(["queued", "running", "completed", "failed"]),
     "completed_at": st.sampled_from(["2026-10-31T23:59:59Z", "2026-11-01T00:00:00Z", "2026-11-01T08:00:00+09:00"]),
     "cost_usd": money,
+    "ts": st.just("2026-11-01T00:00:01Z"),
 }), max_size=12)
 
 
@@ -91,4 +98,4 @@ def test_every_grouping_partitions_the_total_of_last_lines(records: list[dict]) 
     last = {r["id"]: r["cost_usd"] for r in records}  # the last line of each job is what it cost
     total = sum(last.values())
     for by in GROUPINGS:
-        assert sum(spend_by(records, by).values()) == pytest.approx(total, abs=1e-5)
+        assert sum(spend_by(typed(records), by).values()) == pytest.approx(total, abs=1e-5)

@@ -8,9 +8,11 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from gpuharness.gpu.measurement import DeviceFigures, Measurement
+from gpuharness.core.policy import PerformanceFloor
+from gpuharness.gpu import peers
+from gpuharness.gpu.measurement import DeviceFigures, Measurement, PeerFigures
 from gpuharness.gpu.nvidia_smi import GpuInfo
-from gpuharness.gpu.performance import PerformanceFloor, evidence, judge
+from gpuharness.gpu.performance import evidence, judge
 
 RTX4090 = GpuInfo(index=0, name="NVIDIA GeForce RTX 4090", pcie_gen=4, pcie_gen_max=4, pcie_width=16,
                   pcie_width_max=16, enforced_power_limit_w=450.0, power_default_limit_w=450.0)
@@ -65,3 +67,28 @@ def test_history_needs_a_registry_and_refuses_nvidia_smi_input(tmp_path):
     assert done.returncode == 2 and "--history reads the registry, not nvidia-smi output" in done.stderr
     done = gpuharness("gpus", "--provider", "vast", "--from", "-")
     assert done.returncode == 2 and "--gpu and --provider select deployments of --history" in done.stderr
+
+
+def pod_performance(slow_gpu: int) -> dict:
+    """The evidence of an 8x H100 SXM pod whose GPU `slow_gpu` reaches its peers at PCIe speed only."""
+    gpus = [GpuInfo(index=i, name="NVIDIA H100 80GB HBM3", pcie_gen=5, pcie_gen_max=5, pcie_width=16,
+                    pcie_width_max=16) for i in range(8)]
+    devices = tuple(DeviceFigures(cuda_index=i, index=i, precision="bf16", matmul_tflops=790.0, under_load=gpus[i])
+                    for i in range(8))
+    pairs = tuple(PeerFigures(a, b, True, 49.9 if slow_gpu in (a, b) else 372.2) for a in range(8)
+                  for b in range(a + 1, 8))
+    measurement = Measurement("measured", "8 GPU(s) measured", devices, peers=pairs)
+    report = peers.with_links(judge(gpus, measurement, PerformanceFloor()), gpus, measurement, peers.Links(),
+                              PerformanceFloor())
+    return evidence(report, measurement, "2026-12-05T08:00:00Z")
+
+
+def test_a_pods_gpus_are_compared_one_by_one_and_the_one_off_the_nvlinks_stands_out(registry, deployment_item):
+    with registry.update("deployments.json") as doc:
+        doc["deployments"] = [deployment_item("dep_pod", "health-checking", gpu="H100 SXM", health={
+            "status": "failed", "performance": pod_performance(slow_gpu=3)})]
+    done = gpuharness("gpus", "--history", "--registry", str(registry.root))
+    assert done.returncode == 0, done.stderr
+    assert "H100 SXM at vast: 8 measured, 0 not" in done.stdout
+    assert "dep_pod GPU 3 stands out: peer GB/s 49.9 is 0.13 of the median of its peers (372.2)" in done.stdout
+    assert done.stdout.count("stands out") == 1

@@ -222,3 +222,14 @@ def test_provision_refuses_a_policy_with_no_ceiling_at_all(tmp_path):
         doc.update({"ceilings": "none", "reason": "a lab account"})
     provision(world.ctx, request(cost_hr=50.0))
     assert world.provider.launch_calls == 1
+
+
+def test_provision_refuses_an_id_that_is_taken_and_changes_nothing(tmp_path):
+    world = make_world(tmp_path)
+    provision(world.ctx, request(deployment_id="dep_x"), poll_s=5)
+    before = world.registry.path("deployments.json").read_bytes()
+    with pytest.raises(UserError, match="deployment id 'dep_x' already exists") as info:
+        provision(world.ctx, request(deployment_id="dep_x", gpu="RTX 3090"), poll_s=5)
+    assert "ids are never reused" in info.value.line()
+    assert world.registry.path("deployments.json").read_bytes() == before
+    assert world.provider.launch_calls == 1

@@ -138,7 +138,7 @@ def test_the_simulator_borrows_only_the_pure_runtime_knowledge(tmp_path):
                          "from gpuharness.runtimes.comfyui import validation\n"
                          "from gpuharness.runtimes.comfyui.client import ComfyUI\n"
                          "from gpuharness.runtimes import comfyui\n"
-                         "import gpuharness.runtimes.http\n")
+                         "import gpuharness.runtimes.endpoint\n")
     assert [t for _, t in _imports(borrowing) if not _allowed("sim", t)] == ["runtimes", "runtimes", "runtimes"]
 
 

@@ -47,10 +47,11 @@ AUDIT_RULES_ALSO_IN = {
     # the plugin's docs name it as the example of @pytest.mark.audit_rule
     "ledger:schema": {"src/gpuharness/pytest_plugin/audit.py"},
 }
-#: audit rules no engine module names: the inventory's (judged by operations.reconcile in the check itself) and the
-#: secret scans of roots the plugin hands the engine, each with its rule
+#: audit rules no engine module names: the inventory's (judged by operations.reconcile in the check itself), the
+#: provider's bill (judged by core.bill in the check itself) and the secret scans of roots the plugin hands the
+#: engine, each with its rule
 EMITTED_UNNAMED = frozenset({rules.INVENTORY_ORPHANS.id, rules.INVENTORY_VANISHED.id, rules.SECRETS_CASSETTES.id,
-                             rules.SECRETS_REPORTS.id})
+                             rules.SECRETS_REPORTS.id, rules.BILL_MATCHES.id})
 
 
 def recipe(title: str) -> tuple[list[int], list[str]]:

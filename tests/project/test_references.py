@@ -72,6 +72,6 @@ def test_every_cited_module_exists_and_every_cited_document_ships(path):
 def test_the_reference_check_catches_a_module_that_moved_and_a_private_document():
     wrong = stale_references('"""Wire shapes of shared/' + 'reference/providers.md §4; see core/comfy_gone.py."""\n'
                              "x = 1  # the same wait as reads, see " + "http_client.retry_wait\n"
-                             "# see providers.transport.retry_wait and gpuharness.sim.host, as runtimes/http.py\n")
+                             "# see providers.transport.retry_wait and gpuharness.sim.host, as remote/http.py\n")
     assert [w.split(" cites ")[1][:24] for w in wrong] == [
         "a file outside the repos", "core.comfy_gone, which d", "module http_client, whic"], wrong

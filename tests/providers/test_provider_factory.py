@@ -57,14 +57,14 @@ def test_entry_without_credential_env_is_a_user_error():
 def test_each_kind_builds_its_adapter_with_the_real_default_host(kind, cls):
     built = build_provider(entry(kind), env={"PROVIDER_KEY": SECRET + "-long-enough"})
     assert isinstance(built, cls)
-    assert str(built.http._client.base_url).rstrip("/") == default_api_base(kind)
+    assert built.http.http.base_url.rstrip("/") == default_api_base(kind)
     built.close()
 
 
 def test_api_base_from_the_entry_wins():
     built = build_provider(entry("vast", api_base="http://127.0.0.1:8765/vast"),
                            env={"PROVIDER_KEY": SECRET + "-long-enough"})
-    assert str(built.http._client.base_url).rstrip("/") == "http://127.0.0.1:8765/vast"
+    assert built.http.http.base_url.rstrip("/") == "http://127.0.0.1:8765/vast"
 
 
 def test_unknown_kind_and_serverless_without_endpoint_are_user_errors():

@@ -135,3 +135,11 @@ def test_under_xdist_the_audit_report_still_opens_with_the_spend_summary(pyteste
     (html,) = reports(pytester, "html")
     text = html.read_text()
     assert "gpuharness audit: spend at a glance" in text and "data:image/png;base64," in text
+
+
+def test_audit_report_shows_billed_used_and_idle(pytester, reg):
+    assert pytester.runpytest(str(CHECKS), "--registry", str(reg), "-p", "no:cacheprovider").ret == 0
+    (html,) = reports(pytester, "html")
+    text = unescape(html.read_text())
+    assert re.search(r"total billed \$1,2\d\d\.\d\d \(idle \$1,1\d\d\.\d\d: uptime no job used\)", text)
+    assert "<th>billed USD</th><th>used USD</th><th>idle USD</th>" in text

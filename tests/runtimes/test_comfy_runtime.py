@@ -16,9 +16,9 @@ from PIL import Image
 from gpuharness.core.deployment import Deployment
 from gpuharness.diagnose import classify_text
 from gpuharness.operations.comfyui_job import ComfyJobExecutor
+from gpuharness.remote.http import PhaseHttp
 from gpuharness.runtimes import run_test_generation
 from gpuharness.runtimes.comfyui.client import ComfyUI, InputError, PromptRejected, apply_inputs, job_graph
-from gpuharness.runtimes.http import RuntimeHttp
 from gpuharness.sim.comfyui import CUSTOM_NODE, safetensors_bytes
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 
@@ -39,7 +39,7 @@ def comfy(tmp_path):
     (models / CHECKPOINT).write_bytes(safetensors_bytes())
     server = RuntimeServer("comfyui", faults=RuntimeFaults(polls_before_done=0), output_root=tmp_path / "output",
                            models_root=tmp_path / "models")
-    http = RuntimeHttp("http://comfy.invalid", transport=server.transport())
+    http = PhaseHttp("http://comfy.invalid", transport=server.transport())
     yield server, http
     http.close()
 
@@ -101,7 +101,7 @@ def test_object_info_queue_and_system_stats_answer_like_the_real_server(comfy):
 
 def test_queue_shows_a_waiting_prompt_until_it_runs(tmp_path):
     server = RuntimeServer("comfyui", faults=RuntimeFaults(never_finishes=True))
-    http = RuntimeHttp("http://comfy.invalid", transport=server.transport())
+    http = PhaseHttp("http://comfy.invalid", transport=server.transport())
     prompt_id = ComfyUI(http).submit(EXAMPLES["success_empty_image"]["graph"], client_id="t")
     running = http.get("/queue").json()["queue_running"]
     assert running[0][1] == prompt_id and running[0][4] == ["2"]
@@ -109,7 +109,7 @@ def test_queue_shows_a_waiting_prompt_until_it_runs(tmp_path):
 
 def test_the_simulator_refuses_what_the_real_server_refused():
     server = RuntimeServer("comfyui")
-    http = RuntimeHttp("http://comfy.invalid", transport=server.transport())
+    http = PhaseHttp("http://comfy.invalid", transport=server.transport())
     for name, example in EXAMPLES.items():
         response = http.post("/prompt", json={"prompt": example["graph"]})
         assert response.status_code == example["prompt_status"], name
@@ -243,7 +243,7 @@ def test_the_real_seam_and_the_fake_answer_alike(comfy):
     server, fake = comfy
     server.start()
     try:
-        with RuntimeHttp(server.url) as real:
+        with PhaseHttp(server.url) as real:
             for path in ("/object_info/SaveImage", "/queue", "/system_stats"):
                 assert real.get(path).json() == fake.get(path).json(), path
             assert real.count("GET") == 3
@@ -252,7 +252,7 @@ def test_the_real_seam_and_the_fake_answer_alike(comfy):
 
 
 def test_transport_failure_is_an_outcome_not_an_exception():
-    http = RuntimeHttp("http://127.0.0.1:9", timeout_s=2)
+    http = PhaseHttp("http://127.0.0.1:9", timeout_s=2)
     outcome = generate(http, workflow(sdxl_graph()))
     assert (outcome.ok, outcome.cause) == (False, "unreachable") and "POST /prompt" in outcome.message
     assert isinstance(http.calls[0].error, str)

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from PIL import Image, ImageFile
 
+from gpuharness.remote.http import PhaseHttp
 from gpuharness.runtimes import check_expected, run_test_generation
-from gpuharness.runtimes.http import RuntimeHttp
 from gpuharness.runtimes.outputs import (
     BOMB,
     EMPTY,
@@ -93,7 +93,7 @@ def test_a_download_reads_no_more_than_its_limit_and_one_byte():
 
     transport = httpx.MockTransport(lambda request: httpx.Response(200, content=stream(),
                                                                    headers={"Content-Type": "text/plain"}))
-    with RuntimeHttp("http://runtime.invalid", transport=transport) as http:
+    with PhaseHttp("http://runtime.invalid", transport=transport) as http:
         got = http.download("/view", limit=10_000)
     assert (got.status, got.content_type, len(got.data)) == (200, "text/plain", 10_001)
     assert len(sent) < 20, "the rest of the body was read"

@@ -94,14 +94,14 @@ TOY_MODULE = """
 from typing import Any
 from gpuharness import runtimes
 from gpuharness.core.runtimes import Runtime
-from gpuharness.runtimes.http import RuntimeHttp
+from gpuharness.remote.http import PhaseHttp
 from gpuharness.runtimes.outputs import Served
 
 RUNTIME = Runtime("toy", port=PORT, health_path="/ready", process="toy_server", directory="toy")
 
 
 def health(client, **_: Any) -> runtimes.Outcome:
-    answer = runtimes.get_health(RuntimeHttp.over(client), str(RUNTIME.health_path))
+    answer = runtimes.get_health(PhaseHttp.over(client), str(RUNTIME.health_path))
     if isinstance(answer, runtimes.Outcome):
         return answer
     return runtimes.Outcome(True, f"toy is {answer.json()['status']}")
@@ -110,7 +110,7 @@ def health(client, **_: Any) -> runtimes.Outcome:
 def generate(client, workflow, request: runtimes.GenerationRequest) -> runtimes.Outcome:
     started = request.clock()
     body = {"model": request.model, "client_id": request.client_id, **workflow["test_generation"]["inputs"]}
-    response = RuntimeHttp.over(client).post("/make", json=body, timeout=request.deadline_s)
+    response = PhaseHttp.over(client).post("/make", json=body, timeout=request.deadline_s)
     return runtimes.check_expected([Served("made.txt", response.json()["text"].encode(), "text/plain")],
                                    workflow["test_generation"]["expected_outputs"], started=started,
                                    clock=request.clock)

@@ -263,3 +263,30 @@ def test_the_cli_works_against_gpuharness_sim_serve(vastai: Path, tmp_path: Path
     finally:
         served.send_signal(signal.SIGINT)  # sim serve stops its hosts on ^C
         served.wait(timeout=30)
+
+
+def test_show_invoices_and_charges_read_what_the_instance_accrued(cli: VastCli, sim: Simulator):
+    """`show invoices` (GET /api/v0/users/me/invoices) and `show invoices-v1 --charges` (GET /api/v0/charges/) read
+    the simulator's accrual per instance and UTC day; the adapter reads the same invoices as Charges."""
+    from datetime import UTC, datetime, timedelta
+
+    from gpuharness.providers.factory import build_provider
+
+    instance_id = str(cli.raw("create", "instance", "5000001", "--image", "img:bill")["new_contract"])
+    wait_running(sim, instance_id)
+    time.sleep(0.5)
+    cli.run("destroy", "instance", instance_id, "-y")
+    accrued = sim.state.instances[("vast", instance_id)].accrued_usd
+    invoices = cli.raw("show", "invoices")
+    charges = cli.raw("show", "invoices-v1", "--charges")
+    table = cli.run("show", "invoices", "--only_charges").stdout
+    assert accrued > 0 and [(r["type"], r["instance_id"]) for r in invoices] == [("charge", int(instance_id))]
+    assert sum(r["amount"] for r in invoices) == pytest.approx(accrued, abs=1e-6)
+    assert [(c["type"], c["source"]) for c in charges["results"]] == [("instance", instance_id)]
+    assert charges["total"] == 1 and charges["results"][0]["amount"] == pytest.approx(accrued, abs=1e-6)
+    assert "Only showing charges." in table and f"Total: ${sum(r['amount'] for r in invoices)}" in table
+    adapter = build_provider({"name": "vast", "kind": "vast", "credential_env": "K", "api_base": sim.url("vast")},
+                             env={"K": KEY})
+    now = datetime.now(UTC)
+    (charge,) = adapter.charges(now - timedelta(days=1), now)
+    assert (charge.instance_id, charge.amount_usd) == (instance_id, pytest.approx(accrued, abs=1e-6))

@@ -40,7 +40,9 @@ PREFIX_HASHES: dict[str, Callable[[], Any]] = {
     "sha256": hashlib.sha256,
 }
 PREFIX_HASH = "blake3"
-GROUPINGS = ("day", "month", "provider", "gpu", "deployment", "day_provider")
+#: `row` is the jobs' cost per (UTC day, provider, GPU, deployment) (core.spend.row_name): what billed spend needs.
+ROW = "row"
+GROUPINGS = ("day", "month", "provider", "gpu", "deployment", "day_provider", ROW)
 #: Past this many job-state files the next audit re-baselines with a full pass (which writes fresh ones).
 MAX_JOB_FILES = 32
 
@@ -164,7 +166,7 @@ def load(path: Path) -> Checkpoint | None:
             line_count=int(ledger["line_count"]), byte_length=int(ledger["byte_length"]),
             prefix_hash=hash_name, prefix_digest=digest, job_count=int(doc["job_count"]),
             job_files=[str(name) for name in doc["job_files"]],
-            aggregates={g: dict(doc["aggregates"].get(g, {})) for g in GROUPINGS},
+            aggregates={g: dict(doc["aggregates"][g]) for g in GROUPINGS if g in doc["aggregates"]},
             dep_lines={str(k): int(v) for k, v in doc["deployment_lines"].items()},
             dep_examples={str(k): list(v) for k, v in doc["deployment_job_examples"].items()},
             last_ts=dict(doc["last_activity"]), open_jobs=dict(doc["open_jobs"]),

@@ -3,29 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from gpuharness.core.deployment import Deployment
+from gpuharness.core.journal import JournalEntry
 from gpuharness.core.lifecycle import allowed
 
-
-class JournalEntry(NamedTuple):
-    """One transition of a deployment as transitions.jsonl records it (`source` None: its first entry)."""
-
-    lineno: int
-    source: str | None
-    target: str
+#: a journal entry with the line of transitions.jsonl it was read from
+NumberedEntry = tuple[int, JournalEntry]
 
 
-def journal_problems(deployment: Deployment, entries: Sequence[JournalEntry]) -> list[tuple[str, str]]:
-    """(where, message) for each place where the journal and the deployment disagree.
+def journal_problems(deployment: Deployment, entries: Sequence[NumberedEntry]) -> list[tuple[str, str]]:
+    """(where, message) for each place where the journal and the deployment disagree (an entry's from_state None:
+    its first).
 
     An entry whose from equals its to is an observation (a progress marker, a billing note), not a transition.
     """
     dep = deployment.id
     problems: list[tuple[str, str]] = []
     previous: str | None = None
-    for lineno, source, target in entries:
+    for lineno, entry in entries:
+        source, target = entry.from_state, entry.to_state
         where = f"transitions.jsonl:{lineno}"
         if previous is not None and source != previous:
             problems.append((where, f"deployment {dep} goes {source} → {target}, but its previous entry left it "

@@ -41,6 +41,7 @@ from gpuharness.core.policy import exceeds
 from gpuharness.core.regular_file import JSONL_LINE, size_words
 from gpuharness.core.rules import Rule
 from gpuharness.core.secrets import Credential, find_secrets, line_of
+from gpuharness.core.spend import row_name
 
 BLOCK = 4 << 20
 #: Bytes of ledger decoded per call (see LedgerPass.read_block).
@@ -678,7 +679,9 @@ class LedgerPass:
     def over_cap(self, over: list[JobState]) -> None:
         """The jobs billed above per_job_usd, in the order of their messages (by job id): an order that does not
         depend on how the ledger was split between processes."""
-        cap = self.ctx.per_job_usd or 0.0
+        cap = self.ctx.per_job_usd
+        if cap is None:  # no ceiling: nothing is over it
+            return
         for message in sorted(
                 f"job {state.id}: billed ${state.cost_usd:.4f} > per_job_usd ${cap:.2f} (deployment "
                 f"{state.deployment_id}, {state.day}); find out why it ran so long, append a correction if the cost "
@@ -691,7 +694,8 @@ def spread(combos: dict[tuple[str, str, str, str], float]) -> dict[str, dict[str
     spend: dict[str, dict[str, float]] = {}
     for (day, provider, gpu, deployment), amount in combos.items():
         for grouping, group_key in (("day", day), ("month", day[:7]), ("provider", provider), ("gpu", gpu),
-                                    ("deployment", deployment), ("day_provider", f"{day}|{provider}")):
+                                    ("deployment", deployment), ("day_provider", f"{day}|{provider}"),
+                                    ("row", row_name((day, provider, gpu, deployment)))):
             bucket = spend.setdefault(grouping, {})
             bucket[group_key] = bucket.get(group_key, 0.0) + amount
     return spend

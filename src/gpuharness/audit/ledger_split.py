@@ -14,6 +14,7 @@ import contextlib
 import os
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, final
@@ -129,18 +130,28 @@ class TailChild:
     def start(cls, ctx: PassContext, cut: int, size: int, jobs_dir: Path) -> TailChild | None:
         """Fork the child, unless other threads run in this process (a forked child would inherit their locks held)
         or the platform cannot fork."""
+        return cls.fork(lambda: check_tail(ctx, cut, size, jobs_dir))
+
+    @classmethod
+    def fork(cls, work: Callable[[], TailReport | None]) -> TailChild | None:
+        """A child that sends what `work` returns (None: it exits 3, and `report()` is None), or None when no child
+        may be forked (other threads run in this process, or the platform cannot fork)."""
         if not hasattr(os, "fork") or not single_threaded():
             return None
         reader, writer = os.pipe()
         pid = os.fork()
-        if pid == 0:  # the child: check, send, and leave without running the parent's exit handlers
+        if pid == 0:  # the child: work, send, and leave without running the parent's exit handlers
             code = 1
             try:
                 os.close(reader)
-                payload = msgspec.msgpack.encode(check_tail(ctx, cut, size, jobs_dir))
-                with os.fdopen(writer, "wb") as pipe:
-                    pipe.write(payload)
-                code = 0
+                report = work()
+                if report is None:
+                    code = 3
+                else:
+                    payload = msgspec.msgpack.encode(report)
+                    with os.fdopen(writer, "wb") as pipe:
+                        pipe.write(payload)
+                    code = 0
             finally:
                 os._exit(code)
         os.close(writer)

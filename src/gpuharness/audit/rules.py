@@ -47,8 +47,10 @@ JOB_LOWERED: Final = Rule("job:lowered-cost-justified", "a correction that lower
 JOB: Final = (JOB_TIMES, JOB_DURATION, JOB_COST, JOB_FAILED_ERROR, JOB_SEQUENCE, JOB_LOWERED)
 
 SPEND_PER_JOB: Final = Rule("spend:per-job", "no job billed more than per_job_usd", (LEDGER, "policy.json"))
-SPEND_DAILY: Final = Rule("spend:daily", "no UTC day's spend above daily_usd", (LEDGER, "policy.json"))
-SPEND_MONTHLY: Final = Rule("spend:monthly", "no UTC month's spend above monthly_usd", (LEDGER, "policy.json"))
+SPEND_DAILY: Final = Rule("spend:daily", "no UTC day's billed spend (uptime, idle included) above daily_usd",
+                          ("deployments.json", JOURNAL, LEDGER, "policy.json"))
+SPEND_MONTHLY: Final = Rule("spend:monthly", "no UTC month's billed spend (uptime, idle included) above monthly_usd",
+                            ("deployments.json", JOURNAL, LEDGER, "policy.json"))
 SPEND_LIVE_BURN: Final = Rule("spend:live-burn", "the live deployments' cost_hr sum stays within max_cost_hr",
                               ("deployments.json", "policy.json"))
 SPEND_CONCURRENT: Final = Rule("spend:concurrent", "no more live deployments than max_concurrent_deployments",
@@ -91,6 +93,10 @@ INVENTORY_ORPHANS: Final = Rule("inventory:orphans", "no instance of ours at a p
 INVENTORY_VANISHED: Final = Rule("inventory:vanished", "no live deployment whose instance the provider no longer has",
                                  ("deployments.json", "the providers' inventory"))
 
+BILL_MATCHES: Final = Rule("bill:matches-provider", "each deployment's billed intervals match the provider's own "
+                          "bill, per UTC day, within policy.cost_tolerance",
+                          ("deployments.json", JOURNAL, "policy.json", "the providers' bill"))
+
 #: Rules judged once per deployment: their findings carry the deployment's id as subject.
 PER_DEPLOYMENT: Final = (HISTORY_DESTROYED_AT, HISTORY_ARTIFACTS_SYNCED, READY_EVIDENCE, JOURNAL_CONSISTENT,
                          SHUTDOWN_RULE, SHUTDOWN_IDLE, SHUTDOWN_EXPIRED, SHUTDOWN_STEWARD)
@@ -101,6 +107,7 @@ AUDIT_RULES: Final = RuleTable("audit", [
     HISTORY_DESTROYED_AT, HISTORY_NO_VANISHED, HISTORY_ARTIFACTS_SYNCED, READY_EVIDENCE, JOURNAL_CONSISTENT,
     JOURNAL_FUTURE,
     SHUTDOWN_RULE, SHUTDOWN_IDLE, SHUTDOWN_EXPIRED, SHUTDOWN_STEWARD, *SECRETS, INVENTORY_ORPHANS, INVENTORY_VANISHED,
+    BILL_MATCHES,
 ])
 
 

@@ -18,7 +18,7 @@ import orjson
 from gpuharness.audit import anchor, rules
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit.findings import Finding
-from gpuharness.audit.journal_rules import JournalEntry, journal_problems
+from gpuharness.audit.journal_rules import NumberedEntry, journal_problems
 from gpuharness.audit.ledger_pass import (
     PassContext,
     PassResult,
@@ -34,15 +34,18 @@ from gpuharness.audit.ledger_pass import (
 from gpuharness.audit.ledger_split import TailChild, cut_point, scan_split
 from gpuharness.audit.readiness import readiness_problems
 from gpuharness.core import regular_file, schema
+from gpuharness.core.billing import billed_intervals
 from gpuharness.core.clock import FUTURE_SKEW, format_ts, parse_ts, utcnow
 from gpuharness.core.deployment import Deployment, ShutdownRule, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.job_line import DECODE_ERRORS
+from gpuharness.core.journal import JournalEntry
 from gpuharness.core.json_text import LineError, loads_line
 from gpuharness.core.policy import Policy, exceeds
 from gpuharness.core.registry import DOCUMENTS, JOURNAL, LEDGER
 from gpuharness.core.rules import Rule
 from gpuharness.core.secrets import Credential, configured_credentials, scan_tree
+from gpuharness.core.spend import RowKey, Spent, bill, group_book, row_of
 from gpuharness.core.statefile import read_json
 from gpuharness.core.stewardship import missing_steward
 
@@ -92,9 +95,13 @@ class AuditRun:
     #: the providers' configured credentials (credential_env), whose values must be nowhere in what is audited
     credentials: tuple[Credential, ...] = ()
     #: each deployment's journal entries: (line number, from, to)
-    journal_entries: dict[str, list[JournalEntry]] = field(default_factory=lambda: defaultdict(list))
+    journal_entries: dict[str, list[NumberedEntry]] = field(default_factory=lambda: defaultdict(list))
     #: deployments.json's deployments, as found (read once, by deployments())
     found: list[Deployment] | None = None
+    #: the journal's well-formed entries, in order: what the billed intervals are read from
+    journal: list[dict[str, Any]] = field(default_factory=list)
+    #: billed and used spend per (UTC day, provider, GPU, deployment): what the spend ceilings read
+    book: dict[RowKey, Spent] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return f"AuditRun({str(self.root)!r}, {sum(self.counts.values())} problem(s))"
@@ -240,29 +247,31 @@ def _journal_line(run: AuditRun, lineno: int, raw: bytes, known: set[str], last:
         run.warnings.append(f"{JOURNAL}:{lineno}: torn last line (a writer died mid-write)")
         return False
     try:
-        entry = loads_line(raw)
+        line = loads_line(raw)
     except LineError as exc:
         run.add(rule, f"{JOURNAL}:{lineno}", f"not valid JSON ({exc.message}); move the broken line out")
         return True
-    errors, _ = schema.check("transition", entry) if isinstance(entry, dict) else (
+    errors, _ = schema.check("transition", line) if isinstance(line, dict) else (
         [schema.SchemaIssue("$", "a journal line must be a JSON object")], [])
     for error in errors[:3]:
         run.add(rule, f"{JOURNAL}:{lineno}:{error.json_path}", error.message)
-    if errors or not isinstance(entry, dict):
+    if errors or not isinstance(line, dict):
         return True
-    deployment = entry["deployment"]
+    entry = JournalEntry.from_json(line)
+    deployment = entry.deployment
     if deployment not in known:
         run.add(rules.JOURNAL_DEPLOYMENT, f"{JOURNAL}:{lineno}",
-                f"transition of deployment {deployment} ({entry.get('from')} → {entry['to']}), which is not "
+                f"transition of deployment {deployment} ({entry.from_state} → {entry.to_state}), which is not "
                 "in deployments.json: history was deleted; restore the deployment (status destroyed, "
                 "with destroyed_at)")
-    run.journal_entries[deployment].append(JournalEntry(lineno, entry.get("from"), entry["to"]))
-    moment = _ts(entry.get("ts"))
+    run.journal_entries[deployment].append((lineno, entry))
+    run.journal.append(line)
+    moment = _ts(entry.ts)
     if moment is not None and moment > last.get(deployment, 0.0):
         last[deployment] = moment
     if moment is not None and moment > parse_ts(limit).timestamp():
         run.add(rules.JOURNAL_FUTURE, f"{JOURNAL}:{lineno}",
-                f"{deployment}: ts {entry['ts']} lies after {limit} (now plus the clock skew allowed): a "
+                f"{deployment}: ts {entry.ts} lies after {limit} (now plus the clock skew allowed): a "
                 "wrong clock or a forged entry; find out which (the journal is history: never edit it)")
     return True
 
@@ -303,8 +312,7 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
     # built once from the Deployments: the pass looks a rate up per line
     rates = {d.id: d.cost_hr for d in run.deployments() if "cost_hr" in d.written and "id" in d.written and d.id}
     tol_abs, tol_rel = run.policy.cost_tolerance
-    per_job = run.policy.get("per_job_usd")
-    ctx = PassContext(str(path), rates, tol_abs, tol_rel, None if per_job is None else float(per_job),
+    ctx = PassContext(str(path), rates, tol_abs, tol_rel, run.policy.ceilings.per_job_usd,
                       credentials=run.credentials, future_after=future_after(run))
     previous: cp.Checkpoint | None = None
     if use_checkpoint:
@@ -321,7 +329,8 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
     results: list[PassResult] = []
     digest: Any = None
     rebaseline = previous is not None and (previous.policy_sha256 != run.policy_sha256
-                                           or len(previous.state.job_files) > cp.MAX_JOB_FILES)
+                                           or len(previous.state.job_files) > cp.MAX_JOB_FILES
+                                           or cp.ROW not in previous.state.aggregates)
     with ThreadPoolExecutor(1) as hasher:  # hashing releases the GIL: it runs beside the pass
         if previous is not None:
             # The attested prefix is hashed while the new lines are checked; they count only if it proves unchanged.
@@ -467,29 +476,44 @@ def _merge(run: AuditRun, results: list[PassResult]) -> None:
     run.lines_validated = lines
 
 
+def billed_book(run: AuditRun) -> dict[RowKey, Spent]:
+    """Billed spend (each deployment's billed intervals from the journal, up to the audit's `now`) beside the jobs'
+    cost, per UTC day, provider, GPU and deployment."""
+    deployments = run.deployments()
+    storage: dict[str, float] = {}
+    if any(d.status == "stopped" for d in deployments):  # a stopped volume bills where its provider charges for it
+        from gpuharness.providers.factory import stopped_storage_rates
+
+        storage = stopped_storage_rates(run.items("providers.json"))
+    intervals = billed_intervals(deployments, run.journal, run.now, storage)
+    used = {row_of(name): amount for name, amount in run.state.aggregates.get(cp.ROW, {}).items()}
+    return bill(used, intervals)
+
+
 def _spend(run: AuditRun) -> None:
-    """Daily and monthly spend, live burn and concurrency (per-job spend is checked in the ledger pass)."""
+    """Daily and monthly billed spend, live burn and concurrency (per-job spend is checked in the ledger pass)."""
     policy = run.policy
-    state = run.state
-    for grouping, ceiling in (("day", "daily_usd"), ("month", "monthly_usd")):
-        limit = policy.get(ceiling)
+    run.book = billed_book(run)
+    ceilings = policy.ceilings
+    for grouping, ceiling, limit in (("day", "daily_usd", ceilings.daily_usd),
+                                     ("month", "monthly_usd", ceilings.monthly_usd)):
         if limit is None:
             continue
-        for key, spent in state.rounded(grouping).items():
-            if exceeds(spent, limit):
+        for key, spent in group_book(run.book, grouping).items():
+            if exceeds(spent.billed, limit):
                 run.add(rules.SPEND_DAILY if grouping == "day" else rules.SPEND_MONTHLY, f"{grouping} {key} (UTC)",
-                        f"spent ${spent:.2f} > {ceiling} ${float(limit):.2f} "
-                        f"(over by ${spent - float(limit):.2f}); see `gpuharness spend --by {grouping}` and stop the "
-                        "leak, or raise the ceiling on purpose")
+                        f"billed ${spent.billed:,.2f} (jobs ${spent.used:,.2f}, idle ${spent.idle:,.2f}) > {ceiling} "
+                        f"${limit:,.2f} (over by ${spent.billed - limit:,.2f}); see `gpuharness spend "
+                        f"--by {grouping}` and stop the leak (an idle pod bills too), or raise the ceiling on purpose")
     billing = [d for d in run.deployments() if d.bills]
     burn, _ = live_burn(billing)
-    cap_hr = policy.get("max_cost_hr")
+    cap_hr = ceilings.max_cost_hr
     names = ", ".join(f"{d.id} ${d.cost_hr:.2f}/hr ({d.status})" for d in billing)
     if exceeds(burn, cap_hr):
         run.add(rules.SPEND_LIVE_BURN, "deployments.json",
-                f"live burn ${burn:.2f}/hr > max_cost_hr ${float(cap_hr):.2f}/hr: {names}; destroy or stop one "
+                f"live burn ${burn:.2f}/hr > max_cost_hr ${cap_hr or 0.0:.2f}/hr: {names}; destroy or stop one "
                 "(`gpuharness destroy ID`)")
-    cap_n = policy.get("max_concurrent_deployments")
+    cap_n = ceilings.max_concurrent_deployments
     if cap_n is not None and len(billing) > int(cap_n):
         run.add(rules.SPEND_CONCURRENT, "deployments.json",
                 f"{len(billing)} live deployments > max_concurrent_deployments {int(cap_n)}: {names}; destroy the "
@@ -547,8 +571,8 @@ def _history(run: AuditRun) -> dict[str, list[str]]:
 def _shutdown(run: AuditRun, journal_last: dict[str, float], open_jobs: dict[str, list[str]]) -> None:
     """Every live paid deployment has a shutdown rule, is not idle past max_idle_minutes and is within its stop."""
     policy = run.policy
-    max_idle = policy.get("max_idle_minutes")
-    need_rule = bool(policy.get("require_shutdown_rule"))
+    max_idle = policy.ceilings.max_idle_minutes
+    need_rule = policy.require_shutdown_rule
     for d in run.deployments():
         dep = d.id
         if d.burn_hr <= 0:
@@ -591,7 +615,8 @@ def _readiness_and_journal(run: AuditRun) -> None:
     for d in run.deployments():
         dep = d.id
         entries = run.journal_entries.get(dep, [])
-        into_ready = [(lineno, source) for lineno, source, target in entries if target == "ready" and source != "ready"]
+        into_ready = [(lineno, entry.from_state) for lineno, entry in entries
+                      if entry.to_state == "ready" and entry.from_state != "ready"]
         for where, message in readiness_problems(d, into_ready):
             run.add(rules.READY_EVIDENCE, where, message, subject=dep)
         if not entries:

@@ -1,4 +1,5 @@
-"""The spend chart of the audit report: daily spend stacked by provider, with the daily ceiling as a line.
+"""The spend chart of the audit report: each day's billed spend stacked in parts (used and idle, or by provider),
+with the daily ceiling as a line.
 
 Drawn with Pillow's primitives (bars, lines, text in its built-in font): a plotting library's import would cost the
 audit suite more than all its checks (see the README's benchmarks).
@@ -26,31 +27,33 @@ GRID_COLOR: Final = "#e4e4e4"
 TEXT_COLOR: Final = "#222222"
 
 
-def daily_spend_png(day_provider: dict[str, float], daily_ceiling: float | None, *, title: str) -> str:
+def daily_spend_png(day_parts: dict[str, float], daily_ceiling: float | None, *, title: str,
+                    order: tuple[str, ...] = ()) -> str:
     """Render the chart as a base64-encoded PNG **str** (pytest-html's self-contained mode needs str, not bytes).
 
-    day_provider maps "YYYY-MM-DD|provider" to that day's billed spend.
+    day_parts maps "YYYY-MM-DD|part" to that part of the day's billed spend (the audit's parts: used and idle); the
+    parts stack from the bottom in `order`, then by name.
     """
     from PIL import Image, ImageDraw
 
-    by_provider: dict[str, dict[str, float]] = defaultdict(dict)
-    for key, spent in day_provider.items():
-        day, _, provider = key.partition("|")
-        by_provider[provider][day] = spent
-    days = sorted({key.partition("|")[0] for key in day_provider})
-    totals = [sum(by_provider[p].get(day, 0.0) for p in by_provider) for day in days]
+    by_part: dict[str, dict[str, float]] = defaultdict(dict)
+    for key, spent in day_parts.items():
+        day, _, part = key.partition("|")
+        by_part[part][day] = spent
+    days = sorted({key.partition("|")[0] for key in day_parts})
+    totals = [sum(by_part[p].get(day, 0.0) for p in by_part) for day in days]
     step, top = _scale(max([*totals, daily_ceiling or 0.0, 0.0]))
     image = Image.new("RGB", (WIDTH, HEIGHT), "white")
     draw = ImageDraw.Draw(image)
     _frame(image, draw, days, step, top, title)
-    legend = _bars(draw, days, by_provider, top)
+    legend = _bars(draw, days, by_part, top, order)
     if daily_ceiling is not None:
         legend += _ceiling(draw, days, totals, daily_ceiling, top)
     if days:
         _legend(draw, legend)
     else:
         left, upper, right, lower = PLOT
-        draw.text(((left + right) / 2, (upper + lower) / 2), "no billed jobs", fill=TEXT_COLOR, font=_font(16),
+        draw.text(((left + right) / 2, (upper + lower) / 2), "nothing billed", fill=TEXT_COLOR, font=_font(16),
                   anchor="mm")
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
@@ -115,15 +118,17 @@ def _frame(image: Any, draw: Any, days: list[str], step: float, top: float, titl
     image.paste(turned, (14, int((upper + lower) / 2 - turned.height / 2)))
 
 
-def _bars(draw: Any, days: list[str], by_provider: dict[str, dict[str, float]], top: float) -> list[LegendEntry]:
-    """Each day's bar, stacked by provider (in name order); the providers' legend entries."""
+def _bars(draw: Any, days: list[str], by_part: dict[str, dict[str, float]], top: float,
+          order: tuple[str, ...]) -> list[LegendEntry]:
+    """Each day's bar, stacked by part (those in `order` first, then by name); the parts' legend entries."""
     bottoms = [0.0] * len(days)
     legend: list[LegendEntry] = []
-    for number, provider in enumerate(sorted(by_provider)):
+    parts = [p for p in order if p in by_part] + sorted(p for p in by_part if p not in order)
+    for number, part in enumerate(parts):
         color = COLORS[number % len(COLORS)]
-        legend.append((provider, "box", color))
+        legend.append((part, "box", color))
         for index, day in enumerate(days):
-            spent = by_provider[provider].get(day, 0.0)
+            spent = by_part[part].get(day, 0.0)
             if spent > 0:
                 draw.rectangle([_x(index + 0.1, len(days)), _y(bottoms[index] + spent, top),
                                 _x(index + 0.9, len(days)), _y(bottoms[index], top)], fill=color)

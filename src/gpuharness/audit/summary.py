@@ -8,40 +8,51 @@ from typing import Any
 from gpuharness.audit.run import AuditRun
 from gpuharness.core.clock import format_ts
 from gpuharness.core.deployment import live_burn
-from gpuharness.core.policy import exceeds
+from gpuharness.core.policy import Ceilings, exceeds
+from gpuharness.core.spend import group_book
 
-CEILINGS = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr", "max_concurrent_deployments",
-            "max_idle_minutes")
+#: The chart's two parts of each day's billed spend, stacked in this order.
+USED = "used (jobs)"
+IDLE = "idle (billed, no job)"
 
 
 def summarize(run: AuditRun) -> dict[str, Any]:
-    """What the report shows: spend by day and provider, by provider, GPU and deployment, and the verdict."""
-    state = run.state
+    """What the report shows: billed, used and idle spend by day, month, provider, GPU and deployment (the billed
+    intervals of core.billing beside the jobs), and the verdict."""
     deployments = {d.id: {"provider": d.provider, "gpu": d.gpu, "status": d.status, "cost_hr": d.cost_hr}
                    for d in run.deployments()}
     burn, live = live_burn(run.deployments())
+    grouped = {by: {key: spent.to_json() for key, spent in group_book(run.book, by).items()}
+               for by in ("day", "month", "provider", "gpu", "deployment")}
     return {
         "registry": str(run.root),
         "as_of": format_ts(run.now),
-        "ledger_lines": state.line_count,
+        "ledger_lines": run.state.line_count,
         "lines_validated": run.lines_validated,
         "incremental": run.incremental,
         "anchor": run.anchor,
-        "jobs": state.job_count,
-        "policy": {k: run.policy.get(k) for k in CEILINGS},
-        "day_provider": state.rounded("day_provider"),
-        "month": state.rounded("month"),
-        "provider": state.rounded("provider"),
-        "gpu": state.rounded("gpu"),
-        "deployment": state.rounded("deployment"),
+        "jobs": run.state.job_count,
+        "policy": run.policy.ceilings.to_json(),
+        **grouped,
+        "day_use": day_use(grouped["day"]),
         "deployments": deployments,
         "live_burn_hr": round(burn, 6),
         "live_deployments": live,
         "problems": run.problem_counts(),
         "lowered_costs": [{"line": item.lineno, "job": item.job_id, "from_usd": item.before_usd,
                            "to_usd": item.after_usd, "reason": item.reason or None, "digest": item.digest or None}
-                          for item in state.lowered],
+                          for item in run.state.lowered],
     }
+
+
+def day_use(days: dict[str, dict[str, float]]) -> dict[str, float]:
+    """What the chart stacks: each day's used and idle spend, as `day|part` (idle below zero, jobs billed outside
+    their deployment's intervals, is drawn as none)."""
+    out: dict[str, float] = {}
+    for day, spent in days.items():
+        out[f"{day}|{USED}"] = spent["used"]
+        out[f"{day}|{IDLE}"] = max(0.0, spent["idle"])
+    return out
 
 
 def _table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
@@ -53,16 +64,11 @@ def _table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> 
 
 def to_html(summary: dict[str, Any], chart_png_b64: str | None) -> str:
     """The summary block placed at the top of the audit report."""
-    policy = summary["policy"]
+    ceilings = Ceilings.from_document(summary["policy"])
     problems: dict[str, int] = summary["problems"]
-    total = sum(summary["provider"].values())
-    days = summary["day_provider"]
-    by_day: dict[str, float] = {}
-    for key, spent in days.items():
-        day = key.partition("|")[0]
-        by_day[day] = by_day.get(day, 0.0) + spent
-    daily = policy.get("daily_usd")
-    over = sorted(d for d, s in by_day.items() if exceeds(s, daily))
+    total = sum(spent["billed"] for spent in summary["provider"].values())
+    idle = sum(spent["idle"] for spent in summary["provider"].values())
+    over = sorted(d for d, spent in summary["day"].items() if exceeds(spent["billed"], ceilings.daily_usd))
     if problems:
         verdict = (f"<p class='gh-verdict' style='color:#b00020;font-weight:bold'>Audit found "
                    f"{sum(problems.values())} problem(s): "
@@ -72,33 +78,49 @@ def to_html(summary: dict[str, Any], chart_png_b64: str | None) -> str:
     facts = (f"<p>Registry <code>{html.escape(summary['registry'])}</code> as of {html.escape(summary['as_of'])}: "
              f"{summary['ledger_lines']:,} ledger lines ({summary['lines_validated']:,} validated in this run, "
              f"{'incremental from the checkpoint' if summary['incremental'] else 'full pass'}), "
-             f"{summary['jobs']:,} jobs, total billed ${total:,.2f}. Live burn ${summary['live_burn_hr']:,.2f}/hr on "
-             f"{summary['live_deployments']} live deployment(s) (max_cost_hr {policy.get('max_cost_hr')}, "
-             f"max_concurrent_deployments {policy.get('max_concurrent_deployments')}). Days over daily_usd: "
+             f"{summary['jobs']:,} jobs, total billed ${total:,.2f} (idle ${idle:,.2f}: uptime no job used). Live burn "
+             f"${summary['live_burn_hr']:,.2f}/hr on "
+             f"{summary['live_deployments']} live deployment(s) (max_cost_hr {ceilings.max_cost_hr}, "
+             f"max_concurrent_deployments {ceilings.max_concurrent_deployments}). Days over daily_usd: "
              f"{html.escape(', '.join(over)) if over else 'none'}. Checkpoint anchor: "
              f"{html.escape(str(summary.get('anchor', 'none: unanchored')))}.</p>")
-    chart = (f"<img alt='daily spend stacked by provider, with the daily ceiling' style='max-width:100%' "
+    chart = (f"<img alt='daily billed spend stacked as used and idle, with the daily ceiling' style='max-width:100%' "
              f"src='data:image/png;base64,{chart_png_b64}'/>" if chart_png_b64 else "")
+    return ("<div class='gh-audit-summary'><h2>gpuharness audit: spend at a glance</h2>" + verdict + facts + chart
+            + "".join(_tables(summary, total)) + "</div>")
+
+
+def _tables(summary: dict[str, Any], total: float) -> list[str]:
+    """Billed, used and idle spend by month, provider, GPU and deployment (the largest billed first)."""
+    monthly = Ceilings.from_document(summary["policy"]).monthly_usd
     deployments = summary["deployments"]
-    tables = [
-        _table("Spend by month (UTC)", ("month", "USD", "monthly_usd"),
-               [(m, f"{v:,.4f}", policy.get("monthly_usd")) for m, v in summary["month"].items()]),
-        _table("Spend by provider", ("provider", "USD", "share"),
-               [(p, f"{v:,.4f}", f"{v / total:.1%}" if total else "-")
-                for p, v in sorted(summary["provider"].items(), key=lambda kv: -kv[1])]),
-        _table("Spend by GPU", ("gpu", "USD"),
-               [(g, f"{v:,.4f}") for g, v in sorted(summary["gpu"].items(), key=lambda kv: -kv[1])]),
-        _table("Spend by deployment", ("deployment", "provider", "gpu", "status", "cost_hr", "USD"),
+
+    def money(spent: dict[str, float]) -> tuple[str, str, str]:
+        return f"{spent['billed']:,.4f}", f"{spent['used']:,.4f}", f"{spent['idle']:,.4f}"
+
+    def by_billed(grouping: str) -> list[tuple[str, dict[str, float]]]:
+        return sorted(summary[grouping].items(), key=lambda kv: -kv[1]["billed"])
+
+    return [
+        _table("Spend by month (UTC)", ("month", "billed USD", "used USD", "idle USD", "monthly_usd"),
+               [(m, *money(v), monthly) for m, v in summary["month"].items()]),
+        _table("Spend by provider", ("provider", "billed USD", "used USD", "idle USD", "share"),
+               [(p, *money(v), f"{v['billed'] / total:.1%}" if total else "-") for p, v in by_billed("provider")]),
+        _table("Spend by GPU", ("gpu", "billed USD", "used USD", "idle USD"),
+               [(g, *money(v)) for g, v in by_billed("gpu")]),
+        _table("Spend by deployment", ("deployment", "provider", "gpu", "status", "cost_hr", "billed USD",
+                                       "used USD", "idle USD"),
                [(d, deployments.get(d, {}).get("provider", "?"), deployments.get(d, {}).get("gpu", "?"),
                  deployments.get(d, {}).get("status", "not in deployments.json"),
-                 deployments.get(d, {}).get("cost_hr", "?"), f"{v:,.4f}")
-                for d, v in sorted(summary["deployment"].items(), key=lambda kv: -kv[1])]),
+                 deployments.get(d, {}).get("cost_hr", "?"), *money(v)) for d, v in by_billed("deployment")]),
+        _lowered_table(summary.get("lowered_costs", [])),
     ]
-    lowered = summary.get("lowered_costs", [])
-    tables.append(_table(f"Lowered costs: {len(lowered)} correction(s) that lowered a job's cost",
-                         ("line", "job", "from USD", "to USD", "reason", "digest of the corrected line"),
-                         [(f"jobs.jsonl:{item['line']}", item["job"], f"{item['from_usd']:,.4f}",
-                           f"{item['to_usd']:,.4f}", item["reason"] or "(none: a finding)",
-                           item["digest"] or "(none: a finding)") for item in lowered]))
-    return ("<div class='gh-audit-summary'><h2>gpuharness audit: spend at a glance</h2>" + verdict + facts + chart
-            + "".join(tables) + "</div>")
+
+
+def _lowered_table(lowered: list[dict[str, Any]]) -> str:
+    """Every correction that lowered a job's cost, with its reason and the digest of the line it corrects."""
+    return _table(f"Lowered costs: {len(lowered)} correction(s) that lowered a job's cost",
+                  ("line", "job", "from USD", "to USD", "reason", "digest of the corrected line"),
+                  [(f"jobs.jsonl:{item['line']}", item["job"], f"{item['from_usd']:,.4f}", f"{item['to_usd']:,.4f}",
+                    item["reason"] or "(none: a finding)", item["digest"] or "(none: a finding)")
+                   for item in lowered])

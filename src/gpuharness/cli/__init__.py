@@ -18,6 +18,7 @@ from gpuharness.core.registry import Registry
 COMMAND_MODULES: tuple[str, ...] = (
     "gpuharness.cli.registry_cmds",
     "gpuharness.cli.provider_cmds",
+    "gpuharness.cli.bill_cmds",
     "gpuharness.cli.sim_cmds",
     "gpuharness.cli.diagnose_cmds",
     "gpuharness.cli.plan_cmds",

@@ -11,6 +11,7 @@ EXAMPLES: Final[dict[str, str]] = {
     "ledger append": "gpuharness ledger append --line '{\"job_id\": \"J-1\", ...}'",
     "ledger show": "gpuharness ledger show --job J-000001",
     "spend": "gpuharness spend --by day --json",
+    "bill": "gpuharness bill --provider runpod --since 2026-12-01 --json",
     "economics": "gpuharness economics --deployment dep_try_01 --avg-job-minutes 3",
     "providers add": "gpuharness providers add vast --kind vast --key-env VAST_API_KEY",
     "providers check": "gpuharness providers check --provider vast",

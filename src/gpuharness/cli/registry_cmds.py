@@ -160,14 +160,15 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
 
 def cmd_spend(args: argparse.Namespace) -> int:
     registry = existing_registry(args)
-    numbered = list(enumerate(existing_ledger(registry).checked_records(), 1))
-    lines = [JobLine.from_record(record) for _, record in numbered]
+    numbered = [(lineno, JobLine.from_record(record))
+                for lineno, record in enumerate(existing_ledger(registry).checked_records(), 1)]
+    lines = [line for _, line in numbered]
     book = spend_book(lines, registry_intervals(registry, utcnow()))
     groups = group_book(book, args.by)
     policy = Policy(registry.policy_document())
     today, month = billed_today_and_month(book, now_ts())
-    ceilings = {"daily_usd": policy.get("daily_usd"), "monthly_usd": policy.get("monthly_usd"),
-                "per_job_usd": policy.get("per_job_usd")}
+    limits = policy.ceilings
+    ceilings = {"daily_usd": limits.daily_usd, "monthly_usd": limits.monthly_usd, "per_job_usd": limits.per_job_usd}
     total = group_book(book, "total").get("total") or Spent()
     payload = {"by": args.by, "spend": {k: round(v.billed, 6) for k, v in groups.items()},
                "groups": {k: v.to_json() for k, v in groups.items()}, "total": round(total.billed, 6),
@@ -178,8 +179,8 @@ def cmd_spend(args: argparse.Namespace) -> int:
     text = [f"{'':<{width}}  {'billed':>12} {'used':>12} {'idle':>12}"]
     text += [f"{k:<{width}}  {_usd(v.billed):>12} {_usd(v.used):>12} {_usd(v.idle):>12}" for k, v in groups.items()]
     text.append(f"{'total':<{width}}  {_usd(total.billed):>12} {_usd(total.used):>12} {_usd(total.idle):>12}")
-    text.append(f"today ${today:,.2f} billed of daily_usd ${float(ceilings['daily_usd'] or 0):,.2f}; "
-                f"this month ${month:,.2f} of monthly_usd ${float(ceilings['monthly_usd'] or 0):,.2f}")
+    text.append(f"today ${today:,.2f} billed of daily_usd ${limits.daily_usd or 0:,.2f}; "
+                f"this month ${month:,.2f} of monthly_usd ${limits.monthly_usd or 0:,.2f}")
     if not registry.has_policy():
         text.append(f"ceilings: {registry.policy_origin()}")
     explanation = explain_one_liner(numbered)
@@ -198,15 +199,9 @@ def _usd(value: float) -> str:
 def registry_intervals(registry: Registry, now: datetime) -> dict[str, list[Interval]]:
     """The billed intervals of the registry's deployments, from its journal."""
     journal = list(read_journal(registry.journal_path)) if registry.journal_path.exists() else []
-    from gpuharness.providers.factory import capabilities_of
+    from gpuharness.providers.factory import stopped_storage_rates
 
-    storage = {}
-    for entry in registry.providers():
-        try:
-            storage[str(entry["name"])] = capabilities_of(entry).stopped_storage_usd_gb_month
-        except UserError:  # an unknown kind: `validate` names it; its storage is not counted here
-            continue
-    return billed_intervals(registry.deployments(), journal, now, storage)
+    return billed_intervals(registry.deployments(), journal, now, stopped_storage_rates(registry.providers()))
 
 
 def cmd_economics(args: argparse.Namespace) -> int:

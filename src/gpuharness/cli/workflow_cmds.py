@@ -15,11 +15,11 @@ from gpuharness.cli.arguments import positive, whole
 from gpuharness.core import json_text, regular_file, runtimes
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
+from gpuharness.remote.http import PhaseHttp
 from gpuharness.runtimes.comfyui.catalog import CatalogError, NodeCatalog
 from gpuharness.runtimes.comfyui.client import ComfyUI, InputError, build_test_graph
 from gpuharness.runtimes.comfyui.problems import Problem, cause, problems
 from gpuharness.runtimes.comfyui.validation import GraphError, Verdict, graph_of, output_nodes, validate
-from gpuharness.runtimes.http import RuntimeHttp
 from gpuharness.sim.comfyui import recorded_catalog
 
 EXIT_REJECTED = 1
@@ -107,7 +107,7 @@ def catalog_from(args: argparse.Namespace) -> NodeCatalog:
     if args.catalog is not None:
         return NodeCatalog.load(args.catalog)
     try:
-        with RuntimeHttp(args.server, timeout_s=60.0) as http:
+        with PhaseHttp(args.server, timeout_s=60.0) as http:
             return ComfyUI(http).catalog()
     except httpx.HTTPStatusError as exc:
         raise UserError(f"GET /object_info answered {exc.response.status_code}", place=args.server,

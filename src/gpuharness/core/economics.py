@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, final
+from dataclasses import dataclass
+from typing import final
+
+from gpuharness.core.json_fields import JsonFields
 
 
 @final
 @dataclass(frozen=True, slots=True)
-class KeepAliveDecision:
+class KeepAliveDecision(JsonFields):
     """The decision and every number behind it."""
 
     decision: str  # "keep-alive" or "destroy"
@@ -23,9 +25,6 @@ class KeepAliveDecision:
     total_runtime_minutes: float
     breakeven_gap_minutes: float
     interruptible_advice: str
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
     def explain(self) -> str:
         """The arithmetic, as lines a person can check."""

@@ -1,8 +1,9 @@
-"""The transition journal (transitions.jsonl): one typed entry, its one constructor, append and read."""
+"""The transition journal (transitions.jsonl): one typed entry (written by the lifecycle, read by the audit), its
+one constructor, append and read."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, final
@@ -15,6 +16,11 @@ from gpuharness.core.jsonl import append_record, read_records
 from gpuharness.core.revision import source_revision
 
 _SAME: Any = object()
+#: a journal line's keys, in transition.schema.json's order, each with the JournalEntry field it holds
+LINE_KEYS: dict[str, str] = {"ts": "ts", "deployment": "deployment", "provider": "provider", "target_id": "target_id",
+                             "from": "from_state", "to": "to_state", "route": "route", "observed_at": "observed_at",
+                             "marker": "marker", "next_action": "next_action", "note": "note",
+                             "source_revision": "source_revision"}
 
 
 @final
@@ -47,12 +53,15 @@ class JournalEntry:
                    route=route, observed_at=observed_at or now_ts(), marker=marker, next_action=next_action,
                    note=note, source_revision=source_revision())
 
+    @classmethod
+    def from_json(cls, line: Mapping[str, Any]) -> JournalEntry:
+        """The entry a journal line holds (one transition.schema.json accepts: `ts`, `deployment` and `to` are
+        there; a key it lacks keeps its field's default)."""
+        return cls(**{name: line[key] for key, name in LINE_KEYS.items() if key in line})
+
     def to_json(self) -> dict[str, Any]:
         """The journal line."""
-        return {"ts": self.ts, "deployment": self.deployment, "provider": self.provider,
-                "target_id": self.target_id, "from": self.from_state, "to": self.to_state, "route": self.route,
-                "observed_at": self.observed_at, "marker": self.marker, "next_action": self.next_action,
-                "note": self.note, "source_revision": self.source_revision}
+        return {key: getattr(self, name) for key, name in LINE_KEYS.items()}
 
 
 def append_entry(path: Path, entry: JournalEntry) -> None:

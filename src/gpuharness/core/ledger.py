@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, final
+from typing import TYPE_CHECKING, Any, BinaryIO, final
 
 import orjson
 
@@ -20,6 +20,9 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.json_text import LineError, key_bound, line_duplicate, loads_line
 from gpuharness.core.jsonl import append_record
 from gpuharness.core.policy import exceeds
+
+if TYPE_CHECKING:
+    from gpuharness.core.job_line import JobLine
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
 #: the times of a ledger line that may not lie in the future when it is written
@@ -193,6 +196,14 @@ class Ledger:
                     continue  # a torn final line is not history yet
                 raise self.broken(entry)
             yield entry.record
+
+    def lines(self) -> Iterator[JobLine]:
+        """Every line as a typed JobLine (unknown fields dropped), for readers of what jobs cost and when; a torn
+        or broken line raises as with records()."""
+        from gpuharness.core.job_line import JobLine  # msgspec: loaded when a reader needs it
+
+        for record in self.records():
+            yield JobLine.from_record(record)
 
     def checked_records(self) -> Iterator[dict[str, Any]]:
         """Like records(), but every line must also match the job schema; a bad one raises naming its line."""

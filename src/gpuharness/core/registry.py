@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Any, final
 
 from gpuharness.core import schema, secrets, tables
 from gpuharness.core.deployment import Deployment, json_value
 from gpuharness.core.errors import UserError
+from gpuharness.core.policy import MONEY_CEILINGS, STARTING, Policy
 from gpuharness.core.statefile import atomic_write_json, exclusive_lock, read_json, sweep_stale_temps
 from gpuharness.core.stewardship import refuse_dropped_owner
 
@@ -34,21 +36,12 @@ OBSERVATIONS = "observations.jsonl"
 def default_policy() -> dict[str, Any]:
     """The policy a new registry starts with: these ceilings, and every provider kind there is allowed (the provider
     table's kinds: a new provider is allowed without editing this)."""
-    return {
-        "schema_version": 1,
-        "per_job_usd": 5.0,
-        "daily_usd": 50.0,
-        "monthly_usd": 500.0,
-        "max_cost_hr": 10.0,
-        "max_concurrent_deployments": 4,
-        "max_idle_minutes": 30,
-        "retry": {"max_job_attempts": 2, "max_api_attempts": 3, "max_launch_attempts": 2},
-        "allowed_providers": list(tables.names(tables.PROVIDER_KINDS)),
-        "require_shutdown_rule": True,
-        "cost_tolerance": {"abs_usd": 0.01, "rel": 0.05},
-        "temperature_max_c": 85,
-        "disk_margin_gb": 10,
-    }
+    policy: dict[str, Any] = {"schema_version": 1}
+    for key, value in STARTING.items():
+        if key == "require_shutdown_rule":  # in the order the file has always had
+            policy["allowed_providers"] = list(tables.names(tables.PROVIDER_KINDS))
+        policy[key] = copy.deepcopy(value)
+    return policy
 
 
 def empty_document(file_name: str) -> dict[str, Any]:
@@ -68,8 +61,6 @@ def nearest_registry(start: Path) -> Path | None:
     return None
 
 
-# The ceilings that limit money; a spending policy sets one of them, or says "ceilings": "none" with a reason.
-MONEY_CEILINGS: Final = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr")
 
 
 @final
@@ -238,17 +229,24 @@ class Registry:
             change.set(**changes)
         return change.after
 
-    def add_deployment(self, build: Callable[[frozenset[str]], Deployment]) -> Deployment:
-        """Append the deployment build(taken ids) makes, under the lock; an id already taken is refused."""
+    def add_deployment(self, build: Callable[[list[Deployment]], Deployment | None]) -> Deployment | None:
+        """Append the deployment build(the deployments recorded now) makes, under the deployments.json lock (so
+        whatever build decides from them holds when it is written); build returning None adds nothing. An id
+        already taken is refused, and nothing is written."""
         with self.update("deployments.json") as document:
-            taken = frozenset(str(d["id"]) for d in document["deployments"])
-            deployment = build(taken)
-            if deployment.id in taken:
-                raise UserError(f"deployment id {deployment.id!r} already exists",
-                                path=self.path("deployments.json"),
-                                hint="ids are never reused; pick another or omit --id")
+            deployments = [Deployment.from_json(item) for item in document["deployments"]]
+            deployment = build(deployments)
+            if deployment is None:
+                return None
+            if any(d.id == deployment.id for d in deployments):
+                raise self.id_taken(deployment.id)
             document["deployments"].append(deployment.to_json())
         return deployment
+
+    def id_taken(self, deployment_id: str) -> UserError:
+        """The error of a new deployment whose id is taken (ids are never reused)."""
+        return UserError(f"deployment id {deployment_id!r} already exists", path=self.path("deployments.json"),
+                         hint="ids are never reused; pick another or omit --id")
 
     def providers(self) -> list[dict[str, Any]]:
         return self.items("providers.json")
@@ -284,7 +282,7 @@ class Registry:
                             hint="run `gpuharness init` (it writes a default policy.json to review); nothing was "
                                  "launched or run")
         document = self.load("policy.json")
-        if document.get("ceilings") != "none" and not any(document.get(name) is not None for name in MONEY_CEILINGS):
+        if Policy(document).sets_no_ceiling:
             raise UserError("policy.json sets no ceiling at all: nothing would limit what this spends",
                             path=self.path("policy.json"), place="ceilings",
                             hint=f"set one of {', '.join(MONEY_CEILINGS)}, or say `\"ceilings\": \"none\"` with a "

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
+
+import orjson
 
 from gpuharness.core.billing import Interval
 from gpuharness.core.clock import format_ts, now_ts, parse_ts
@@ -19,37 +21,12 @@ ONE_LINER = "jq -s 'map(select(.status==\"completed\")) | map(.cost_usd // 0) | 
 
 
 def job_costs(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The current line of each job (corrections replace earlier lines)."""
+    """The current record of each job as written, unknown fields included (what `ledger show` prints; spend reads
+    JobLines: current_lines)."""
     current: dict[str, dict[str, Any]] = {}
     for record in records:
         current[record["id"]] = record
     return current
-
-
-def _utc_stamp(record: dict[str, Any]) -> str:
-    """completed_at (else started_at, else ts) in UTC, so a day is a UTC day whatever offset was written."""
-    stamp = str(record.get("completed_at") or record.get("started_at") or record.get("ts") or "")
-    if stamp.endswith(("Z", "z")) or len(stamp) < 11:
-        return stamp
-    try:
-        return format_ts(parse_ts(stamp))
-    except ValueError:
-        return stamp
-
-
-def _key(record: dict[str, Any], by: str) -> str:
-    stamp = _utc_stamp(record)
-    if by == "day":
-        return stamp[:10]
-    if by == "month":
-        return stamp[:7]
-    if by == "provider":
-        return str(record.get("provider") or "?")
-    if by == "gpu":
-        return str(record.get("gpu") or "?")
-    if by == "deployment":
-        return str(record.get("deployment_id") or "?")
-    return "total"
 
 
 def current_lines(lines: Iterable[JobLine]) -> dict[str, JobLine]:
@@ -91,25 +68,49 @@ class Spent:
         return {"billed": round(self.billed, 6), "used": round(self.used, 6), "idle": round(self.idle, 6)}
 
 
-def spend_book(lines: Iterable[JobLine], intervals: dict[str, list[Interval]]) -> dict[RowKey, Spent]:
+def row_name(key: RowKey) -> str:
+    """A row's key as one string (the audit checkpoint's `row` aggregate): a JSON array."""
+    return orjson.dumps(list(key)).decode()
+
+
+def row_of(name: str) -> RowKey:
+    """The row key back from row_name's string."""
+    day, provider, gpu, deployment = (str(part) for part in orjson.loads(name))
+    return day, provider, gpu, deployment
+
+
+def used_rows(lines: Iterable[JobLine]) -> dict[RowKey, float]:
+    """The jobs' cost (each job's current line) per UTC day, provider, GPU and deployment, as written."""
+    used: dict[RowKey, float] = defaultdict(float)
+    for line in current_lines(lines).values():
+        cost = line.cost_usd or 0.0
+        if cost:
+            used[(_line_day(line), line.provider or "?", line.gpu or "?", line.deployment_id)] += cost
+    return dict(used)
+
+
+def bill(used: Mapping[RowKey, float], intervals: Mapping[str, list[Interval]]) -> dict[RowKey, Spent]:
     """Billed and used per UTC day, provider, GPU and deployment. A deployment with billed intervals bills them
-    (its jobs are used time inside them); one without (serverless, or unknown to deployments.json) bills its jobs."""
+    (its jobs are used time inside them, placed at its provider and GPU); one without (serverless, or unknown to
+    deployments.json) bills its jobs."""
     book: dict[RowKey, Spent] = defaultdict(Spent)
     placed = {dep: (found[0].provider, found[0].gpu) for dep, found in intervals.items() if found}
     for dep, found in intervals.items():
         for interval in found:
             for day, cost in interval.by_day():
                 book[(day, interval.provider, interval.gpu, dep)].billed += cost
-    for line in current_lines(lines).values():
-        cost = line.cost_usd or 0.0
-        if not cost:
-            continue
-        provider, gpu = placed.get(line.deployment_id) or (line.provider or "?", line.gpu or "?")
-        row = book[(_line_day(line), provider or "?", gpu, line.deployment_id)]
+    for (day, provider, gpu, dep), cost in used.items():
+        provider, gpu = placed.get(dep) or (provider, gpu)
+        row = book[(day, provider, gpu, dep)]
         row.used += cost
-        if line.deployment_id not in intervals:
+        if dep not in intervals:
             row.billed += cost
     return dict(book)
+
+
+def spend_book(lines: Iterable[JobLine], intervals: Mapping[str, list[Interval]]) -> dict[RowKey, Spent]:
+    """Billed and used per UTC day, provider, GPU and deployment, from the ledger's lines (see bill)."""
+    return bill(used_rows(lines), intervals)
 
 
 _GROUP_INDEX = {"day": 0, "provider": 1, "gpu": 2, "deployment": 3}
@@ -133,26 +134,35 @@ def billed_today_and_month(book: dict[RowKey, Spent], now: str) -> tuple[float, 
     return day, month
 
 
-def spend_by(records: Iterable[dict[str, Any]], by: str) -> dict[str, float]:
-    """Sum billed cost per group (day and month are UTC, taken from completed_at)."""
+def _line_key(line: JobLine, by: str) -> str:
+    if by in ("day", "month"):
+        return _line_day(line)[:10 if by == "day" else 7]
+    if by == "provider":
+        return line.provider or "?"
+    if by == "gpu":
+        return line.gpu or "?"
+    return line.deployment_id if by == "deployment" else "total"
+
+
+def spend_by(lines: Iterable[JobLine], by: str) -> dict[str, float]:
+    """The jobs' cost (each job's current line) per group (day and month are UTC, from completed_at)."""
     if by not in GROUPINGS:
         raise ValueError(f"unknown grouping {by!r}; use one of {', '.join(GROUPINGS)}")
     totals: dict[str, float] = defaultdict(float)
-    for record in job_costs(records).values():
-        cost = record.get("cost_usd")
-        if cost:
-            totals[_key(record, by)] += float(cost)
+    for line in current_lines(lines).values():
+        if line.cost_usd:
+            totals[_line_key(line, by)] += line.cost_usd
     return {k: round(v, 6) for k, v in sorted(totals.items())}
 
 
-def today_and_month(records: Iterable[dict[str, Any]], now: str | None = None) -> tuple[float, float]:
-    """Spend of the current UTC day and month."""
+def today_and_month(lines: Iterable[JobLine], now: str | None = None) -> tuple[float, float]:
+    """The jobs' cost of the current UTC day and month."""
     stamp = now or now_ts()
     day, month = stamp[:10], stamp[:7]
     spent_day = spent_month = 0.0
-    for record in job_costs(records).values():
-        cost = float(record.get("cost_usd") or 0.0)
-        key = _key(record, "day")
+    for line in current_lines(lines).values():
+        cost = line.cost_usd or 0.0
+        key = _line_day(line)
         if key == day:
             spent_day += cost
         if key[:7] == month:
@@ -228,21 +238,21 @@ def _usd(value: float, signed: bool = False) -> str:
     return "-" + text if value < 0 else ("+" if signed else "") + text
 
 
-def explain_one_liner(numbered: Iterable[tuple[int, dict[str, Any]]]) -> OneLinerExplanation:
-    """Compare spend with the one-liner over (line number, record) pairs of the whole ledger."""
-    current: dict[str, tuple[int, dict[str, Any]]] = {}
+def explain_one_liner(numbered: Iterable[tuple[int, JobLine]]) -> OneLinerExplanation:
+    """Compare spend with the one-liner over (line number, line) pairs of the whole ledger."""
+    current: dict[str, tuple[int, JobLine]] = {}
     completed: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for lineno, record in numbered:
-        current[record["id"]] = (lineno, record)
-        if record.get("status") == "completed":
-            completed[record["id"]].append((lineno, float(record.get("cost_usd") or 0.0)))
+    for lineno, line in numbered:
+        current[line.id] = (lineno, line)
+        if line.status == "completed":
+            completed[line.id].append((lineno, line.cost_usd or 0.0))
     explanation = OneLinerExplanation()
-    for job_id, (lineno, record) in current.items():
-        billed = float(record.get("cost_usd") or 0.0)
+    for job_id, (lineno, line) in current.items():
+        billed = line.cost_usd or 0.0
         counted = sum(cost for _, cost in completed.get(job_id, []))
         explanation.spend += billed
         explanation.one_liner += counted
-        difference = JobDifference(job_id, str(record.get("status")), billed, counted,
+        difference = JobDifference(job_id, line.status, billed, counted,
                                    tuple(n for n, _ in completed.get(job_id, [])), lineno)
         if difference.again or (difference.status != "completed" and billed):
             explanation.jobs.append(difference)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, TextIO, final
 
 from gpuharness.core import regular_file
+from gpuharness.core.json_fields import JsonFields
 from gpuharness.core.json_text import loads_outside
 from gpuharness.core.secrets import clip
 from gpuharness.remote.lines import lines_of
@@ -245,7 +246,7 @@ _MAX_EVIDENCE: Final[int] = 20
 
 @final
 @dataclass(frozen=True, slots=True)
-class Evidence:
+class Evidence(JsonFields):
     """One matching line: what it indicates, its 1-based number and its text."""
 
     label: str
@@ -253,13 +254,10 @@ class Evidence:
     line: str
     strong: bool
 
-    def to_json(self) -> dict[str, Any]:
-        return {"label": self.label, "line_no": self.line_no, "line": self.line, "strong": self.strong}
-
 
 @final
 @dataclass(frozen=True, slots=True)
-class Diagnosis:
+class Diagnosis(JsonFields):
     """The classification of one failure: cause, decisive line, remedy, and whether a blind retry may help."""
 
     cause: Cause
@@ -271,13 +269,6 @@ class Diagnosis:
     source: Source = "log"
     lines_read: int = 0
     evidence: tuple[Evidence, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "cause": self.cause, "line_no": self.line_no, "line": self.line, "remedy": self.remedy,
-            "retryable": self.retryable, "symptom": self.symptom, "source": self.source,
-            "lines_read": self.lines_read, "evidence": [e.to_json() for e in self.evidence],
-        }
 
     def explain(self) -> str:
         """Human text: cause, decisive line, remedy."""

@@ -23,7 +23,10 @@ class GpuClass:
     limit (the health check compares a card with its own default; the simulator's cards are rated by it);
     compute_capability: (major, minor), as torch.cuda.get_device_capability() gives it; cuda_cores and fp32_tflops:
     the FP32 cores and their non-tensor throughput (TFLOP/s), as providers list them; sm_max_mhz: clocks.max.sm as
-    nvidia-smi prints it. `sources` names where each figure comes from.
+    nvidia-smi prints it. healthy_tflops / healthy_memory_gbps / healthy_host_copy_gbps: what a healthy card reaches
+    with the project's measurement (gpu/measurement.py), where a measurement of it was published or taken; otherwise
+    `expected_*` derive it from the datasheet figure by a stated, sourced factor. The datasheet figures stay the
+    peak column. `sources` names where each figure comes from.
     """
 
     name: str
@@ -42,6 +45,11 @@ class GpuClass:
     cuda_cores: int | None = None
     fp32_tflops: float | None = None
     sm_max_mhz: int | None = None
+    healthy_tflops: float | None = None
+    healthy_memory_gbps: float | None = None
+    healthy_host_copy_gbps: float | None = None
+    nvlinks: int | None = None  # NVLinks per GPU where the class is joined by NVLink (SXM boards); None: PCIe peers
+    nvlink_p2p_gbps: float | None = None  # a healthy peer copy over them, one direction
     sources: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -53,6 +61,25 @@ class GpuClass:
         """Where a figure of this class comes from ("pcie", "memory_bandwidth", "dense_tflops")."""
         return dict(self.sources).get(figure)
 
+    def expected_tflops(self) -> tuple[float | None, str | None]:
+        """The dense matmul figure a healthy card reaches with the measurement, and where it comes from."""
+        if self.healthy_tflops is not None:
+            return self.healthy_tflops, self.source("healthy_tflops")
+        if self.dense_tflops is None:
+            return None, None
+        return round(self.dense_tflops * HEALTHY_MATMUL, 1), f"{HEALTHY_MATMUL:g} x datasheet {self.dense_tflops:g} " \
+            f"({HEALTHY_MATMUL_SOURCE}; datasheet: {self.source('dense_tflops')})"
+
+    def expected_memory_gbps(self) -> tuple[float | None, str | None]:
+        """The device memory copy a healthy card reaches with the measurement, and where it comes from."""
+        if self.healthy_memory_gbps is not None:
+            return self.healthy_memory_gbps, self.source("healthy_memory_gbps")
+        if self.memory_bandwidth_gbps is None:
+            return None, None
+        return round(self.memory_bandwidth_gbps * HEALTHY_DEVICE_COPY, 1), \
+            f"{HEALTHY_DEVICE_COPY:g} x datasheet {self.memory_bandwidth_gbps:g} ({HEALTHY_DEVICE_COPY_SOURCE}; " \
+            f"datasheet: {self.source('memory_bandwidth')})"
+
 
 # Abbreviations of the sources cited below (each row says which figure comes from where):
 MLE: Final = "github.com/stas00/ml-engineering compute/accelerator/README.md (tables citing nvidia.com)"
@@ -61,6 +88,28 @@ TORCHTITAN: Final = "github.com/pytorch/torchtitan torchtitan/tools/utils.py get
 K8S: Final = "github.com/NVIDIA/k8s-test-infra tests/e2e/go/assertions/nvidiasmi/testdata/hardware"
 UKO: Final = "github.com/utkuozdemir/nvidia_gpu_exporter internal/captures"
 CUDA_GPUS: Final = "developer.nvidia.com/cuda-gpus (NVIDIA's compute capability table)"
+
+#: The fraction of the datasheet's dense bf16 figure a healthy card reaches in a careful torch matmul, for classes
+#: without a published measurement of their own: the median of the H100 SXM, A100 SXM, A100 PCIe and H200 figures
+#: below (0.80, 0.87, 0.81, 0.79).
+HEALTHY_MATMUL: Final = 0.80
+HEALTHY_MATMUL_SOURCE: Final = ("the factor a careful bf16 matmul reaches on the H100 SXM (794.5 of 989: MAMF table, "
+                                "github.com/stas00/ml-engineering compute/accelerator/README.md) and on the real "
+                                "H200 (783.8 of 989: docs/gpu-calibration.md)")
+#: The fraction of the datasheet's memory bandwidth a device copy reaches (read + write counted).
+HEALTHY_DEVICE_COPY: Final = 0.88
+HEALTHY_DEVICE_COPY_SOURCE: Final = ("the factor a device copy reaches on the H100 SXM (2959 of 3350 GB/s: "
+                                     "github.com/NVIDIA/cuda-samples/issues/392) and on the real H200 (4222 of 4800 "
+                                     "GB/s: docs/gpu-calibration.md)")
+MAMF: Final = ("github.com/stas00/ml-engineering compute/accelerator/README.md, Maximum Achievable Matmul FLOPS "
+               "(bf16, mean of 100 after 50 warm-ups, best shape)")
+NVLINK4_LINKS: Final = "github.com/open-mpi/hwloc/issues/574 (an H100 has 18 NVLinks, 900 GB/s)"
+NVLINK4_P2P: Final = ("github.com/NVIDIA/nccl/issues/1264 (HGX H100 SXM p2pBandwidthLatencyTest: unidirectional "
+                      "P2P=Enabled 371-377 GB/s, P2P=Disabled 36-38 GB/s)")
+#: Peer copies over PCIe reach what host copies reach on the same link: 26.34 GB/s between RTX A6000s on Gen4
+#: (github.com/NVIDIA/nvbandwidth/issues/50), where a Gen4 host copy reaches 25.13 (HOST_LINKS).
+PCIE_PEER_SOURCE: Final = "github.com/NVIDIA/nvbandwidth/issues/50 (RTX A6000 Gen4 peers 21.8-26.34 GB/s)"
+REAL_H200: Final = "the real H200 run of 2026-12-04 (docs/gpu-calibration.md, cassettes/ssh/real-h200.json)"
 
 GPU_CLASSES: Final[tuple[GpuClass, ...]] = (
     GpuClass("NVIDIA GeForce RTX 3090", "RTX 3090", 24576, 24, ecc=False, pcie_gen=4, pcie_width=16,
@@ -85,7 +134,7 @@ GPU_CLASSES: Final[tuple[GpuClass, ...]] = (
                  ("dense_tflops", f"{NANOCHAT} (bf16, fp32 accumulate); hmc-tech.com 'Tensor FP16-32 165.2'"))),
     GpuClass("NVIDIA GeForce RTX 5090", "RTX 5090", 32607, 32, ecc=False, pcie_gen=5, pcie_width=16,
              memory_bandwidth_gbps=1792, dense_tflops=209.5, power_w=575, compute_capability=(12, 0),
-             cuda_cores=21760, fp32_tflops=104.8, sources=(
+             cuda_cores=21760, fp32_tflops=104.8, healthy_tflops=234, sources=(
                  ("compute_capability", CUDA_GPUS),
                  ("cuda_cores", "spheron.network/blog/nvidia-rtx-5090-specs (21,760 CUDA cores)"),
                  ("fp32_tflops", "pcspecchart.com/pc_parts/gpu/21 (21760 cores at a 2407 MHz boost: 2 x 21760 x "
@@ -96,7 +145,9 @@ GPU_CLASSES: Final[tuple[GpuClass, ...]] = (
                  ("memory_bandwidth", f"spheron.network/blog/nvidia-rtx-5090-specs; {NANOCHAT} (1.79e12)"),
                  # public torch runs exceed it (234-240 TFLOP/s bf16 at 8192^2: github.com/zzc0721/
                  # torch-performance-test-data issues 96, 124): a floor under it is conservative, never unfair
-                 ("dense_tflops", f"{NANOCHAT} (bf16, fp32 accumulate)"))),
+                 ("dense_tflops", f"{NANOCHAT} (bf16, fp32 accumulate)"),
+                 ("healthy_tflops", "github.com/zzc0721/torch-performance-test-data issues 96, 124 (torch bf16 "
+                                    "matmul at 8192: 234-240 TFLOP/s; the lower end)"))),
     # memory: no public nvidia-smi capture of an A6000 was found (the one seen is of unclear provenance)
     GpuClass("NVIDIA RTX A6000", "RTX A6000", 49140, 48, ecc=True, aliases=("A6000",), pcie_gen=4, pcie_width=16,
              memory_bandwidth_gbps=768, dense_tflops=154.8, power_w=300, compute_capability=(8, 6), cuda_cores=10752,
@@ -123,7 +174,8 @@ GPU_CLASSES: Final[tuple[GpuClass, ...]] = (
                                   f"{TORCHTITAN}"))),
     GpuClass("NVIDIA A100-SXM4-80GB", "A100 SXM4", 81920, 80, ecc=True, aliases=("A100",), pcie_gen=4,
              pcie_width=16, memory_bandwidth_gbps=2039, dense_tflops=312, power_w=400, compute_capability=(8, 0),
-             cuda_cores=6912, fp32_tflops=19.5, sources=(
+             cuda_cores=6912, fp32_tflops=19.5, healthy_tflops=271.2, sources=(
+                 ("healthy_tflops", f"{MAMF}: A100 SXM 271.2"),
                  ("compute_capability", CUDA_GPUS),
                  ("cuda_cores", "notes.haroldbenoit.com/ML/Engineering/GPUs/Hardware (A100-80GB: 6912 CUDA cores)"),
                  ("fp32_tflops", "glennklockwood.com/garden/processors/A100 (FP32 19.5, citing NVIDIA's A100 "
@@ -136,7 +188,9 @@ GPU_CLASSES: Final[tuple[GpuClass, ...]] = (
                                       "glennklockwood.com/garden/processors/A100"),
                  ("dense_tflops", f"{MLE}; {TORCHTITAN}"))),
     GpuClass("NVIDIA A100 80GB PCIe", "A100 PCIe", 81920, 80, ecc=True, pcie_gen=4, pcie_width=16,
-             memory_bandwidth_gbps=1935, dense_tflops=312, power_w=300, compute_capability=(8, 0), sources=(
+             memory_bandwidth_gbps=1935, dense_tflops=312, power_w=300, compute_capability=(8, 0),
+             healthy_tflops=252.9, sources=(
+                 ("healthy_tflops", f"{MAMF}: A100 PCIe 252.9"),
                  ("compute_capability", CUDA_GPUS),
                  ("power", "thundercompute.com/blog/nvidia-a100-specs-full-guide (nvplay.ru says 250 W)"),
                  ("memory", "github.com/modal-labs/modal-client/pull/2797 ('A100 80GB': 81920 MiB, form factor "
@@ -146,7 +200,13 @@ GPU_CLASSES: Final[tuple[GpuClass, ...]] = (
                  ("dense_tflops", MLE))),
     GpuClass("NVIDIA H100 80GB HBM3", "H100 SXM", 81559, 80, ecc=True, aliases=("H100",), pcie_gen=5, pcie_width=16,
              memory_bandwidth_gbps=3350, dense_tflops=989, power_w=700, compute_capability=(9, 0), cuda_cores=16896,
-             fp32_tflops=66.9, sm_max_mhz=1980, sources=(
+             fp32_tflops=66.9, sm_max_mhz=1980, healthy_tflops=794.5, healthy_memory_gbps=2959, nvlinks=18,
+             nvlink_p2p_gbps=376, sources=(
+                 ("nvlinks", NVLINK4_LINKS),
+                 ("nvlink_p2p", NVLINK4_P2P),
+                 ("healthy_tflops", f"{MAMF}: H100 SXM 794.5"),
+                 ("healthy_memory_gbps", "github.com/NVIDIA/cuda-samples/issues/392 (H100 SXM device-to-device "
+                                         "2959 GB/s)"),
                  ("compute_capability", CUDA_GPUS),
                  ("cuda_cores", "glennklockwood.com/garden/processors/h100 (H100 SXM5: 16,896 FP32 cores)"),
                  ("fp32_tflops", "glennklockwood.com/garden/processors/h100 (FP32 66.9)"),
@@ -166,7 +226,13 @@ GPU_CLASSES: Final[tuple[GpuClass, ...]] = (
                  ("memory_bandwidth", f"{MLE} ('2.00 TBps'); product brief PB-11133"),
                  ("dense_tflops", f"{MLE}; {TORCHTITAN}"))),
     GpuClass("NVIDIA H200", "H200", 143771, 141, ecc=True, pcie_gen=5, pcie_width=16, memory_bandwidth_gbps=4800,
-             dense_tflops=989, power_w=700, compute_capability=(9, 0), sm_max_mhz=1980, sources=(
+             dense_tflops=989, power_w=700, compute_capability=(9, 0), sm_max_mhz=1980, healthy_tflops=783.8,
+             healthy_memory_gbps=4222.3, healthy_host_copy_gbps=55.0, nvlinks=18, nvlink_p2p_gbps=376, sources=(
+                 ("nvlinks", NVLINK4_LINKS),
+                 ("nvlink_p2p", f"{NVLINK4_P2P} (the H200's NVLink 4 is the H100's)"),
+                 ("healthy_tflops", f"{REAL_H200}: bf16 8192^3, mean of 10 after 3 warm-ups, CUDA events"),
+                 ("healthy_memory_gbps", f"{REAL_H200}: device copy of 512 MiB (4058-4212 GB/s carefully)"),
+                 ("healthy_host_copy", f"{REAL_H200}: pinned host<->device copies of 256 MiB, Gen5 x16"),
                  ("compute_capability", CUDA_GPUS),
                  ("sm_max_mhz", f"{UKO}/linux-x86_64__nvidia-h200__590.48.01.txt (1980 MHz)"),
                  ("power", f"{UKO}/linux-x86_64__nvidia-h200__590.48.01.txt (power.default_limit 700.00 W)"),
@@ -238,7 +304,20 @@ def nvidia_smi_name(name: str) -> str:
 def host_copy_gbps(gpu: GpuClass) -> tuple[float, str] | None:
     """What pinned host<->device copies of this class should reach per direction, and its source (None where the
     class's link or its generation's figure is unknown)."""
+    if gpu.healthy_host_copy_gbps is not None:
+        return gpu.healthy_host_copy_gbps, gpu.source("healthy_host_copy") or ""
     link = HOST_LINKS.get(gpu.pcie_gen) if gpu.pcie_gen is not None else None
     if link is None or gpu.pcie_width is None:
         return None
     return link.copy_gbps * gpu.pcie_width / 16, link.source
+
+
+def peer_copy_gbps(gpu: GpuClass) -> tuple[float, str, str] | None:
+    """What a healthy peer copy between two GPUs of this class reaches one way, its source, and over what ("NVLink" or
+    "PCIe"); None where neither is known."""
+    if gpu.nvlink_p2p_gbps is not None:
+        return gpu.nvlink_p2p_gbps, gpu.source("nvlink_p2p") or "", "NVLink"
+    link = HOST_LINKS.get(gpu.pcie_gen) if gpu.pcie_gen is not None else None
+    if link is None or gpu.pcie_width is None:
+        return None
+    return link.copy_gbps * gpu.pcie_width / 16, f"{PCIE_PEER_SOURCE}; {link.source}", "PCIe"

@@ -18,7 +18,7 @@ from gpuharness.gpu.nvidia_smi import GpuInfo
 from gpuharness.remote import ExecResult, Remote
 from gpuharness.remote.lines import lines_of
 
-MEASUREMENT_VERSION: Final = 1
+MEASUREMENT_VERSION: Final = 2
 MARK: Final = "@@gpuharness measure"
 EXIT_MARK: Final = "@@gpuharness measure-exit"
 #: The measurement's own deadline when the policy names none (seconds); importing torch alone can take several.
@@ -33,9 +33,12 @@ LOAD_FIELDS: Final[tuple[str, ...]] = (
 )
 
 #: Run by the service's interpreter. Every record is one line: MARK then JSON with a "kind". Buffers are far
-#: larger than any L2 cache (a copy that fits in L2 reports several times the DRAM bandwidth); the first copy and
-#: matmul of each kind only warm up; pinned buffers are allocated once, up front (pinning on the fly halves the
-#: copy rate); a device copy moves its bytes twice (read + write), as the datasheet's bandwidth counts them.
+#: larger than any L2 cache (a copy that fits in L2 reports several times the DRAM bandwidth); pinned buffers are
+#: allocated once, up front (pinning on the fly halves the copy rate); a device copy moves its bytes twice (read +
+#: write), as the datasheet's bandwidth counts them. Each figure is timed as a careful measurement times it: untimed
+#: warm-ups, then each run timed alone with CUDA events, and the median of the runs (a loop timed as a whole reads
+#: the sustained, power-managed rate: 683 of 784 TFLOP/s on the real H200, docs/gpu-calibration.md). How each
+#: was timed goes beside it ("timing"), with the GPU seconds it took ("gpu_s": at most about 5 per GPU).
 PROGRAM: Final = r'''
 import json, os, subprocess, sys, threading, time
 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # CUDA numbers the GPUs as nvidia-smi does
@@ -43,6 +46,9 @@ DEADLINE = float(os.environ.get("GH_MEASURE_S") or 60)
 PRECISION = os.environ.get("GH_PRECISION") or ""
 FIELDS = os.environ.get("GH_FIELDS", "")
 MIB = 1 << 20
+#: GPU seconds per GPU: each step's share of the timed runs, and the most the load under nvidia-smi's reading takes
+SHARE_S = {"copy": 0.4, "matmul": 1.5, "peer": 0.1}
+LOAD_S = 1.5
 STARTED = time.monotonic()
 phase = ["import torch"]
 
@@ -107,17 +113,31 @@ def target_of(index, props):
     return visible[index] if index < len(visible) else index
 
 
-def timed(work, repeats):
-    best = None
-    for _ in range(repeats):
+def median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def timed(result, key, work, warmups, runs, share):
+    """Seconds of one run of `work`: the median of up to `runs` runs, each timed alone with CUDA events, after
+    `warmups` untimed ones; fewer runs (never under 3) where they would pass `share` seconds of GPU time. How it was
+    timed goes beside the figure."""
+    for _ in range(warmups):
+        work()
+    torch.cuda.synchronize()
+    times = []
+    while len(times) < runs and (len(times) < 3 or sum(times) < share):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         work()
         end.record()
         end.synchronize()
-        seconds = max(start.elapsed_time(end) / 1000.0, 1e-9)
-        best = seconds if best is None else min(best, seconds)
-    return best
+        times.append(max(start.elapsed_time(end) / 1000.0, 1e-9))
+    seconds = median(times)
+    result["gpu_s"] += sum(times) + warmups * seconds
+    result["timing"][key] = "cuda-events median of %d after %d warm-ups" % (len(times), warmups)
+    return seconds
 
 
 def copies(result, device, free):
@@ -126,11 +146,11 @@ def copies(result, device, free):
     try:
         host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
         on_device = torch.empty(size, dtype=torch.uint8, device=device)
-        on_device.copy_(host, non_blocking=True)
-        torch.cuda.synchronize(device)
-        result["h2d_gbps"] = round(size / timed(lambda: on_device.copy_(host, non_blocking=True), 5) / 1e9, 2)
+        result["h2d_gbps"] = round(size / timed(result, "h2d_gbps", lambda: on_device.copy_(host, non_blocking=True),
+                                                2, 10, SHARE_S["copy"]) / 1e9, 2)
         enter("device-to-host copy")
-        result["d2h_gbps"] = round(size / timed(lambda: host.copy_(on_device, non_blocking=True), 5) / 1e9, 2)
+        result["d2h_gbps"] = round(size / timed(result, "d2h_gbps", lambda: host.copy_(on_device, non_blocking=True),
+                                                2, 10, SHARE_S["copy"]) / 1e9, 2)
         del host, on_device
     except Exception as exc:
         result["errors"]["host_copy"] = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:200])
@@ -139,12 +159,27 @@ def copies(result, device, free):
     try:
         source = torch.empty(size, dtype=torch.uint8, device=device)
         target = torch.empty(size, dtype=torch.uint8, device=device)
-        target.copy_(source)
-        result["device_copy_gbps"] = round(2 * size / timed(lambda: target.copy_(source), 5) / 1e9, 1)
+        result["device_copy_gbps"] = round(2 * size / timed(result, "device_copy_gbps", lambda: target.copy_(source),
+                                                            3, 20, SHARE_S["copy"]) / 1e9, 1)
         del source, target
     except Exception as exc:
         result["errors"]["device_copy"] = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:200])
     torch.cuda.empty_cache()
+
+
+def under_load(result, device, target, work):
+    """nvidia-smi's reading while `work` keeps the GPU busy (not timed for a figure): at least 0.3 s of load, at
+    most LOAD_S, in chunks of about 20 ms so that the GPU never queues more than that."""
+    reading = {}
+    reader = threading.Thread(target=lambda: reading.update(smi(target)), daemon=True)
+    began = time.monotonic()
+    reader.start()
+    while time.monotonic() - began < 0.3 or (reader.is_alive() and time.monotonic() - began < LOAD_S):
+        work()
+        torch.cuda.synchronize(device)
+    result["gpu_s"] += time.monotonic() - began
+    reader.join(15)
+    return reading if not reader.is_alive() else {"error": "nvidia-smi did not answer"}
 
 
 def matmul(result, device, free, target):
@@ -160,31 +195,39 @@ def matmul(result, device, free, target):
         a = torch.randn(n, n, device=device, dtype=dtype)
         b = torch.randn(n, n, device=device, dtype=dtype)
         c = torch.empty(n, n, device=device, dtype=dtype)
-        for _ in range(3):
-            torch.matmul(a, b, out=c)
-        one = timed(lambda: torch.matmul(a, b, out=c), 1)
-        chunk = max(1, min(64, int(0.02 / max(one, 1e-6))))
-        reading = {}
-        reader = threading.Thread(target=lambda: reading.update(smi(target)), daemon=True)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        began, done = time.monotonic(), 0
-        start.record()
-        reader.start()
-        while done < 3 or (time.monotonic() - began < 0.3) or (reader.is_alive() and time.monotonic() - began < 5):
-            for _ in range(chunk):
-                torch.matmul(a, b, out=c)
-            done += chunk
-            torch.cuda.synchronize(device)
-        end.record()
-        end.synchronize()
-        seconds = max(start.elapsed_time(end) / 1000.0, 1e-9)
-        result["matmul_tflops"] = round(2.0 * n ** 3 * done / seconds / 1e12, 1)
-        reader.join(15)
-        result["under_load"] = reading if not reader.is_alive() else {"error": "nvidia-smi did not answer"}
+        seconds = timed(result, "matmul_tflops", lambda: torch.matmul(a, b, out=c), 5, 25, SHARE_S["matmul"])
+        result["matmul_tflops"] = round(2.0 * n ** 3 / seconds / 1e12, 1)
+        chunk = max(1, min(64, int(0.02 / seconds)))
+        result["under_load"] = under_load(result, device, target,
+                                          lambda: [torch.matmul(a, b, out=c) for _ in range(chunk)])
         del a, b, c
     except Exception as exc:
         result["errors"]["matmul"] = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:200])
     torch.cuda.empty_cache()
+
+
+def peers(count):
+    """A copy between every pair of GPUs, one way (the lower index to the higher; torch copies on the source
+    device's stream), with whether peer access is on: over NVLink or PCIe peer-to-peer where it is, staged through
+    the host where it is not."""
+    for src in range(count):
+        for dst in range(src + 1, count):
+            enter("peer copy %d->%d" % (src, dst))
+            record = {"src": src, "dst": dst, "timing": {}, "gpu_s": 0.0, "errors": {}}
+            try:
+                record["access"] = bool(torch.cuda.can_device_access_peer(src, dst))
+                torch.cuda.set_device(src)
+                free = min(torch.cuda.mem_get_info(src)[0], torch.cuda.mem_get_info(dst)[0])
+                size = min(128 * MIB, free // 8)
+                a = torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", src))
+                b = torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", dst))
+                record["gbps"] = round(size / timed(record, "gbps", lambda: b.copy_(a, non_blocking=True), 2, 10,
+                                                    SHARE_S["peer"]) / 1e9, 2)
+                del a, b
+            except Exception as exc:
+                record["errors"]["peer_copy"] = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:200])
+            record["gpu_s"] = round(record["gpu_s"], 3)
+            say("peer", **record)
 
 
 for index in range(count):
@@ -195,12 +238,32 @@ for index in range(count):
     free, total = torch.cuda.mem_get_info(device)
     target = target_of(index, props)
     result = {"cuda_index": index, "name": props.name, "free_mib": free // MIB, "total_mib": total // MIB,
-              "errors": {}, "at_rest": smi(target)}
+              "errors": {}, "at_rest": smi(target), "timing": {}, "gpu_s": 0.0}
     copies(result, device, free)
     matmul(result, device, free, target)
+    result["gpu_s"] = round(result["gpu_s"], 3)
     say("device", **result)
+peers(count)
 say("done", elapsed_s=round(time.monotonic() - STARTED, 2))
 '''
+
+@final
+@dataclass(frozen=True, slots=True)
+class PeerFigures:
+    """A copy from GPU `src` to GPU `dst` (CUDA's numbers, nvidia-smi's where CUDA_DEVICE_ORDER is PCI_BUS_ID, as the
+    program sets it): whether peer access is on, the rate one way, how it was timed."""
+
+    src: int
+    dst: int
+    access: bool | None = None
+    gbps: float | None = None
+    timing: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"src": self.src, "dst": self.dst, "access": self.access, "gbps": self.gbps, "timing": self.timing,
+                "error": self.error}
+
 
 MeasurementStatus = Literal["measured", "absent", "no_cuda", "no_interpreter", "deadline", "error"]
 
@@ -224,9 +287,12 @@ class DeviceFigures:
     at_rest: GpuInfo | None = None
     under_load: GpuInfo | None = None
     errors: Mapping[str, str] = field(default_factory=dict)
+    timing: Mapping[str, str] = field(default_factory=dict)  # figure -> how it was timed (v2 on)
+    gpu_s: float | None = None  # the GPU time the measurement of this GPU took
 
     def to_json(self) -> dict[str, Any]:
         return {"cuda_index": self.cuda_index, "name": self.name, "index": self.index, "precision": self.precision,
+                "timing": dict(self.timing), "gpu_s": self.gpu_s,
                 "h2d_gbps": self.h2d_gbps, "d2h_gbps": self.d2h_gbps, "device_copy_gbps": self.device_copy_gbps,
                 "matmul_tflops": self.matmul_tflops, "matmul_size": self.matmul_size, "free_mib": self.free_mib,
                 "total_mib": self.total_mib, "errors": dict(self.errors),
@@ -245,6 +311,7 @@ class Measurement:
     cuda_version: str | None = None
     elapsed_s: float | None = None
     phase: str | None = None  # the last step the program entered (where a deadline cut it)
+    peers: tuple[PeerFigures, ...] = ()  # every GPU pair, where there are several
 
     @property
     def measured(self) -> bool:
@@ -260,7 +327,7 @@ class Measurement:
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "reason": self.reason, "torch_version": self.torch_version,
                 "cuda_version": self.cuda_version, "elapsed_s": self.elapsed_s, "phase": self.phase,
-                "devices": [d.to_json() for d in self.devices]}
+                "devices": [d.to_json() for d in self.devices], "peers": [p.to_json() for p in self.peers]}
 
 
 def _reading(gpu: GpuInfo | None) -> dict[str, Any] | None:
@@ -337,6 +404,7 @@ def _int(value: Any) -> int | None:
 def _device(record: Mapping[str, Any]) -> DeviceFigures:
     at_rest, under_load = _gpu(record.get("at_rest")), _gpu(record.get("under_load"))
     errors = {str(k): str(v) for k, v in (record.get("errors") or {}).items()}
+    timing = record.get("timing")
     for name in ("at_rest", "under_load"):
         reading = record.get(name)
         if isinstance(reading, dict) and "error" in reading:
@@ -348,7 +416,17 @@ def _device(record: Mapping[str, Any]) -> DeviceFigures:
         d2h_gbps=_float(record.get("d2h_gbps")), device_copy_gbps=_float(record.get("device_copy_gbps")),
         matmul_tflops=_float(record.get("matmul_tflops")), matmul_size=_int(record.get("matmul_size")),
         free_mib=_int(record.get("free_mib")), total_mib=_int(record.get("total_mib")), at_rest=at_rest,
-        under_load=under_load, errors=errors)
+        under_load=under_load, errors=errors, gpu_s=_float(record.get("gpu_s")),
+        timing={str(k): str(v) for k, v in timing.items()} if isinstance(timing, dict) else {})
+
+
+def _peer(record: Mapping[str, Any]) -> PeerFigures:
+    timing, errors = record.get("timing"), record.get("errors")
+    access = record.get("access")
+    return PeerFigures(src=_int(record.get("src")) or 0, dst=_int(record.get("dst")) or 0,
+                       access=access if isinstance(access, bool) else None, gbps=_float(record.get("gbps")),
+                       timing=str(timing["gbps"]) if isinstance(timing, dict) and "gbps" in timing else None,
+                       error=str(errors["peer_copy"]) if isinstance(errors, dict) and "peer_copy" in errors else None)
 
 
 def parse(stdout: str, stderr: str = "", exit_status: int | None = 0, *,
@@ -377,8 +455,9 @@ def parse(stdout: str, stderr: str = "", exit_status: int | None = 0, *,
                            f"in step {versions['phase'] or 'start'!r}; the GPU or its driver hangs, or the host is "
                            "overloaded", devices, **versions)
     if "done" in kinds:
-        return Measurement("measured", f"{len(devices)} GPU(s) measured", devices,
-                           elapsed_s=_float(kinds["done"].get("elapsed_s")), **versions)
+        pairs = tuple(_peer(r) for r in records if r.get("kind") == "peer")
+        return Measurement("measured", f"{len(devices)} GPU(s) measured" + (f", {len(pairs)} pair(s)" if pairs else ""),
+                           devices, elapsed_s=_float(kinds["done"].get("elapsed_s")), peers=pairs, **versions)
     last = next((line.strip() for line in reversed(lines_of(stderr)) if line.strip()), None)
     return Measurement("error", f"the measurement stopped in step {versions['phase'] or 'start'!r} (exit "
                        f"{exit_code if exit_code is not None else exit_status}): {last or 'no output'}", devices,

@@ -6,9 +6,10 @@ shared GPU."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, final
 
+from gpuharness.core.policy import PerformanceFloor
 from gpuharness.core.secrets import clip
 from gpuharness.gpu import classes
 from gpuharness.gpu.classes import GpuClass
@@ -26,6 +27,11 @@ CAUSES: Final[Mapping[str, str]] = {
     "throttling": "the SM clock stays below its maximum under load (heat or power delivery): replace the instance",
     "shared_gpu": "another process uses this GPU (someone else's job, or a GPU shared by the hypervisor): stop it, "
                   "or replace the instance",
+    "nvlink_down": "an NVLink between the GPUs is down (a failed link, NVSwitch or fabric manager): what runs across "
+                   "them (collectives, tensor parallelism) crawls over PCIe; replace the instance",
+    "p2p_off": "peer-to-peer access between the GPUs is off (IOMMU or ACS settings, or a hypervisor that does not pass "
+               "it through): copies between GPUs are staged through host memory; ask the provider to enable P2P, or "
+               "replace the instance",
     "underperforming": "no visible cause (link, power and clocks look like its class): a slow card or a GPU shared "
                        "through the hypervisor; replace the instance and compare hosts with `gpuharness gpus "
                        "--history`",
@@ -35,31 +41,6 @@ CAUSES: Final[Mapping[str, str]] = {
 BUSY_AT_REST_PCT: Final = 10
 #: An SM clock under load below this fraction of its maximum is throttled.
 CLOCK_FRACTION: Final = 0.8
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class PerformanceFloor:
-    """policy.json `performance_floor`: the fraction of the class's figures a GPU must reach (throughput), the
-    fraction of its link width and generation (1.0: the full link), whether to measure (one more exec, in the
-    service's interpreter) and whether a host that cannot be measured (no torch) fails."""
-
-    throughput: float = 0.6
-    pcie_width: float = 1.0
-    pcie_gen: float = 1.0
-    measure: bool = False
-    require_measurement: bool = False
-
-    @classmethod
-    def from_policy(cls, document: Mapping[str, Any]) -> PerformanceFloor:
-        """The floor of a policy document (its defaults where the key or a field is absent)."""
-        floor = document.get("performance_floor") or {}
-        default = cls()
-        return cls(throughput=float(floor.get("throughput", default.throughput)),
-                   pcie_width=float(floor.get("pcie_width", default.pcie_width)),
-                   pcie_gen=float(floor.get("pcie_gen", default.pcie_gen)),
-                   measure=bool(floor.get("measure", default.measure)),
-                   require_measurement=bool(floor.get("require_measurement", default.require_measurement)))
 
 
 @final
@@ -79,6 +60,9 @@ class Figure:
     cause: str | None = None
     why: str = ""
     counts: bool = True  # False: recorded as evidence, not judged (a power limit where throughput was measured)
+    peak: float | None = None  # the class's datasheet figure, beside the healthy one it is judged against
+    timing: str | None = None  # how the measurement timed it
+    pair: tuple[int, int] | None = None  # the GPU pair a peer copy joins (gpu: its source)
 
     @property
     def ratio(self) -> float | None:
@@ -111,7 +95,8 @@ class Figure:
         return {"gpu": self.gpu, "figure": self.key, "label": self.label, "measured": self.measured,
                 "expected": self.expected, "unit": self.unit.strip(), "ratio": _round(self.ratio),
                 "floor": self.floor, "short": self.short, "cause": self.cause if self.short else None,
-                "source": self.source}
+                "source": self.source, "peak": self.peak, "timing": self.timing,
+                "pair": list(self.pair) if self.pair is not None else None}
 
 
 @final
@@ -209,24 +194,28 @@ def likely_cause(gpu: GpuInfo, known: GpuClass, device: DeviceFigures, *, copy: 
 
 def _measured_figures(gpu: GpuInfo, known: GpuClass, device: DeviceFigures, floor: PerformanceFloor,
                       foreign: bool) -> list[Figure]:
+    """The measured figures against what a healthy card of the class reaches (the datasheet peak beside it)."""
     link = classes.host_copy_gbps(known)
     copy_expected, copy_source = link if link is not None else (None, None)
+    tflops, tflops_source = known.expected_tflops()
+    memory, memory_source = known.expected_memory_gbps()
     figures: list[Figure] = []
-    rows: Sequence[tuple[str, str, float | None, float | None, str, str | None, bool]] = (
+    rows: Sequence[tuple[str, str, float | None, float | None, str, str | None, bool, float | None]] = (
         ("matmul_tflops", f"dense matmul {device.precision or ''}".strip(), device.matmul_tflops,
-         known.dense_tflops, " TFLOP/s", known.source("dense_tflops"), False),
-        ("device_copy_gbps", "device memory copy", device.device_copy_gbps, known.memory_bandwidth_gbps, " GB/s",
-         known.source("memory_bandwidth"), False),
-        ("h2d_gbps", "host->device copy (pinned)", device.h2d_gbps, copy_expected, " GB/s", copy_source, True),
-        ("d2h_gbps", "device->host copy (pinned)", device.d2h_gbps, copy_expected, " GB/s", copy_source, True),
+         tflops, " TFLOP/s", tflops_source, False, known.dense_tflops),
+        ("device_copy_gbps", "device memory copy", device.device_copy_gbps, memory, " GB/s", memory_source, False,
+         known.memory_bandwidth_gbps),
+        ("h2d_gbps", "host->device copy (pinned)", device.h2d_gbps, copy_expected, " GB/s", copy_source, True, None),
+        ("d2h_gbps", "device->host copy (pinned)", device.d2h_gbps, copy_expected, " GB/s", copy_source, True, None),
     )
-    for key, label, measured, expected, unit, source, copy in rows:
+    for key, label, measured, expected, unit, source, copy, peak in rows:
         if key == "matmul_tflops" and device.precision == "bf16" and not known.bf16:
             expected = None  # no bf16 tensor cores: the class's figure is for fp16
-        figure = Figure(gpu.index, key, label, measured, expected, unit, floor.throughput, source)
+        figure = Figure(gpu.index, key, label, measured, expected, unit, floor.throughput, source, peak=peak,
+                        timing=device.timing.get(key))
         if figure.short:
             cause, why = likely_cause(gpu, known, device, copy=copy, foreign=foreign)
-            figure = Figure(gpu.index, key, label, measured, expected, unit, floor.throughput, source, cause, why)
+            figure = replace(figure, cause=cause, why=why)
         figures.append(figure)
     return figures
 

@@ -1,6 +1,6 @@
-"""The measured figures of past deployments, compared within each GPU class and provider, so that a bad host
-stands out. They come from each deployment's health evidence (`gpu.performance`, written by the ready gate);
-a deployment without figures is listed as not measured, never guessed."""
+"""The measured figures of past deployments, compared within each GPU class and provider, GPU by GPU, so that a bad
+host, or a bad GPU of a pod, stands out. They come from each deployment's health evidence (`gpu.performance`,
+written by the ready gate); a deployment without figures is listed as not measured, never guessed."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from gpuharness.core.deployment import Deployment
+from gpuharness.core.json_fields import JsonFields
 from gpuharness.gpu import classes
 
 #: The figures compared, in the order they are shown: (key, heading).
 FIGURES: Final[tuple[tuple[str, str], ...]] = (
     ("matmul_tflops", "matmul TFLOP/s"), ("device_copy_gbps", "device copy GB/s"), ("h2d_gbps", "H2D GB/s"),
-    ("d2h_gbps", "D2H GB/s"), ("pcie_width", "link width"), ("pcie_gen", "link gen"),
+    ("d2h_gbps", "D2H GB/s"), ("pcie_width", "link width"), ("pcie_gen", "link gen"), ("peer_copy_gbps", "peer GB/s"),
 )
 #: A deployment whose figure is below this fraction of its peers' median stands out.
 STANDS_OUT: Final = 0.8
@@ -23,18 +24,15 @@ STANDS_OUT: Final = 0.8
 
 @final
 @dataclass(frozen=True, slots=True)
-class HostFigures:
-    """One deployment's recorded figures (the weakest GPU's where it has several)."""
+class HostFigures(JsonFields):
+    """One GPU's recorded figures (`deployment` names the GPU where the deployment has several: "dep GPU 3"); its
+    peer figure is the median of the copies of the pairs it is part of."""
 
     deployment: str
     status: str
     measured_at: str | None
     figures: Mapping[str, float]
     shortfalls: tuple[str, ...] = ()  # what its own health check found short against the class
-
-    def to_json(self) -> dict[str, Any]:
-        return {"deployment": self.deployment, "status": self.status, "measured_at": self.measured_at,
-                "figures": dict(self.figures), "shortfalls": list(self.shortfalls)}
 
 
 @final
@@ -57,22 +55,42 @@ class Peers:
                               for d, f, v, m in self.stand_out]}
 
 
-def host_figures(deployment: Deployment) -> HostFigures | None:
-    """The figures a deployment's health evidence recorded (None: none recorded)."""
-    evidence = (deployment.health or {}).get("performance")
-    if not isinstance(evidence, Mapping):
-        return None
-    weakest: dict[str, float] = {}
+def _gpu_figures(evidence: Mapping[str, Any]) -> dict[int, tuple[dict[str, float], list[str]]]:
+    """GPU index -> (figure -> value, the figures found short), from the evidence's figures."""
+    found: dict[int, tuple[dict[str, float], list[str]]] = {}
+    pairs: dict[int, list[float]] = {}
     for figure in evidence.get("figures") or ():
         if not isinstance(figure, Mapping):
             continue
-        key, value = figure.get("figure"), figure.get("measured")
-        if key in dict(FIGURES) and isinstance(value, int | float) and not isinstance(value, bool):
-            weakest[str(key)] = min(float(value), weakest.get(str(key), float("inf")))
-    if not weakest:
-        return None
-    shortfalls = tuple(str(s) for s in evidence.get("shortfalls") or ())
-    return HostFigures(deployment.id, deployment.status, evidence.get("measured_at"), weakest, shortfalls)
+        key, value, gpu = figure.get("figure"), figure.get("measured"), figure.get("gpu")
+        if key not in dict(FIGURES) or not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        ends = figure.get("pair") if key == "peer_copy_gbps" else [gpu]
+        for end in ends if isinstance(ends, list) else []:
+            index = end if isinstance(end, int) else 0
+            values, short = found.setdefault(index, ({}, []))
+            if key == "peer_copy_gbps":
+                pairs.setdefault(index, []).append(float(value))
+            else:
+                values[str(key)] = min(float(value), values.get(str(key), float("inf")))
+            if figure.get("short") and key not in short:
+                short.append(str(key))
+    for index, rates in pairs.items():
+        found[index][0]["peer_copy_gbps"] = statistics.median(rates)
+    return found
+
+
+def host_figures(deployment: Deployment) -> list[HostFigures]:
+    """The figures a deployment's health evidence recorded, one row per GPU (empty: none recorded)."""
+    evidence = (deployment.health or {}).get("performance")
+    if not isinstance(evidence, Mapping):
+        return []
+    per_gpu = {index: found for index, found in _gpu_figures(evidence).items() if found[0]}
+    rows = []
+    for index, (values, short) in sorted(per_gpu.items()):
+        name = deployment.id if len(per_gpu) == 1 else f"{deployment.id} GPU {index}"
+        rows.append(HostFigures(name, deployment.status, evidence.get("measured_at"), values, tuple(short)))
+    return rows
 
 
 def compare(deployments: Iterable[Deployment], *, gpu: str | None = None,
@@ -94,11 +112,10 @@ def _peers(gpu: str, provider: str, members: list[Deployment]) -> Peers:
     hosts: list[HostFigures] = []
     not_measured: list[str] = []
     for deployment in members:
-        figures = host_figures(deployment)
-        if figures is None:
+        rows = host_figures(deployment)
+        if not rows:
             not_measured.append(deployment.id)
-        else:
-            hosts.append(figures)
+        hosts += rows
     medians = {key: statistics.median(h.figures[key] for h in hosts if key in h.figures)
                for key, _ in FIGURES if any(key in h.figures for h in hosts)}
     stand_out: list[tuple[str, str, float, float]] = []

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol, final
 
 from gpuharness.core.deployment import Deployment
+from gpuharness.core.policy import PerformanceFloor
 from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.diagnose import CAUSES, REMEDIES, Diagnosis, Evidence, classify_lines
-from gpuharness.gpu import performance
+from gpuharness.gpu import peers, performance
 from gpuharness.gpu.classes import GPU_MEMORY_MIB, ORDER_NAMES
 from gpuharness.gpu.nvidia_smi import ERROR_REMEDIES, HARMFUL_CLOCK_EVENTS
-from gpuharness.gpu.performance import PerformanceFloor, PerformanceReport
+from gpuharness.gpu.performance import PerformanceReport
 from gpuharness.probe.facts import CORRUPT_REMEDY, ProbeResult
 from gpuharness.probe.measuring import MeasurementRecord
 
@@ -426,6 +427,7 @@ def gpu_performs_like_its_class(probe: ProbeResult, record: MeasurementRecord | 
     else:
         note = None if measurement is not None else f"not measured: {record.reason}"
     report = performance.judge(probe.gpus, measurement, floor, foreign_processes=foreign, not_measured=note)
+    report = peers.with_links(report, probe.gpus, measurement, peers.links_of(probe.sections), floor)
     cause, text = performance.message(report)
     if cause is not None:
         return failed(cause, text), report

@@ -11,8 +11,8 @@ from gpuharness.core.confinement import plain_name, relative_parts, remote_path
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.operations.run import ExecutorSeams, JobProgress
+from gpuharness.remote.http import PhaseHttp
 from gpuharness.runtimes.comfyui.client import ComfyUI, job_graph
-from gpuharness.runtimes.http import RuntimeHttp
 
 
 def _graph(workflow: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -46,12 +46,12 @@ class ComfyJobExecutor:
 
     __slots__ = ("comfy", "deployment", "output_dir")
 
-    def __init__(self, deployment: Deployment, *, timeout_s: float = 30.0, http: RuntimeHttp | None = None) -> None:
+    def __init__(self, deployment: Deployment, *, timeout_s: float = 30.0, http: PhaseHttp | None = None) -> None:
         endpoint = deployment.endpoint
         if not endpoint and http is None:
             raise ValueError(f"deployment {deployment.id} has no runtime endpoint")
         self.deployment = deployment
-        self.comfy = ComfyUI(http or RuntimeHttp(str(endpoint), timeout_s=timeout_s))
+        self.comfy = ComfyUI(http or PhaseHttp(str(endpoint), timeout_s=timeout_s))
         self.output_dir = deployment.outputs_dir
 
     def submit(self, workflow: dict[str, Any], inputs: dict[str, Any], job_id: str) -> str:

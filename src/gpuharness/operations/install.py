@@ -11,6 +11,7 @@ from gpuharness.core.confinement import plain_name
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.lifecycle import transition
+from gpuharness.core.policy import Policy
 from gpuharness.core.runtimes import DEFAULT_OUTPUTS
 from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
@@ -179,7 +180,7 @@ def install(ctx: Context, deployment_id: str, *, deadline_s: float = 1800.0) -> 
                    note="install interrupted", next_action=f"gpuharness install {deployment_id}")
     deployment = transition(ctx.registry, deployment_id, "installing", route=deployment.ssh_route,
                             marker={"files": len(files)}, next_action="wait for install")
-    margin = float(ctx.registry.policy_document().get("disk_margin_gb") or 0.0)
+    margin = Policy(ctx.registry.policy_document()).disk_margin_gb
     script = install_script(deployment.workspace, files, margin, outputs=deployment.outputs_folder)
     lines, duration, failed = _run_phase(ctx, deployment, "install", script, deadline_s, files)
     if failed is not None:

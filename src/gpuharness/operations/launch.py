@@ -42,7 +42,7 @@ def launch_instance(provider: Provider, spec: LaunchSpec, *, policy: Policy, sle
     def remaining() -> float:
         return (ends_at - clock()).total_seconds()
 
-    instance = launch_reconciled(provider, spec, hear, policy.max_attempts("max_launch_attempts", 2),
+    instance = launch_reconciled(provider, spec, hear, policy.retry.max_launch_attempts,
                                  check_first=True, sleep=sleep, before_call=before_call, remaining=remaining)
     calls = sum(1 for e in events if e.get("event") == "attempt")
     reconciled = any(e.get("event") in ("reconciled", "exists") for e in events)

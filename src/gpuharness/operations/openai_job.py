@@ -24,8 +24,8 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.secrets import clip
 from gpuharness.operations.run import ExecutorSeams, JobProgress
 from gpuharness.remote import Remote, RemoteError
+from gpuharness.remote.http import PhaseHttp
 from gpuharness.remote.script import ShellScript
-from gpuharness.runtimes.http import RuntimeHttp
 from gpuharness.runtimes.openai import choice_text, error_text
 from gpuharness.runtimes.outputs import Served, judge
 
@@ -96,7 +96,7 @@ class OpenAIJobExecutor:
         self.endpoint = str(endpoint)
         # the run loop enforces the job's deadline; this only bounds a request nobody waits for any more
         self.timeout_s = timeout_s
-        self.client = RuntimeHttp(self.endpoint, timeout_s=timeout_s)
+        self.client = PhaseHttp(self.endpoint, timeout_s=timeout_s)
         self.outputs_dir = deployment.outputs_dir
         self.calls: dict[str, _Call] = {}
 
@@ -109,7 +109,7 @@ class OpenAIJobExecutor:
         return job_id
 
     @staticmethod
-    def _request(client: RuntimeHttp, call: _Call) -> None:
+    def _request(client: PhaseHttp, call: _Call) -> None:
         try:
             response = client.post(call.path, json=call.body)
         except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: the client was closed by a cancel
@@ -160,7 +160,7 @@ class OpenAIJobExecutor:
         call = self.calls.get(handle)
         if call is not None and not call.done.is_set():
             # drop the connection (the server sees its client go away); later jobs get a fresh client
-            dropped, self.client = self.client, RuntimeHttp(self.endpoint, timeout_s=self.timeout_s)
+            dropped, self.client = self.client, PhaseHttp(self.endpoint, timeout_s=self.timeout_s)
             dropped.close()
 
     def close(self) -> None:

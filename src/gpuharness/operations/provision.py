@@ -13,8 +13,8 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry, read_journal
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import journal, transition
-from gpuharness.core.policy import Action, Policy, exceeds
-from gpuharness.core.registry import MONEY_CEILINGS, Registry
+from gpuharness.core.policy import MONEY_CEILINGS, Action, Policy, exceeds
+from gpuharness.core.registry import Registry
 from gpuharness.core.spend import today_and_month
 from gpuharness.core.stewardship import local_user
 from gpuharness.core.terminal import looks_empty
@@ -101,12 +101,13 @@ def stop_condition(rule: ShutdownRule | None) -> str:
     return (rule or ShutdownRule()).words()
 
 
-def ceilings_words(policy: dict[str, Any]) -> str:
+def ceilings_words(document: dict[str, Any]) -> str:
     """The money ceilings of policy.json that apply, in words; or that none does, with the policy's reason."""
-    if policy.get("ceilings") == "none":
-        return f"none (reason: {policy.get('reason') or 'none given'})"
-    words = [f"{name} ${float(policy[name]):,.2f}" + ("/hr" if name == "max_cost_hr" else "")
-             for name in MONEY_CEILINGS if policy.get(name) is not None]
+    policy = Policy(document)
+    if policy.ceilings_none:
+        return f"none (reason: {document.get('reason') or 'none given'})"
+    words = [f"{name} ${value:,.2f}" + ("/hr" if name == "max_cost_hr" else "")
+             for name in MONEY_CEILINGS if (value := getattr(policy.ceilings, name)) is not None]
     return ", ".join(words) or "none"
 
 
@@ -191,8 +192,8 @@ def check_policy(ctx: Context, request: ProvisionRequest, kind: ProviderKind,
     registry = ctx.registry
     policy = Policy(registry.spending_policy())
     burn_hr, live_count = live_burn(registry.deployments() if deployments is None else deployments)
-    spent_day, spent_month = today_and_month(Ledger(registry.ledger_path).records(), ctx.now())
-    allowed = policy.get("allowed_providers")
+    spent_day, spent_month = today_and_month(Ledger(registry.ledger_path).lines(), ctx.now())
+    allowed = policy.allowed_providers
     name = request.provider
     if allowed is not None and name not in allowed and kind.value in allowed:
         name = kind.value
@@ -266,47 +267,64 @@ def _new_deployment(ctx: Context, request: ProvisionRequest, capabilities: Capab
 @final
 @dataclass(slots=True)
 class Reservation:
-    """What the reservation decided. claim held: this process launches (a new deployment, or a resumed one whose
-    launcher died); no claim: an existing deployment is reused as it is (launching_pid: another live process is
-    launching it right now)."""
+    """What the reservation decided. created: a new deployment, recorded; claim held: this process launches (a new
+    deployment, or a resumed one whose launcher died); no claim: an existing deployment is reused as it is
+    (launching_pid: another live process is launching it right now)."""
 
     deployment: Deployment
     claim: Claim | None
     resumed: bool = False
     launching_pid: int | None = None
+    created: bool = False  # a new deployment, recorded by this reservation
 
 
 def reserve(ctx: Context, request: ProvisionRequest, capabilities: Capabilities, kind: ProviderKind) -> Reservation:
-    """One reservation under the deployments.json lock, before any launch call: reuse, the policy and the new
-    `provisioning` entry are decided together, so concurrent provisions cannot all pass a ceiling or all miss
-    each other's entry; the launch claim is taken under the same lock, so one process at most launches a key."""
+    """One reservation under the deployments.json lock (Registry.add_deployment), before any launch call: reuse,
+    the policy and the new `provisioning` entry are decided together, so concurrent provisions cannot all pass a
+    ceiling or all miss each other's entry; the launch claim is taken under the same lock, so one process at most
+    launches a key."""
     registry = ctx.registry
-    with registry.update("deployments.json") as document:
-        deployments = [Deployment.from_json(item) for item in document["deployments"]]
-        reuse = find_reusable(deployments, request)
-        if reuse is not None:
-            claim = take(registry.root, "launch", reuse.id)
-            if claim is None:
-                return Reservation(reuse, None, launching_pid=holder(registry.root, "launch", reuse.id))
-            if reuse.launch_unfinished:
-                return Reservation(reuse, claim, resumed=True)
-            claim.release()
-            return Reservation(reuse, None)
-        if request.cost_hr is None:
-            raise UserError("the deployment this request matched changed while its price was read",
-                            place="provision", hint="run the same provision again; nothing was launched")
-        check_policy(ctx, request, kind, deployments)
-        taken = {d.id for d in deployments}
-        deployment = _new_deployment(ctx, request, capabilities, taken)
-        claim = take(registry.root, "launch", deployment.id) if deployment.id not in taken else None
+    decided: list[Reservation] = []
+
+    def build(deployments: list[Deployment]) -> Deployment | None:
+        decided.append(_reservation(ctx, request, capabilities, kind, deployments))
+        return decided[0].deployment if decided[0].created else None
+
+    registry.add_deployment(build)
+    reservation = decided[0]
+    if reservation.created:
+        deployment = reservation.deployment
+        journal(registry, JournalEntry.of(deployment, from_state=None, route=f"{request.provider} API",
+                                          observed_at=ctx.now(), marker=deployment.idempotency_key,
+                                          next_action="launch", note="recorded before the launch call"))
+    return reservation
+
+
+def _reservation(ctx: Context, request: ProvisionRequest, capabilities: Capabilities, kind: ProviderKind,
+                 deployments: list[Deployment]) -> Reservation:
+    """What reserve decides from the deployments recorded now (under their lock): reuse one, or a new one."""
+    root = ctx.registry.root
+    reuse = find_reusable(deployments, request)
+    if reuse is not None:
+        claim = take(root, "launch", reuse.id)
         if claim is None:
-            raise UserError(f"deployment id {deployment.id!r} already exists", path=registry.path("deployments.json"),
-                            hint="ids are never reused; pick another or omit --id")
-        document["deployments"].append(deployment.to_json())
-    journal(registry, JournalEntry.of(deployment, from_state=None, route=f"{request.provider} API",
-                                      observed_at=ctx.now(), marker=deployment.idempotency_key,
-                                      next_action="launch", note="recorded before the launch call"))
-    return Reservation(deployment, claim)
+            return Reservation(reuse, None, launching_pid=holder(root, "launch", reuse.id))
+        if reuse.launch_unfinished:
+            return Reservation(reuse, claim, resumed=True)
+        claim.release()
+        return Reservation(reuse, None)
+    if request.cost_hr is None:
+        raise UserError("the deployment this request matched changed while its price was read",
+                        place="provision", hint="run the same provision again; nothing was launched")
+    check_policy(ctx, request, kind, deployments)
+    taken = {d.id for d in deployments}
+    deployment = _new_deployment(ctx, request, capabilities, taken)
+    if deployment.id in taken:  # refused by Registry.add_deployment, before a claim is taken
+        return Reservation(deployment, None, created=True)
+    claim = take(root, "launch", deployment.id)
+    if claim is None:
+        raise ctx.registry.id_taken(deployment.id)
+    return Reservation(deployment, claim, created=True)
 
 
 def live_launcher(registry: Registry, deployment_id: str) -> int | None:

@@ -163,8 +163,8 @@ def _idleness(decision: ReapDecision, deployment: Deployment, policy: Policy, no
     by the observations; the keep-alive arithmetic is shown either way."""
     window = (deployment.shutdown_rule or ShutdownRule()).idle_minutes
     source = "idle_minutes rule"
-    if window is None and policy.get("max_idle_minutes") is not None:
-        window, source = float(policy.get("max_idle_minutes")), "policy max_idle_minutes"
+    if window is None and policy.ceilings.max_idle_minutes is not None:
+        window, source = policy.ceilings.max_idle_minutes, "policy max_idle_minutes"
     idle_min = max((now - parse_ts(last)).total_seconds() / 60, 0.0)
     economics = keep_alive(cost_hr=deployment.cost_hr, gap_minutes=idle_min, startup_minutes=startup_minutes)
     decision.arithmetic.append(f"idle {idle_min:.1f} min since {last}")

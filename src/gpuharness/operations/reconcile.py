@@ -11,6 +11,7 @@ from typing import Any, final
 from gpuharness.core import lifecycle
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.journal import JournalEntry
+from gpuharness.core.json_fields import JsonFields
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 from gpuharness.operations.rate_changes import RateChange, record_rate_changes
@@ -271,15 +272,12 @@ def reconcile(registry: Registry, inventory: Inventory) -> ReconcileReport:
 
 @final
 @dataclass(frozen=True, slots=True)
-class StaleJob:
+class StaleJob(JsonFields):
     """A job whose current ledger line says running although nothing can be running it."""
 
     job_id: str
     deployment_id: str
     reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "deployment_id": self.deployment_id, "reason": self.reason}
 
 
 def pid_alive(pid: int) -> bool:

@@ -124,8 +124,8 @@ def mark_interrupted(ctx: Context, deployment_id: str | None = None) -> list[str
 def next_job_id(ledger: Ledger) -> str:
     """J-000123: one more than the largest numbered id in the ledger."""
     highest = 0
-    for record in ledger.records():
-        tail = str(record.get("id", "")).removeprefix("J-")
+    for line in ledger.lines():
+        tail = line.id.removeprefix("J-")
         if tail.isdigit():
             highest = max(highest, int(tail))
     return f"J-{highest + 1:06d}"
@@ -134,14 +134,14 @@ def next_job_id(ledger: Ledger) -> str:
 def spend_line(ctx: Context) -> str:
     """Spend so far against the ceilings, shown before a batch (refused without policy.json)."""
     policy = Policy(ctx.registry.spending_policy())
-    day, month = today_and_month(Ledger(ctx.registry.ledger_path).records(), ctx.now())
+    day, month = today_and_month(Ledger(ctx.registry.ledger_path).lines(), ctx.now())
 
-    def cap(name: str) -> str:
-        value = policy.get(name)
-        return "none" if value is None else f"${float(value):,.2f}"
+    def cap(value: float | None) -> str:
+        return "none" if value is None else f"${value:,.2f}"
 
-    return (f"spend so far: today ${day:,.4f} of daily_usd {cap('daily_usd')}; this month ${month:,.4f} of "
-            f"monthly_usd {cap('monthly_usd')}; per job ceiling per_job_usd {cap('per_job_usd')}")
+    ceilings = policy.ceilings
+    return (f"spend so far: today ${day:,.4f} of daily_usd {cap(ceilings.daily_usd)}; this month ${month:,.4f} of "
+            f"monthly_usd {cap(ceilings.monthly_usd)}; per job ceiling per_job_usd {cap(ceilings.per_job_usd)}")
 
 
 def _cost(duration_s: float, cost_hr: float) -> float:
@@ -260,10 +260,9 @@ def admit(ctx: Context, deployment_id: str, workflow_id: str | None, inputs: dic
         raise UserError("no workflow given", place=deployment_id, hint="pass --workflow ID")
     check_inputs(workflow, deployment.runtime, inputs or {}, registry.path("workflows.json"))
     policy = Policy(registry.spending_policy())
-    per_job = policy.get("per_job_usd")
-    per_job_usd = None if per_job is None else float(per_job)
+    per_job_usd = policy.ceilings.per_job_usd
     limit = float(deadline_s or float(workflow["test_generation"].get("timeout_s", 600)) * 10)
-    attempts = policy.max_attempts("max_job_attempts", 2)
+    attempts = policy.retry.max_job_attempts
     return Admission(deployment, workflow, per_job_usd, limit, attempts,
                      expected_cost(workflow, deployment.cost_hr, limit, attempts, per_job_usd), policy)
 
@@ -280,7 +279,7 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
         ledger = Ledger(registry.ledger_path)
 
         def spent() -> tuple[float, float]:
-            return today_and_month(ledger.records(), ctx.now())
+            return today_and_month(ledger.lines(), ctx.now())
 
         with reserved(registry.root, admission.policy, spent, deployment_id=deployment_id,
                       workflow=str(admission.workflow["id"]), expected=admission.expected, clock=ctx.clock):

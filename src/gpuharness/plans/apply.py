@@ -67,8 +67,7 @@ def _refusals(plan: dict[str, Any], ctx: Context, found: Inventory, plan_path: P
             if not dep_id or key != f"{KEY_PREFIX}{dep_id}":
                 problems.append(f"step {step['id']} (launch): the key must be {KEY_PREFIX}<deployment_id> so a lost "
                                 f"answer is reconciled by it (got key {key!r}, deployment {dep_id!r})")
-    records = list(Ledger(ctx.registry.ledger_path).records())
-    today, month = today_and_month(records)
+    today, month = today_and_month(Ledger(ctx.registry.ledger_path).lines())
     rules = [r for r in RULES if r != "replay"]
     replay: dict[str, str | None] = {s["id"]: None for s in plan["steps"]}
     if plan_path is not None:

@@ -34,7 +34,8 @@ APPLIES: dict[str, frozenset[str]] = {
     "replay": MUTATIONS,
 }
 #: Attempt ceilings of policy.json (retry.*) per kind of step, with their defaults.
-DEFAULT_RETRY_LIMITS = {"launch": ("max_launch_attempts", 2), "other": ("max_api_attempts", 3)}
+#: The retry count of policy.json that bounds a step's attempts (its default: core.policy.Retry).
+RETRY_LIMITS = {"launch": "max_launch_attempts", "other": "max_api_attempts"}
 
 
 def fingerprint(deployments: Iterable[Deployment], inventory: Inventory) -> str:
@@ -297,20 +298,25 @@ def rule_budget(step: dict[str, Any], ctx: PlanContext) -> str | None:
     if not stop and cost > 0:
         return _unbounded(cost, spend, ctx)
     spend += cost * _hours(stop, ctx.now)
-    for name, spent in (("daily_usd", ctx.spent_today_usd), ("monthly_usd", ctx.spent_month_usd)):
-        cap = ctx.policy.get(name)
-        if exceeds(spent + spend, cap):
+    for name, spent, cap in _periods(ctx):
+        if cap is not None and exceeds(spent + spend, cap):
             return (f"projected spend ${spent + spend:.2f} (spent ${spent:.2f} + planned ${spend:.2f} through "
-                    f"this step's stop condition) > {name} ${float(cap):.2f}")
+                    f"this step's stop condition) > {name} ${cap:.2f}")
     return None
+
+
+def _periods(ctx: PlanContext) -> tuple[tuple[str, float, float | None], ...]:
+    """(ceiling name, spent so far, ceiling) of the day and of the month."""
+    ceilings = ctx.policy.ceilings
+    return (("daily_usd", ctx.spent_today_usd, ceilings.daily_usd),
+            ("monthly_usd", ctx.spent_month_usd, ceilings.monthly_usd))
 
 
 def _unbounded(cost: float, planned: float, ctx: PlanContext) -> str | None:
     """A paid step with no stop condition runs until someone stops it: at its rate it passes every finite spend
     ceiling, so the first one it reaches fails the budget (with when)."""
-    reached = sorted((max(float(cap) - spent - planned, 0.0) / cost, name, float(cap), spent)
-                     for name, spent in (("daily_usd", ctx.spent_today_usd), ("monthly_usd", ctx.spent_month_usd))
-                     if (cap := ctx.policy.get(name)) is not None)
+    reached = sorted((max(cap - spent - planned, 0.0) / cost, name, cap, spent)
+                     for name, spent, cap in _periods(ctx) if cap is not None)
     if not reached:
         return None
     hours, name, cap, spent = reached[0]
@@ -327,9 +333,9 @@ def rule_stop_condition(step: dict[str, Any], ctx: PlanContext) -> str | None:
         return "a paid resource without a stop condition (set idle_minutes, max_hours or deadline)"
     if stop.get("deadline") and parse_ts(stop["deadline"]) <= parse_ts(ctx.now):
         return f"the deadline {stop['deadline']} has already passed"
-    cap = ctx.policy.get("max_idle_minutes")
-    if stop.get("idle_minutes") and cap is not None and float(stop["idle_minutes"]) > float(cap):
-        return f"idle_minutes {stop['idle_minutes']} > max_idle_minutes {cap} of policy.json"
+    cap = ctx.policy.ceilings.max_idle_minutes
+    if stop.get("idle_minutes") and cap is not None and float(stop["idle_minutes"]) > cap:
+        return f"idle_minutes {stop['idle_minutes']} > max_idle_minutes {cap:g} of policy.json"
     return None
 
 
@@ -365,8 +371,8 @@ def rule_sync_before_terminate(step: dict[str, Any], ctx: PlanContext) -> str | 
 def rule_bounded_retries(step: dict[str, Any], ctx: PlanContext) -> str | None:
     """Retries are bounded by policy.json (a mutation whose answer is lost is reconciled, not retried blind)."""
     retries = step.get("max_retries", 0)
-    name, default = DEFAULT_RETRY_LIMITS["launch" if step["action"] == "launch" else "other"]
-    attempts = ctx.policy.max_attempts(name, default)
+    name = RETRY_LIMITS["launch" if step["action"] == "launch" else "other"]
+    attempts = ctx.policy.max_attempts(name)
     if retries + 1 > attempts:
         return f"max_retries {retries} allows {retries + 1} attempts > retry.{name} {attempts} of policy.json"
     if step["action"] in MUTATIONS and retries > 0 and step["action"] != "launch":

@@ -14,7 +14,7 @@ from gpuharness.gpu import nvidia_smi
 from gpuharness.gpu.nvidia_smi import GpuInfo
 from gpuharness.probe import framing, legacy
 from gpuharness.probe.framing import Frames
-from gpuharness.probe.script import PROBE_VERSION, SECTION_NAMES, ProbeScript, ProbeTargets, build_script
+from gpuharness.probe.script import PROBE_VERSION, SECTION_NAMES, ProbeScript, ProbeTargets, build_script, section_names
 from gpuharness.remote import ExecResult, Remote
 from gpuharness.remote.lines import lines_of
 
@@ -145,7 +145,7 @@ def parse_transcript(stdout: str, stderr: str, exit_status: int | None, *, probe
     elif not nonce:
         frames = Frames(problem=f"the transcript of probe v{probe_version} names no nonce to read it under")
     else:
-        frames = framing.read(stdout, nonce, SECTION_NAMES)
+        frames = framing.read(stdout, nonce, section_names(probe_version))
     return facts(frames, stdout, stderr, exit_status)
 
 

@@ -10,17 +10,17 @@ from dataclasses import dataclass
 from typing import Any, final
 
 from gpuharness.core.deployment import Deployment
+from gpuharness.core.json_fields import JsonFields
 from gpuharness.core.policy import Policy
 from gpuharness.gpu import measurement
 from gpuharness.gpu.measurement import Measurement
-from gpuharness.gpu.performance import PerformanceFloor
 from gpuharness.probe.facts import ProbeResult
 from gpuharness.remote import Remote
 
 
 @final
 @dataclass(frozen=True, slots=True)
-class MeasurementRecord:
+class MeasurementRecord(JsonFields):
     """One probe phase's GPU measurement: its exec's output, or why it was not taken (`skipped`: absent or
     no_interpreter, a host that cannot be measured; job_running or gpu_error, one not to measure now)."""
 
@@ -42,11 +42,6 @@ class MeasurementRecord:
             return Measurement("no_interpreter", self.reason or "no interpreter")
         return None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"stdout": self.stdout, "stderr": self.stderr, "exit_status": self.exit_status,
-                "interpreter": self.interpreter, "duration_s": self.duration_s, "skipped": self.skipped,
-                "reason": self.reason}
-
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MeasurementRecord:
         known = {name: data.get(name) for name in ("stdout", "interpreter", "duration_s", "skipped", "reason",
@@ -56,7 +51,7 @@ class MeasurementRecord:
 
 def deadline_s(policy: Policy) -> int:
     """The measurement's own deadline (`health_timeouts.measure_s`)."""
-    return int((policy.get("health_timeouts") or {}).get("measure_s", measurement.DEFAULT_DEADLINE_S))
+    return policy.health_timeouts.measure_s
 
 
 def skip(deployment: Deployment, facts: ProbeResult) -> MeasurementRecord | None:
@@ -81,7 +76,7 @@ def skip(deployment: Deployment, facts: ProbeResult) -> MeasurementRecord | None
 def take(remote: Remote, deployment: Deployment, policy: Policy, facts: ProbeResult,
          precision: str | None, clock: Callable[[], float] = time.monotonic) -> MeasurementRecord | None:
     """Measure on the probe's connection where the policy asks for it (None: it does not)."""
-    if not PerformanceFloor.from_policy(policy.doc).measure:
+    if not policy.performance_floor.measure:
         return None
     skipped = skip(deployment, facts)
     if skipped is not None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, final
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
+from gpuharness.core.json_fields import JsonFields
 from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.core.regular_file import read_recording
@@ -83,7 +84,7 @@ class ProgressObservation:
 
 @final
 @dataclass(frozen=True, slots=True)
-class ProbeRecord:
+class ProbeRecord(JsonFields):
     """One deployment's probe for this run: a transcript, or why there is none (or why none applies), and the
     server's node catalog taken in the same phase (ComfyUI runtimes)."""
 
@@ -98,9 +99,6 @@ class ProbeRecord:
     progress: ProgressObservation | None = None
     catalog: CatalogObservation | None = None
     measurement: MeasurementRecord | None = None  # the GPU measurement, where the policy asks for one
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProbeRecord:
@@ -120,11 +118,10 @@ def live(registry: Registry, deployment: Deployment, *, record_to: Path | None =
     from gpuharness.remote.connect import open_remote, resolve  # paramiko (~0.2 s): only a live probe needs it
 
     policy = Policy(registry.policy_document())
-    timeouts = policy.get("health_timeouts") or {}
     route = resolve(deployment, registry.items("connections.json"))
     started = time.monotonic()
     try:
-        remote = open_remote(route, connect_timeout_s=float(timeouts.get("connect_s", 15)))
+        remote = open_remote(route, connect_timeout_s=policy.health_timeouts.connect_s)
     except RemoteError as exc:  # one attempt: never retried
         record_probe(registry, route, phase="health", result=f"failed: {exc.kind}")
         return ProbeRecord(route=route.label, failure=ProbeFailure(exc.kind, str(exc)), catalog=catalog)

@@ -14,8 +14,9 @@ from gpuharness.gpu import nvidia_smi
 from gpuharness.probe import framing
 from gpuharness.remote.script import ShellScript
 
-#: 5: sections framed under a nonce (v1-v4 marked them with `@@gpuharness` lines: probe.legacy)
-PROBE_VERSION: Final = 5
+#: 5: sections framed under a nonce (v1-v4 marked them with `@@gpuharness` lines: probe.legacy); 6: how the GPUs are
+#: joined (topology, nvlink)
+PROBE_VERSION: Final = 6
 #: the bytes of the log's tail the probe sends (its last 200 lines, cut to their last bytes)
 LOG_TAIL_BYTES: Final = 256 * 1024
 #: settings that name a path a command reads (never to be taken for an option)
@@ -90,6 +91,16 @@ def _header(targets: ProbeTargets) -> ProbeSection:
 def _apps(targets: ProbeTargets) -> ProbeSection:
     return ProbeSection("apps", ('if [ "$rc" = 0 ]; then $TO nvidia-smi --query-compute-apps=pid,process_name,'
                                  "used_memory --format=csv,noheader,nounits 2>&1; fi",))
+
+
+def _topology(targets: ProbeTargets) -> ProbeSection:
+    """`nvidia-smi topo -m`: the connection of each GPU pair (gpu.topology)."""
+    return ProbeSection("topology", ('if [ "$rc" = 0 ]; then $TO nvidia-smi topo -m 2>&1; fi',))
+
+
+def _nvlink(targets: ProbeTargets) -> ProbeSection:
+    """`nvidia-smi nvlink --status`: each GPU's NVLinks, active or not (nothing on a GPU without any)."""
+    return ProbeSection("nvlink", ('if [ "$rc" = 0 ]; then $TO nvidia-smi nvlink --status 2>&1; fi',))
 
 
 def _disk(targets: ProbeTargets) -> ProbeSection:
@@ -225,9 +236,16 @@ def _torch(targets: ProbeTargets) -> ProbeSection:
 
 #: The probe's sections, in the order they run.
 SECTIONS: Final[tuple[SectionBuilder, ...]] = (_gpus, _header, _apps, _disk, _process, _ports, _log, _progress,
-                                               _interpreter, _torch)
+                                               _interpreter, _torch, _topology, _nvlink)
 #: Their names: the frames a finished probe of SECTIONS holds.
 SECTION_NAMES: Final = tuple(section(ProbeTargets()).name for section in SECTIONS)
+#: The probe version that added a section (a transcript of an older probe holds none of it).
+SECTION_SINCE: Final = {"topology": 6, "nvlink": 6}
+
+
+def section_names(version: int) -> tuple[str, ...]:
+    """The sections a finished probe of `version` holds (for reading its transcript)."""
+    return tuple(name for name in SECTION_NAMES if SECTION_SINCE.get(name, 0) <= version)
 
 
 @final

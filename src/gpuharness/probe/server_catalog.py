@@ -13,13 +13,14 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, final
 
 from gpuharness.core.base_dir import replace_below
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import GpuharnessError, UserError
+from gpuharness.core.json_fields import JsonFields
 from gpuharness.core.regular_file import read_recording
 from gpuharness.core.runtimes import RUNTIMES
 
@@ -44,7 +45,7 @@ Scrub = Callable[[str], str]
 
 @final
 @dataclass(frozen=True, slots=True)
-class CatalogObservation:
+class CatalogObservation(JsonFields):
     """The catalog of this run: a file holding it (and its digest), or why there is none: `error` (the live fetch
     failed) or `note` (nothing to judge by: a transcript recorded without one)."""
 
@@ -64,9 +65,6 @@ class CatalogObservation:
         if self.file is not None:
             return None
         return self.error or self.note or "no catalog"
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def applies(deployment: Deployment) -> bool:

@@ -30,23 +30,17 @@ def service_port(deployment: Deployment) -> int | None:
 
 def probe_targets(deployment: Deployment, policy: Policy) -> ProbeTargets:
     """What the probe looks at on the deployment's host."""
-    timeouts = policy.get("health_timeouts") or {}
     return ProbeTargets(workspace=deployment.workspace, process_pattern=service_process(deployment),
                         service_port=service_port(deployment), log_path=deployment.log_path,
                         checkpoint_path=deployment.checkpoint_path,
-                        nvidia_smi_timeout_s=int(timeouts.get("nvidia_smi_s", 10)),
+                        nvidia_smi_timeout_s=policy.health_timeouts.nvidia_smi_s,
                         runtime_python=deployment.runtime_python)
-
-
-#: The probe phase's deadline when the policy names none (`health_timeouts.probe_s`), seconds.
-PROBE_S: Final = 120.0
 
 
 def probe_deadline_s(policy: Policy) -> float:
     """The probe phase's deadline (`health_timeouts.probe_s`): the probe's exec and the server catalog's fetch each
     end by it."""
-    timeouts = policy.get("health_timeouts") or {}
-    return float(timeouts.get("probe_s", PROBE_S))
+    return policy.health_timeouts.probe_s
 
 
 def manifest(registry: Registry, file_name: str, key: str, value: Any) -> dict[str, Any] | None:

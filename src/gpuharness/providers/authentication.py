@@ -8,6 +8,7 @@ from typing import Any, final
 
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
+from gpuharness.core.json_fields import JsonFields
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import Authenticating, ProviderError
 from gpuharness.providers.factory import PhaseOptions, build_provider, build_serverless, capabilities_of
@@ -15,7 +16,7 @@ from gpuharness.providers.factory import PhaseOptions, build_provider, build_ser
 
 @final
 @dataclass(frozen=True, slots=True)
-class AuthResult:
+class AuthResult(JsonFields):
     """The outcome for one provider. `authenticated` is None when it could not be decided (network, no key)."""
 
     name: str
@@ -23,10 +24,6 @@ class AuthResult:
     authenticated: bool | None
     detail: str
     checked_at: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "authenticated": self.authenticated, "detail": self.detail,
-                "checked_at": self.checked_at}
 
 
 def check_one(entry: Mapping[str, Any], registry: Registry, *, env: Mapping[str, str] | None = None,

@@ -3,12 +3,15 @@ which each adapter joins by declaring its kind and capabilities on its class (`@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
-from typing import Any, ClassVar, Final, Literal, Protocol, TypeVar, final, runtime_checkable
+from typing import ClassVar, Final, Literal, Protocol, TypeVar, final, runtime_checkable
 
 from gpuharness.core import tables
+from gpuharness.core.bill import Charge
 from gpuharness.core.errors import GpuharnessError, UserError
+from gpuharness.core.json_fields import JsonFields
 from gpuharness.core.tables import Table
 
 Status = Literal["pending", "running", "stopped", "terminated", "error", "unknown"]
@@ -110,7 +113,7 @@ class SshEndpoint:
 
 @final
 @dataclass(frozen=True, slots=True)
-class Instance:
+class Instance(JsonFields):
     """An instance as the provider reports it, normalized. raw_status keeps the provider's word."""
 
     provider: str
@@ -136,9 +139,6 @@ class Instance:
         if self.name and self.name.startswith(KEY_PREFIX):
             return self.name
         return None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @final
@@ -213,7 +213,7 @@ class Provider(Protocol):
 
 @final
 @dataclass(frozen=True, slots=True)
-class Offer:
+class Offer(JsonFields):
     """Something rentable now, at an hourly price. `refused` says why the policy would refuse it."""
 
     provider: str
@@ -226,9 +226,6 @@ class Offer:
     vram_gb: float | None = None
     refused: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @runtime_checkable
 class OfferSource(Protocol):
@@ -236,6 +233,15 @@ class OfferSource(Protocol):
 
     def offers(self, gpu: str) -> list[Offer]:
         """Offers whose GPU matches `gpu` (case-insensitive; "RTX 4090" matches "NVIDIA GeForce RTX 4090")."""
+        ...
+
+
+@runtime_checkable
+class BillSource(Protocol):
+    """A provider whose own billing records can be read (RunPod pod billing history, Vast invoices)."""
+
+    def charges(self, since: datetime, until: datetime) -> list[Charge]:
+        """What the provider billed per instance and UTC day, for the days from since until until."""
         ...
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
 
@@ -17,7 +17,8 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
 from gpuharness.providers.base import ADAPTERS, Adapter, Capabilities, InventorySource, Provider, ProviderKind
 from gpuharness.providers.serverless import ServerlessEndpoint
-from gpuharness.providers.transport import Monotonic, ProviderHttp, RetryPolicy, Sleep
+from gpuharness.providers.transport import ProviderHttp, RetryPolicy, Sleep
+from gpuharness.remote.http import Monotonic
 
 #: shortest plausible key; anything shorter was cut when pasted ([UNVERIFIED] exact lengths per provider)
 MIN_KEY_LENGTH = 20
@@ -71,6 +72,18 @@ def adapter_of(entry: Mapping[str, Any]) -> type[Adapter]:
 def capabilities_of(entry: Mapping[str, Any]) -> Capabilities:
     """What the entry's provider offers (its adapter's capabilities)."""
     return adapter_of(entry).capabilities
+
+
+def stopped_storage_rates(entries: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """$ per GB-month that each providers.json entry's provider charges for a stopped pod's volume, by name (an
+    entry of an unknown kind is left out: `validate` names it)."""
+    rates: dict[str, float] = {}
+    for entry in entries:
+        try:
+            rates[str(entry.get("name"))] = capabilities_of(entry).stopped_storage_usd_gb_month
+        except UserError:
+            continue
+    return rates
 
 
 def default_api_base(kind: str) -> str | None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ClassVar, final
 
+from gpuharness.core.bill import Charge
 from gpuharness.core.policy import exceeds
-from gpuharness.providers import fields
+from gpuharness.providers import bill_records, fields
 from gpuharness.providers.base import (
     Capabilities,
     Instance,
@@ -159,6 +161,11 @@ class RunPodPods:
             found.append(Offer(provider=self.name, gpu=str(row["id"]), cost_hr=price, offer_id=str(row["id"]),
                                vram_gb=fields.number(row.get("memoryInGb")), region=self.cloud))
         return found
+
+    def charges(self, since: datetime, until: datetime) -> list[Charge]:
+        """The pod billing history, per pod and UTC day (as `runpodctl billing pods` reads it)."""
+        answer = self.http.read("GET", bill_records.RUNPOD_BILLING, params=bill_records.runpod_query(since, until))
+        return bill_records.runpod_charges(self.name, json_body(answer, self.name))
 
     def check(self) -> None:
         self.http.read("GET", "/v2/pods")

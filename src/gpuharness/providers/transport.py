@@ -1,4 +1,5 @@
-"""One HTTP client per provider per phase: bounded, deadline-aware retries for reads, one shot for mutations."""
+"""One HTTP client per provider per phase: bounded, deadline-aware retries for reads, one shot for mutations, over
+the one HTTP seam (remote.http.PhaseHttp), which carries the phase deadline and bounds every answer."""
 
 from __future__ import annotations
 
@@ -18,13 +19,12 @@ from gpuharness.core import secrets
 from gpuharness.core.clock import WallClock, utcnow
 from gpuharness.core.json_text import loads_outside
 from gpuharness.providers.base import ProviderError, UnknownOutcome
-from gpuharness.providers.deadline import DeadlineTransport, read_answer
 from gpuharness.providers.failures import classify, redact
+from gpuharness.remote.http import CallRecord, Monotonic, PhaseHttp, answer_of
 
 log = logging.getLogger("gpuharness.http")
 
 Sleep = Callable[[float], None]
-Monotonic = Callable[[], float]
 
 #: kinds worth another attempt on a read; capacity/balance/auth/invalid answers will not change by waiting
 RETRYABLE = ("rate_limited", "server", "network")
@@ -69,19 +69,6 @@ def retry_wait(failed_attempts: int, retry_after: float | None, policy: RetryPol
 
 
 @final
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    """One HTTP exchange as the client saw it (no headers, no bodies: nothing secret)."""
-
-    method: str
-    path: str
-    status: int | None
-    attempt: int
-    waited_s: float
-    error: str | None = None
-
-
-@final
 class ProviderHttp:
     """The HTTP client of one provider for one phase (provision, reconcile, destroy...).
 
@@ -97,22 +84,22 @@ class ProviderHttp:
         self.credential_env = credential_env
         self.policy = policy or RetryPolicy()
         self.sleep = sleep
-        self.monotonic = monotonic
         self.wall = wall
         self.rng = rng or random.Random()
         self.timeout_s = timeout_s
-        self.deadline = monotonic() + deadline_s
-        self.calls: list[CallRecord] = []
         self._secret = api_key
         secrets.remember(api_key)  # whatever variable it came from, no sink of this process writes it
         all_headers = {"Accept": "application/json", "User-Agent": "gpuharness/0.1"}
         if api_key:
             all_headers["Authorization"] = f"Bearer {api_key}"
         all_headers.update(headers or {})
-        # the sockets themselves never wait past the phase deadline (httpx's timeouts are per read)
-        self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=all_headers,
-                                    transport=transport or DeadlineTransport(self.remaining),
-                                    timeout=timeout_s, follow_redirects=False)
+        self.http = PhaseHttp(base_url.rstrip("/"), headers=all_headers, timeout_s=timeout_s,
+                              deadline_s=deadline_s, transport=transport, monotonic=monotonic)
+
+    @property
+    def calls(self) -> list[CallRecord]:
+        """Every HTTP exchange (attempt) this client made, as the seam recorded it."""
+        return self.http.calls
 
     # public API
     def read(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None,
@@ -139,7 +126,7 @@ class ProviderHttp:
                                         provider=self.provider, status=error.status, retry_after=error.retry_after)
                 raise error
             waited = retry_wait(attempt, error.retry_after, self.policy, self.rng)
-            remaining = self.deadline - self.monotonic()
+            remaining = self.remaining()
             if waited > remaining:
                 raise ProviderError(error.kind, f"{_strip(error)} (next retry in {waited:.1f}s would pass the phase "
                                     f"deadline; {max(remaining, 0):.1f}s left)", provider=self.provider,
@@ -167,11 +154,12 @@ class ProviderHttp:
         raise error
 
     def remaining(self) -> float:
-        """Seconds left until this phase's deadline."""
-        return self.deadline - self.monotonic()
+        """Seconds left until this phase's deadline (the seam carries it)."""
+        left = self.http.phase_left()
+        return 0.0 if left is None else left
 
     def close(self) -> None:
-        self._client.close()
+        self.http.close()
 
     def __enter__(self) -> ProviderHttp:
         return self
@@ -182,22 +170,15 @@ class ProviderHttp:
 
     def count(self, method: str | None = None, path_prefix: str = "") -> int:
         """How many HTTP exchanges (attempts) this client made, optionally filtered."""
-        return sum(1 for c in self.calls if (method is None or c.method == method) and c.path.startswith(path_prefix))
+        return self.http.count(method, path_prefix)
 
     # internals
     def _send(self, method: str, path: str, params: Mapping[str, Any] | None, json: Any, attempt: int,
               waited: float) -> httpx.Response:
-        remaining = self.deadline - self.monotonic()
-        if remaining <= 0:
+        if self.remaining() <= 0:
             raise ProviderError("network", f"{method} {path}: the phase deadline has passed", provider=self.provider)
-        timeout = min(self.timeout_s, remaining)
-        try:  # the whole answer by the phase deadline, under its cap (providers.deadline)
-            response = read_answer(self._client, method, path, deadline=self.deadline, monotonic=self.monotonic,
-                                   params=params, json=json, timeout=timeout)
-        except httpx.TransportError as exc:
-            self.calls.append(CallRecord(method, path, None, attempt, waited, type(exc).__name__))
-            raise
-        self.calls.append(CallRecord(method, path, response.status_code, attempt, waited))
+        # the whole answer by its timeout and the phase deadline, under its cap (the seam)
+        response = self.http.request(method, path, params=params, json=json, attempt=attempt, waited_s=waited)
         log.debug("%s %s %s -> %d (attempt %d)", self.provider, method, path, response.status_code, attempt)
         return response
 
@@ -215,12 +196,7 @@ def json_body(response: httpx.Response, provider: str, *, mutation: bool = False
     One that is not JSON, or nests too deeply, is a ProviderError (`server`); after a mutation an UnknownOutcome:
     the call may have happened, so it is reconciled, never repeated blind."""
     try:
-        request = response.request
-        what = f"{request.method} {request.url.path}"
-    except RuntimeError:  # an answer made without a request (a test's)
-        what = "the answer"
-    try:
-        return loads_outside(response.content, what=what)
+        return loads_outside(response.content, what=answer_of(response))
     except ValueError as exc:
         if mutation:
             raise UnknownOutcome(f"{exc}; the answer cannot be read, so the call may or may not have happened: "

@@ -8,10 +8,12 @@ query (`select_filters`, `order_by`, `limit`, `after_token`, each JSON text), th
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any, ClassVar, final
 
+from gpuharness.core.bill import Charge
 from gpuharness.core.policy import exceeds
-from gpuharness.providers import fields
+from gpuharness.providers import bill_records, fields
 from gpuharness.providers.base import (
     Capabilities,
     Instance,
@@ -248,6 +250,11 @@ class VastAi:
         except ProviderError as exc:
             if exc.kind != "not_found":
                 raise
+
+    def charges(self, since: datetime, until: datetime) -> list[Charge]:
+        """The charge rows of the account's invoices, per instance and UTC day (as `vastai show invoices`)."""
+        answer = self.http.read("GET", bill_records.VAST_INVOICES, params=bill_records.vast_query(since, until))
+        return bill_records.vast_charges(self.name, json_body(answer, self.name))
 
     def check(self) -> None:
         """The read every official CLI command starts with (its role check)."""

@@ -17,6 +17,7 @@ import pytest
 from gpuharness.audit import rules
 from gpuharness.core import secrets
 from gpuharness.core.clock import parse_ts, utcnow
+from gpuharness.core.policy import Ceilings
 from gpuharness.core.rules import Rule
 from gpuharness.core.statefile import read_json
 from gpuharness.core.terminal import shown
@@ -34,7 +35,7 @@ RUN_KEY = pytest.StashKey["AuditRun"]()
 SUMMARY_KEY = pytest.StashKey[dict[str, Any]]()
 DEPLOYMENTS_KEY = pytest.StashKey[list[str]]()
 SESSION_PLUGIN = "gpuharness-audit-session"
-CHART_TITLE = "Daily spend by provider (UTC days) against daily_usd"
+CHART_TITLE = "Daily billed spend, used and idle (UTC days), against daily_usd"
 
 
 def audit_now() -> datetime:
@@ -80,8 +81,7 @@ def audit_run(config: pytest.Config) -> AuditRun:
 
 
 def _ceiling(summary: dict[str, Any]) -> float | None:
-    daily = summary["policy"].get("daily_usd")
-    return float(daily) if daily is not None else None
+    return Ceilings.from_document(summary["policy"]).daily_usd
 
 
 @pytest.fixture(scope="session")
@@ -221,11 +221,11 @@ class AuditSession:
         if data is None or not self.reported:
             return
         from gpuharness.audit.spend_chart import daily_spend_png
-        from gpuharness.audit.summary import to_html
+        from gpuharness.audit.summary import IDLE, USED, to_html
 
         prefix.insert(0, secrets.redact(audit_verdict_html(sorted(set(self.failed)), len(self.reported))))
-        prefix.append(secrets.redact(to_html(data, daily_spend_png(data["day_provider"], _ceiling(data),
-                                                                   title=CHART_TITLE))))
+        chart = daily_spend_png(data["day_use"], _ceiling(data), title=CHART_TITLE, order=(USED, IDLE))
+        prefix.append(secrets.redact(to_html(data, chart)))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_report_title(self, report: Any) -> None:

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
-import httpx
 import pytest
 
 from gpuharness import runtimes
@@ -22,13 +21,13 @@ from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.core.terminal import shown
 from gpuharness.gpu import performance
-from gpuharness.gpu.performance import PerformanceFloor
 from gpuharness.health import rules
 from gpuharness.probe import server_catalog, targets
 from gpuharness.probe.facts import ProbeResult, ProbeTargets
 from gpuharness.probe.probing import ProbeRecord, ProgressObservation
 from gpuharness.probe.transcripts import known_secrets
 from gpuharness.providers import cassette
+from gpuharness.remote.http import PhaseHttp
 from gpuharness.runtimes.comfyui import workflow_fit
 from gpuharness.runtimes.comfyui.workflow_fit import WorkflowFit
 from gpuharness.runtimes.endpoint import runtime_client
@@ -113,7 +112,7 @@ class HealthTarget:
     def performance(self) -> rules.Verdict:
         """The GPU against its class (the probe's link and power facts, the measurement where the policy asked for
         one); every figure is recorded as the deployment's health evidence and in the report (JUnit properties)."""
-        floor = PerformanceFloor.from_policy(self.policy.doc)
+        floor = self.policy.performance_floor
         verdict, report = rules.gpu_performs_like_its_class(self.probe, self.record.measurement, floor)
         measurement = self.record.measurement.parse() if self.record.measurement is not None else None
         evidence = performance.evidence(report, measurement, self.record.probed_at)
@@ -153,7 +152,7 @@ def judge_workflow(target: HealthTarget) -> WorkflowFit | None:
     return workflow_fit.judge_test_graph(target.workflow, target.record.catalog)
 
 
-def _client(target: HealthTarget) -> httpx.Client:
+def _client(target: HealthTarget) -> PhaseHttp:
     client = runtime_client(target.deployment, target.registry)
     if client is None:
         target.fail(rules.failed("no_endpoint", "no endpoint recorded for the service; set `endpoint` in "

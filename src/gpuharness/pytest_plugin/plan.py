@@ -116,8 +116,7 @@ def gh_plan_context(gh_plan: dict[str, Any], gh_plan_cassette: Path, gh_registry
 
     try:
         recorded = inventory_mod.recorded_inventory(gh_plan_cassette, gh_registry.providers(), gh_provider_factory)
-        records = list(Ledger(gh_registry.ledger_path).records())
-        today, month = today_and_month(records)
+        today, month = today_and_month(Ledger(gh_registry.ledger_path).lines())
         replay = replay_calls(gh_plan["steps"], gh_plan_cassette)
         return PlanContext(gh_plan, recorded, gh_registry.deployments(), Policy(gh_registry.policy_document()),
                            today, month, replay=replay)

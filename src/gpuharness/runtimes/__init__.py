@@ -1,4 +1,4 @@
-"""Runtime clients, one home per runtime (runtimes/<name>), over one HTTP seam (runtimes.http): the service's health
+"""Runtime clients, one home per runtime (runtimes/<name>), over one HTTP seam (remote.http): the service's health
 endpoint and the workflow's test generation, dispatched by runtime; the run phase's executors use the same clients.
 Each runtime's module declares its entry in the runtime table together with its client's two functions,
 `health(client, **kwargs)` and `generate(client, workflow, request)` (`declare`)."""
@@ -18,7 +18,7 @@ from gpuharness.diagnose import classify_text
 from gpuharness.runtimes.outputs import Served, judge, shortfall
 
 if TYPE_CHECKING:
-    from gpuharness.runtimes.http import RuntimeHttp
+    from gpuharness.remote.http import PhaseHttp
 
 Sleep = Callable[[float], None]
 Clock = Callable[[], float]
@@ -74,7 +74,7 @@ def transport_failure(exc: httpx.HTTPError, what: str, *, started: float, clock:
                   "exposed?)", started=started, clock=clock)
 
 
-def get_health(client: httpx.Client | RuntimeHttp, path: str, *, hint: str = "") -> httpx.Response | Outcome:
+def get_health(client: httpx.Client | PhaseHttp, path: str, *, hint: str = "") -> httpx.Response | Outcome:
     """GET a runtime's health route: its 200 answer, or the classified failure."""
     started = time.monotonic()
     label = "GET /" + path.lstrip("/")
@@ -121,13 +121,13 @@ class GenerationRequest:
 class Health(Protocol):
     """A runtime's health call: its service's answer on its health endpoint."""
 
-    def __call__(self, client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome: ...
+    def __call__(self, client: httpx.Client | PhaseHttp, **_: Any) -> Outcome: ...
 
 
 class Generate(Protocol):
     """A runtime's test generation: the workflow run once within the request's deadline, its outputs judged."""
 
-    def __call__(self, client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any],
+    def __call__(self, client: httpx.Client | PhaseHttp, workflow: Mapping[str, Any],
                  request: GenerationRequest) -> Outcome: ...
 
 
@@ -162,7 +162,7 @@ def client_of(name: str | None) -> RuntimeClient | None:
     return CLIENTS.get(name)
 
 
-def health(runtime: str, client: httpx.Client | RuntimeHttp, **kwargs: Any) -> Outcome:
+def health(runtime: str, client: httpx.Client | PhaseHttp, **kwargs: Any) -> Outcome:
     """The runtime's health endpoint."""
     found = client_of(runtime)
     if found is None:
@@ -170,7 +170,7 @@ def health(runtime: str, client: httpx.Client | RuntimeHttp, **kwargs: Any) -> O
     return found.health(client, **kwargs)
 
 
-def run_test_generation(runtime: str, client: httpx.Client | RuntimeHttp, workflow: dict[str, Any], *,
+def run_test_generation(runtime: str, client: httpx.Client | PhaseHttp, workflow: dict[str, Any], *,
                         model: str | None = None,
                         sleep: Sleep = time.sleep, clock: Clock = time.monotonic,
                         client_id: str | None = None) -> Outcome:

@@ -4,21 +4,18 @@ serverless endpoint, the provider's key from the variable its providers.json ent
 from __future__ import annotations
 
 import os
-import time
-
-import httpx
 
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import Registry
-from gpuharness.providers.deadline import DeadlineTransport
+from gpuharness.remote.http import PhaseHttp
 
 
 def runtime_client(deployment: Deployment, registry: Registry, *, deadline_s: float | None = None
-                   ) -> httpx.Client | None:
-    """A client for the deployment's endpoint (None: no endpoint recorded); a serverless runtime's carries the
-    provider's key from the variable its `credential_env` names. With deadline_s, no socket of it waits past that
-    many seconds from now (providers.deadline)."""
+                   ) -> PhaseHttp | None:
+    """The one HTTP seam to the deployment's endpoint (None: no endpoint recorded); a serverless runtime's carries
+    the provider's key from the variable its `credential_env` names. With deadline_s, that is its phase deadline:
+    no answer arrives, and no socket waits, past that many seconds from now (remote.http)."""
     endpoint = deployment.endpoint
     if not endpoint:
         return None
@@ -31,8 +28,4 @@ def runtime_client(deployment: Deployment, registry: Registry, *, deadline_s: fl
         if env and os.environ.get(env):
             headers["Authorization"] = f"Bearer {os.environ[env]}"
         endpoint = str(endpoint).rstrip("/") + "/"
-    transport = None
-    if deadline_s is not None:
-        end = time.monotonic() + deadline_s
-        transport = DeadlineTransport(lambda: end - time.monotonic())
-    return httpx.Client(base_url=str(endpoint), headers=headers, timeout=httpx.Timeout(30.0), transport=transport)
+    return PhaseHttp(str(endpoint), headers=headers, deadline_s=deadline_s)

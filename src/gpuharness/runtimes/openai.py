@@ -11,6 +11,7 @@ import httpx
 
 from gpuharness.core.runtimes import Runtime
 from gpuharness.core.secrets import clip
+from gpuharness.remote.http import PhaseHttp, answer_json
 from gpuharness.runtimes import (
     GenerationRequest,
     Outcome,
@@ -21,7 +22,6 @@ from gpuharness.runtimes import (
     get_health,
     transport_failure,
 )
-from gpuharness.runtimes.http import RuntimeHttp, answer_json
 from gpuharness.runtimes.outputs import Served, judge
 
 #: OpenAI-compatible servers' entry in the runtime table, declared with the client at the end of this module
@@ -30,9 +30,9 @@ RUNTIME: Final = Runtime("openai", port=8000, health_path="/health", process="vl
 ANSWER = "completion.json"
 
 
-def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
+def health(client: httpx.Client | PhaseHttp, **_: Any) -> Outcome:
     started = time.monotonic()
-    answer = get_health(RuntimeHttp.over(client), str(RUNTIME.health_path),
+    answer = get_health(PhaseHttp.over(client), str(RUNTIME.health_path),
                         hint="engine starting, dead or out of memory: read the server log")
     if isinstance(answer, Outcome):
         return answer
@@ -66,11 +66,11 @@ def choice_text(body: Any) -> str:
     return text if isinstance(text, str) else ""
 
 
-def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], request: GenerationRequest) -> Outcome:
+def generate(client: httpx.Client | PhaseHttp, workflow: Mapping[str, Any], request: GenerationRequest) -> Outcome:
     """The test generation: the model is served (/v1/models), and a short completion has text."""
     deadline_s, clock = request.deadline_s, request.clock
     started = clock()
-    http = RuntimeHttp.over(client)
+    http = PhaseHttp.over(client)
     spec = workflow.get("test_generation") or {}
     inputs = spec.get("inputs") or {}
     model = inputs.get("model") or request.model or workflow.get("model")

@@ -16,6 +16,7 @@ from gpuharness.core.runtimes import Runtime
 from gpuharness.providers.base import ProviderError
 from gpuharness.providers.failures import classify
 from gpuharness.providers.serverless import ServerlessEndpoint, ServerlessJob
+from gpuharness.remote.http import PhaseHttp
 from gpuharness.runtimes import (
     Clock,
     GenerationRequest,
@@ -27,7 +28,6 @@ from gpuharness.runtimes import (
     failed,
     transport_failure,
 )
-from gpuharness.runtimes.http import RuntimeHttp
 from gpuharness.runtimes.outputs import Served
 
 POLL_S = 2.0
@@ -38,7 +38,7 @@ class _EndpointSeam:
     """The runtime seam as the endpoint client's HTTP: one attempt per call (the test generation has its own
     deadline); an error answer raises ProviderError as the provider transport does."""
 
-    def __init__(self, http: RuntimeHttp, sleep: Callable[[float], None], timeout_s: float) -> None:
+    def __init__(self, http: PhaseHttp, sleep: Callable[[float], None], timeout_s: float) -> None:
         self.http = http
         self.sleep = sleep
         self.timeout_s = timeout_s
@@ -62,13 +62,13 @@ class _EndpointSeam:
         self.http.close()
 
 
-def endpoint(client: httpx.Client | RuntimeHttp, *, sleep: Sleep = time.sleep,
+def endpoint(client: httpx.Client | PhaseHttp, *, sleep: Sleep = time.sleep,
              timeout_s: float = 30.0) -> ServerlessEndpoint:
     """The endpoint client over a runtime client whose base URL is the endpoint (https://api.runpod.ai/v2/<id>/)."""
-    return ServerlessEndpoint("serverless", _EndpointSeam(RuntimeHttp.over(client), sleep, timeout_s), None)
+    return ServerlessEndpoint("serverless", _EndpointSeam(PhaseHttp.over(client), sleep, timeout_s), None)
 
 
-def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
+def health(client: httpx.Client | PhaseHttp, **_: Any) -> Outcome:
     started = time.monotonic()
     try:
         answer = endpoint(client).health()
@@ -84,7 +84,7 @@ def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
     return Outcome(True, f"workers {workers}", duration_s=time.monotonic() - started)
 
 
-def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], request: GenerationRequest) -> Outcome:
+def generate(client: httpx.Client | PhaseHttp, workflow: Mapping[str, Any], request: GenerationRequest) -> Outcome:
     """The test generation: /runsync with the test input, then /status until done or the deadline."""
     deadline_s, sleep, clock, poll_s = request.deadline_s, request.sleep, request.clock, POLL_S
     started = clock()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, final
 
 from gpuharness.core import secrets
+from gpuharness.core.json_fields import JsonFields
 
 #: enough for any one test's comparison; older requests fall off
 KEEP = 10_000
@@ -18,7 +19,7 @@ KEPT_HEADERS = ("authorization", "content-type", "accept", "user-agent")
 
 @final
 @dataclass(frozen=True, slots=True)
-class RecordedRequest:
+class RecordedRequest(JsonFields):
     """One provider request: method, path, decoded query, the headers that matter, the JSON body."""
 
     method: str
@@ -27,11 +28,6 @@ class RecordedRequest:
     headers: dict[str, str]
     body: Any = None
     route: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The record as GET /_sim/requests lists it."""
-        return {"method": self.method, "path": self.path, "query": self.query, "headers": self.headers,
-                "body": self.body, "route": self.route}
 
 
 def kept_headers(headers: Mapping[str, str]) -> dict[str, str]:

@@ -5,7 +5,7 @@ load, with the faults a rented card has: a link trained down, a riser, a power c
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Final, final
 
@@ -13,11 +13,9 @@ from gpuharness.gpu import classes
 from gpuharness.gpu.classes import HOST_LINKS
 from gpuharness.sim.catalog import DEFAULT_GPU
 
-#: Fractions of the class's datasheet figures a healthy card reaches in a short torch measurement:
-#: a bf16 matmul 0.80 (stas00/ml-engineering MAMF: H100 SXM 794.5 of 989 TFLOP/s), a device copy 0.88
-#: (github.com/NVIDIA/cuda-samples/issues/392: H100 2959 of 3350 GB/s), pinned copies 0.96 of the host-link figure.
-HEALTHY_MATMUL: Final = 0.80
-HEALTHY_DEVICE_COPY: Final = 0.88
+#: A healthy simulated card reaches its class's healthy matmul and device-copy figures (gpu.classes `expected_*`:
+#: published or real measurements, or the datasheet by a sourced factor), and pinned copies 0.96 of the host-link
+#: figure (its class's own, where one was measured).
 HEALTHY_HOST_COPY: Final = 0.96
 #: Per-lane PCIe throughput (GB/s) by generation, as the PCIe specifications give it (2.5, 5, 8, 16, 32 GT/s with
 #: their encodings): how a link trained down to an older generation slows host<->device copies.
@@ -39,6 +37,16 @@ class GpuBehaviour:
     power_limit_fraction: float = 1.0  # enforced power limit / default (power-capped: 0.4)
     busy_at_rest_pct: int = 0  # another tenant's work before ours starts (a shared GPU: 97)
     speed: float = 1.0  # compute and memory speed against a healthy card (slow or shared: 0.4)
+    only_gpu: int | None = None  # the link faults above hit this GPU of the pod alone (None: every GPU)
+    nvlink_down: tuple[int, ...] = ()  # GPUs whose NVLinks are all inactive (their pairs fall back to PCIe)
+    p2p_off: bool = False  # peer access off between every pair (copies staged through the host)
+
+
+def on_gpu(behaviour: GpuBehaviour, index: int) -> GpuBehaviour:
+    """How GPU `index` of the pod departs from a healthy card: the link faults only where they hit it."""
+    if behaviour.only_gpu is None or behaviour.only_gpu == index:
+        return behaviour
+    return replace(behaviour, link_gen_under_load=None, link_width_under_load=None)
 
 
 @final
@@ -69,12 +77,14 @@ def figures(gpu: str, behaviour: GpuBehaviour = GpuBehaviour()) -> SimFigures:
     and a figure its class lacks is the default card's)."""
     known = classes.by_name(gpu) or DEFAULT_GPU
     fallback = DEFAULT_GPU
-    assert fallback.power_w is not None and fallback.dense_tflops is not None
-    assert fallback.memory_bandwidth_gbps is not None
+    tflops = known.expected_tflops()[0] or fallback.expected_tflops()[0]
+    memory_gbps = known.expected_memory_gbps()[0] or fallback.expected_memory_gbps()[0]
+    assert fallback.power_w is not None and tflops is not None and memory_gbps is not None
     gen, width = known.pcie_gen or 4, known.pcie_width or 16
     gen_load = behaviour.link_gen_under_load or gen
     width_load = behaviour.link_width_under_load or width
-    link = HOST_LINKS.get(gen, HOST_LINKS[4]).copy_gbps * width / 16
+    measured_link = classes.host_copy_gbps(known)
+    link = measured_link[0] if measured_link is not None else HOST_LINKS.get(gen, HOST_LINKS[4]).copy_gbps * width / 16
     link_share = LANE_GBPS[gen_load] / LANE_GBPS[gen] * width_load / width
     cap = behaviour.power_limit_fraction
     # a power cap lowers the SM clock about in proportion; memory-bound copies suffer less than compute
@@ -83,9 +93,8 @@ def figures(gpu: str, behaviour: GpuBehaviour = GpuBehaviour()) -> SimFigures:
     sm_max = known.sm_max_mhz or DEFAULT_MAX_SM_MHZ
     power = float(known.power_w or fallback.power_w)
     return SimFigures(
-        matmul_tflops=round((known.dense_tflops or fallback.dense_tflops) * HEALTHY_MATMUL * compute, 1),
-        device_copy_gbps=round((known.memory_bandwidth_gbps or fallback.memory_bandwidth_gbps) * HEALTHY_DEVICE_COPY
-                               * memory, 1),
+        matmul_tflops=round(tflops * compute, 1),
+        device_copy_gbps=round(memory_gbps * memory, 1),
         h2d_gbps=round(link * HEALTHY_HOST_COPY * link_share, 2),
         d2h_gbps=round(link * HEALTHY_HOST_COPY * link_share, 2),
         link_gen_max=gen, link_width_max=width, link_gen_at_rest=gen if known.ecc else 1,
@@ -111,12 +120,14 @@ def smi_values(sim: SimFigures, *, under_load: bool) -> dict[str, str]:
 
 
 def torch_files(*, gpu: str, devices: int, total_mib: int, used_mib: int, smoke_error: float, sim: SimFigures,
-                busy_dir: Path) -> dict[str, str]:
+                busy_dir: Path, per_device: list[SimFigures] | None = None,
+                peers: dict[str, dict[str, object]] | None = None) -> dict[str, str]:
     """The torch stand-in (sim/torch_package.py) for a virtual environment's site-packages, configured as this
     card: path in site-packages -> text. What the smoke test and the measurement meet there."""
     known = classes.by_name(gpu)
     config = {"torch": "2.7.1+cu128", "cuda": "12.8", "devices": devices, "name": gpu, "total_mib": total_mib,
               "used_mib": used_mib, "smoke_error": smoke_error, "bf16": known.bf16 if known is not None else True,
-              "busy_dir": str(busy_dir), "figures": asdict(sim)}
+              "busy_dir": str(busy_dir), "figures": asdict(sim),
+              "per_device": [asdict(card) for card in per_device or ()], "peers": peers or {}}
     return {"torch/__init__.py": (Path(__file__).parent / "torch_package.py").read_text(),
             "torch/_gpuharness_sim.json": json.dumps(config, indent=1) + "\n"}

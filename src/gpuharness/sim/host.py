@@ -32,7 +32,7 @@ from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.core.runtimes import DEFAULT_OUTPUTS, RUNTIMES
 from gpuharness.gpu import classes
 from gpuharness.gpu.nvidia_smi import CLOCK_EVENT_BITS
-from gpuharness.sim import gpu_figures
+from gpuharness.sim import gpu_figures, gpu_topology
 from gpuharness.sim.access import HostAccess
 from gpuharness.sim.catalog import DEFAULT_GPU
 from gpuharness.sim.gpu_figures import GpuBehaviour
@@ -114,7 +114,13 @@ FAULTS: dict[str, dict[str, Any]] = {
     "pcie_riser": {"performance": {"link_width_under_load": 4}},
     "power_capped": {"performance": {"power_limit_fraction": 0.4}},
     "underperforming": {"performance": {"busy_at_rest_pct": 97, "speed": 0.4}},
+    # a pod's faults between GPUs (sim.gpu_topology; GPU 3 and GPU 5 of an 8-GPU pod)
+    "nvlink_down": {"performance": {"nvlink_down": (3,)}},
+    "p2p_disabled": {"performance": {"p2p_off": True}},
+    "pcie_degraded_one_gpu": {"performance": {"link_gen_under_load": 1, "only_gpu": 5}},
 }
+#: An 8x H100 SXM pod (an HGX board: every pair joined by 18 NVLinks through NVSwitch, two NUMA nodes).
+POD_8X_H100 = HostSpec(gpu="NVIDIA H100 80GB HBM3", gpu_count=8)
 
 
 def with_fault(spec: HostSpec, name: str) -> HostSpec:
@@ -137,11 +143,11 @@ def _gpu_rows(spec: HostSpec, *, under_load: bool = False) -> list[dict[str, str
     known = classes.by_name(spec.gpu)
     total = _memory_total_mib(spec)
     has_ecc = known is not None and known.ecc
-    card = gpu_figures.figures(spec.gpu, spec.performance)
     throttle = set(spec.throttle) | ({"sw_power_cap"} if under_load and spec.performance.power_limit_fraction < 1
                                      else set())
     rows = []
     for index in range(spec.gpu_count):
+        card = gpu_figures.figures(spec.gpu, gpu_figures.on_gpu(spec.performance, index))
         row = {
             "index": str(index), "name": spec.gpu, "pci.bus_id": f"00000000:{index + 1:02X}:00.0",
             "uuid": f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'{spec.gpu}{index}')}",
@@ -185,6 +191,7 @@ def _nvidia_smi_script(spec: HostSpec, service_pid: int | None, busy: Path) -> s
     if spec.nvidia_smi == "no_devices":
         return "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
     rows = _gpu_rows(spec)
+    links = _links_text(spec, [row["uuid"] for row in rows])
     cases = []
     for state, state_rows in (("rest", rows), ("load", _gpu_rows(spec, under_load=True))):
         for row in state_rows:
@@ -217,6 +224,7 @@ for arg in "$@"; do
     --id=*) want="${{arg#--id=}}" ;;
   esac
 done
+case "$1" in topo) printf '%s' {q(links[0])}; exit 0 ;; nvlink) printf '%s' {q(links[1])}; exit 0 ;; esac
 if [ -n "$apps" ]; then {apps_line}exit 0; fi
 if [ -z "$query" ]; then printf '%s' {q(header)}; exit 0; fi
 found=""
@@ -243,6 +251,12 @@ for i in {" ".join(r["index"] for r in rows)}; do
 done
 if [ -n "$want" ] && [ -z "$found" ]; then echo "No devices were found"; exit 6; fi
 """
+
+
+def _links_text(spec: HostSpec, uuids: list[str]) -> tuple[str, str]:
+    """What `nvidia-smi topo -m` and `nvidia-smi nvlink --status` print of the pod (sim.gpu_topology)."""
+    return (gpu_topology.topo_text(spec.gpu, spec.gpu_count, spec.performance),
+            gpu_topology.nvlink_text(spec.gpu, spec.gpu_count, spec.performance, uuids))
 
 
 def _fake_tools(spec: HostSpec, service_port: int | None, service: tuple[int, str] | None,
@@ -303,10 +317,12 @@ def torch_stand_in(spec: HostSpec, busy: Path) -> dict[str, str]:
     """torch as the service's interpreter meets it on this host (sim/torch_package.py, configured as this card):
     CUDA only where nvidia-smi sees the GPUs, the smoke test's matmul error as the spec says, and the measurement's
     figures of the card's class and faults; `busy` is where it marks a GPU under load."""
+    cards = [gpu_figures.figures(spec.gpu, gpu_figures.on_gpu(spec.performance, i)) for i in range(spec.gpu_count)]
     return gpu_figures.torch_files(
         gpu=spec.gpu, devices=spec.gpu_count if spec.nvidia_smi == "ok" else 0, total_mib=_memory_total_mib(spec),
         used_mib=spec.memory_used_mib, smoke_error=41.7 if spec.torch == "mismatch" else 3.05e-05,
-        sim=gpu_figures.figures(spec.gpu, spec.performance), busy_dir=busy)
+        sim=gpu_figures.figures(spec.gpu, spec.performance), busy_dir=busy, per_device=cards,
+        peers=gpu_topology.peers(spec.gpu, spec.gpu_count, spec.performance, cards))
 
 
 class _Server(paramiko.ServerInterface):

@@ -4,15 +4,19 @@ https://github.com/runpod/docs/blob/a900806e/api-reference-v2/openapi.json)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
-from gpuharness.sim import catalog
+from gpuharness.sim import catalog, provider_bills
 from gpuharness.sim.routing import Made, ProviderWire, Route, SimRequest, SimResponse, json_response
 from gpuharness.sim.state import SimInstance, SimState
 
 PROVIDER = "runpod"
 PREFIX = "/runpod"
 
+#: RunPod bills a stopped pod's volume $0.20 per GB-month (730 hours)
+STOPPED_VOLUME_USD_GB_MONTH = 0.20
+HOURS_PER_MONTH = 730.0
 _STATUS = {"pending": "PROVISIONING", "running": "RUNNING", "stopped": "EXITED", "terminated": "TERMINATED"}
 _ACTIONS = {"pending": ["terminate"], "running": ["stop", "restart", "terminate"], "stopped": ["start", "terminate"]}
 
@@ -98,6 +102,9 @@ def create_pod(req: SimRequest, state: SimState) -> SimResponse:
     pod = state.create(PROVIDER, name=str(body.get("name") or "my pod"), gpu=row.runpod_id, gpu_count=count,
                        cost_hr=price * count, image=image, region=str(body.get("dataCenterId") or "EU-RO-1"),
                        extra={"cloud": cloud, "env": body.get("env") or {}, "ports": body.get("ports") or ["22/tcp"]})
+    disk = body.get("disk", 50)
+    if isinstance(disk, int | float) and not isinstance(disk, bool) and disk > 0:
+        pod.storage_hr = STOPPED_VOLUME_USD_GB_MONTH * float(disk) / HOURS_PER_MONTH
     return json_response(201, render(pod, state))
 
 
@@ -141,6 +148,10 @@ WIRE = ProviderWire(
         Route.of("GET", "/runpod/v2/pods/{id}", "read", get_pod),
         Route.of("DELETE", "/runpod/v2/pods/{id}", "mutation", delete_pod),
         Route.of("POST", "/runpod/v2/pods/{id}/action", "mutation", pod_action),
+        Route.of("GET", "/runpod/v2/billing/pods", "read", partial(provider_bills.runpod_pod_billing,
+                                                                   provider=PROVIDER)),
+        Route.of("GET", "/runpod/v1/billing/pods", "read", partial(provider_bills.runpod_pod_billing_v1,
+                                                                   provider=PROVIDER)),
     ),
     unauthorized=lambda: problem(401, "Unauthorized", "missing or invalid API key"),
     rate_limited=lambda retry_after: problem(429, "Too Many Requests", "rate limit exceeded for the minute window"),

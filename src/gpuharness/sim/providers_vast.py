@@ -9,9 +9,10 @@ from __future__ import annotations
 import itertools
 import secrets
 import shlex
+from functools import partial
 from typing import Any
 
-from gpuharness.sim import vast_account, vast_listing, vast_offers, vast_records
+from gpuharness.sim import provider_bills, vast_account, vast_listing, vast_offers, vast_records
 from gpuharness.sim.faults import RequestKind
 from gpuharness.sim.routing import (
     Handler,
@@ -241,6 +242,8 @@ WIRE = ProviderWire(
         _route("GET", "/api/v0/users/current", "read", vast_account.show_user),
         _route("GET", "/api/v0/users/current/", "read", vast_account.show_user),
         _route("GET", "/api/v0/ssh/", "read", vast_account.show_ssh_keys),
+        _route("GET", "/api/v0/users/me/invoices", "read", partial(provider_bills.vast_invoices, provider=PROVIDER)),
+        _route("GET", "/api/v0/charges/", "read", partial(provider_bills.vast_charges, provider=PROVIDER)),
         _route("GET", "/api/v0/gpu_names/unique/", "read", vast_offers.gpu_names, public=True),
         _route("POST", "/api/v0/bundles/", "read", vast_offers.search_offers),
         _route("PUT", "/api/v0/search/asks/", "read", vast_offers.search_asks),

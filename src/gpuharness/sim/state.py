@@ -65,6 +65,13 @@ class SimInstance:
     ready_at_mono: float = 0.0
     running_since: float | None = None
     accrued_usd: float = 0.0
+    #: what accrued_usd is made of, per UTC day (YYYY-MM-DD) of the simulator's wall clock: the provider's bill
+    accrued_by_day: dict[str, float] = field(default_factory=dict)
+    #: what a stopped instance's volume bills per hour (RunPod charges it; 0: the provider does not), and its part
+    #: of accrued_by_day
+    storage_hr: float = 0.0
+    stopped_since: float | None = None
+    storage_by_day: dict[str, float] = field(default_factory=dict)
     host: HostHandle | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -74,6 +81,27 @@ class SimInstance:
 
 
 HostFactory = Callable[[SimInstance], "HostHandle | None"]
+
+
+def _by_utc_day(start: float, end: float) -> list[tuple[str, float]]:
+    """Seconds of [start, end) (epoch seconds) per UTC day."""
+    found: list[tuple[str, float]] = []
+    while start < end:
+        midnight = (start // 86_400 + 1) * 86_400
+        upto = min(midnight, end)
+        found.append((time.strftime("%Y-%m-%d", time.gmtime(start)), upto - start))
+        start = upto
+    return found
+
+
+def _charge(instance: SimInstance, start: float, end: float, rate_hr: float, part: dict[str, float]) -> None:
+    """Add rate_hr over [start, end) (monotonic seconds) to the instance's accrual, per UTC day (and to `part`)."""
+    instance.accrued_usd += rate_hr * (end - start) / 3600.0
+    offset = instance.created_wall - instance.created_mono  # monotonic seconds -> wall seconds
+    for day, seconds in _by_utc_day(start + offset, end + offset):
+        amount = rate_hr * seconds / 3600.0
+        instance.accrued_by_day[day] = instance.accrued_by_day.get(day, 0.0) + amount
+        part[day] = part.get(day, 0.0) + amount
 
 
 def runpod_id() -> str:
@@ -168,11 +196,14 @@ class SimState:
             self._accrue(instance, self.clock())
             instance.status = "stopped"
             instance.running_since = None
+            instance.stopped_since = self.clock()
             self._release_host(instance)
 
     def start(self, instance: SimInstance) -> None:
         with self.lock:
             now = self.clock()
+            self._accrue(instance, now)  # the stopped volume's storage, up to now
+            instance.stopped_since = None
             instance.status = "pending"
             instance.ready_at_mono = now + self.ready_delay_s
             self._advance(instance, now)
@@ -181,7 +212,7 @@ class SimState:
         with self.lock:
             self._accrue(instance, self.clock())
             instance.status = "terminated"
-            instance.running_since = None
+            instance.running_since = instance.stopped_since = None
             self._release_host(instance)
 
     def _advance(self, instance: SimInstance, now: float) -> None:
@@ -195,9 +226,24 @@ class SimState:
 
     @staticmethod
     def _accrue(instance: SimInstance, now: float) -> None:
+        """Bill the instance up to now: its GPU while it runs, its volume while it is stopped."""
         if instance.status == "running" and instance.running_since is not None and now > instance.running_since:
-            instance.accrued_usd += instance.cost_hr * (now - instance.running_since) / 3600.0
+            _charge(instance, instance.running_since, now, instance.cost_hr, {})
             instance.running_since = now
+        elif instance.status == "stopped" and instance.stopped_since is not None and now > instance.stopped_since:
+            if instance.storage_hr > 0:
+                _charge(instance, instance.stopped_since, now, instance.storage_hr, instance.storage_by_day)
+            instance.stopped_since = now
+
+    def accruals(self, provider: str) -> list[SimInstance]:
+        """Every instance the provider ever billed (terminated ones too), live ones accrued to now: its bill."""
+        with self.lock:
+            now = self.clock()
+            found = [i for (p, _), i in self.instances.items() if p == provider]
+            for instance in found:
+                if instance.live:
+                    self._advance(instance, now)
+            return found
 
     @staticmethod
     def _release_host(instance: SimInstance) -> None:

@@ -2,6 +2,12 @@
 measurement, on a virtual clock that runs at the simulated card's figures. A simulated host copies this file into
 its service's virtual environment as `torch/__init__.py`, beside `_gpuharness_sim.json` (what the card is).
 
+Its clock behaves as a real card's does where timing matters (the real H200 run, docs/gpu-calibration.md):
+the first operations on a device run slow (clocks ramp up from idle: COLD_OPS at COLD), work queued past BURST_S
+without a synchronisation runs at the sustained, power-managed rate (SUSTAINED: 683 of 784 TFLOP/s there), and
+one operation in JITTER_EVERY is disturbed (JITTER slower): a careful measurement (warm-ups, each run timed alone,
+a mean or median) reads the card's figure; a cold loop timed as a whole reads low.
+
 It refuses what torch refuses: CUDA calls where no GPU is visible, allocations past the free memory, copies
 between tensors of different sizes, matmuls of mismatched shapes. It imports nothing from gpuharness."""
 
@@ -36,6 +42,11 @@ class dtype:
 
 uint8, float16, bfloat16, float32 = dtype("uint8", 1), dtype("float16", 2), dtype("bfloat16", 2), dtype("float32", 4)
 _clock: dict[int, float] = {}  # virtual seconds of work done on each device
+_ops: dict[int, int] = {}  # operations run on each device
+_burst: dict[int, float] = {}  # virtual seconds queued on each device since its last synchronisation
+COLD_OPS, COLD = 2, 0.6
+BURST_S, SUSTAINED = 0.005, 683.2 / 783.8
+JITTER_EVERY, JITTER = 5, 1.1
 _allocated: dict[int, int] = {}
 
 
@@ -86,7 +97,12 @@ class Tensor:
             raise RuntimeError(f"The size of tensor a ({self.nbytes}) must match the size of tensor b "
                                f"({source.nbytes})")
         kinds = (source.device.type, self.device.type)
-        figures = _CONFIG["figures"]
+        on = self.device if self.device.type == "cuda" else source.device
+        figures = _figures(on.index or 0)
+        if kinds == ("cuda", "cuda") and (source.device.index or 0) != (self.device.index or 0):
+            _work(source.device.index or 0, self.nbytes / (_peer(source.device.index or 0, self.device.index or 0)
+                                                           ["gbps"] * 1e9))
+            return self
         if kinds == ("cpu", "cuda"):
             rate = figures["h2d_gbps"] * (1.0 if source.pinned else 0.5)
         elif kinds == ("cuda", "cpu"):
@@ -95,7 +111,6 @@ class Tensor:
             rate = figures["device_copy_gbps"] / 2  # read and write: the copy's bytes cross memory twice
         else:
             return self
-        on = self.device if self.device.type == "cuda" else source.device
         _work(on.index or 0, self.nbytes / (rate * 1e9))
         return self
 
@@ -122,8 +137,34 @@ class Tensor:
         return float(self.error)
 
 
+def _figures(index: int) -> dict[str, Any]:
+    """What device `index` reaches (a pod's GPUs may differ: one on a degraded link)."""
+    per_device: list[dict[str, Any]] = _CONFIG.get("per_device") or []
+    chosen: dict[str, Any] = per_device[index] if index < len(per_device) else _CONFIG["figures"]
+    return chosen
+
+
+def _peer(a: int, b: int) -> dict[str, Any]:
+    """The pair's peer access and copy rate (a pair the configuration does not name: peer access off)."""
+    found = (_CONFIG.get("peers") or {}).get(f"{min(a, b)}-{max(a, b)}")
+    return found if found is not None else {"access": False, "gbps": _figures(a)["h2d_gbps"] * 0.7}
+
+
 def _work(index: int, seconds: float) -> None:
+    count = _ops[index] = _ops.get(index, 0) + 1
+    if count <= COLD_OPS:
+        seconds /= COLD
+    if count % JITTER_EVERY == 0:
+        seconds *= JITTER
+    if _burst.get(index, 0.0) > BURST_S:
+        seconds /= SUSTAINED
+    _burst[index] = _burst.get(index, 0.0) + seconds
     _clock[index] = _clock.get(index, 0.0) + seconds
+
+
+def _settle(index: int) -> None:
+    """The device ran dry: what is queued next starts a new burst."""
+    _burst[index] = 0.0
 
 
 def _busy(index: int) -> Path:
@@ -159,7 +200,7 @@ def matmul(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
     result = out or Tensor((a.shape[0], b.shape[-1]), a.dtype, a.device, error=max(a.error, b.error))
     if a.device.type == "cuda":
         index = a.device.index or 0
-        rate = _CONFIG["figures"]["matmul_tflops"]
+        rate = _figures(index)["matmul_tflops"]
         if a.dtype is float32 or (a.dtype is bfloat16 and not _CONFIG["bf16"]):
             rate /= 16  # no tensor cores for it
         _work(index, 2.0 * a.shape[0] * a.shape[-1] * b.shape[-1] / (rate * 1e12))
@@ -179,13 +220,15 @@ class _Properties:
 class _Event:
     def __init__(self, enable_timing: bool = False) -> None:
         self.at: float | None = None
+        self.on = cuda.current
         self.timing = enable_timing
 
     def record(self, stream: Any = None) -> None:
-        self.at = _clock.get(cuda.current, 0.0)
+        self.on = cuda.current
+        self.at = _clock.get(self.on, 0.0)
 
     def synchronize(self) -> None:
-        return None
+        _settle(self.on)
 
     def query(self) -> bool:
         return True
@@ -208,6 +251,11 @@ class cuda:
     @staticmethod
     def device_count() -> int:
         return int(_CONFIG["devices"])
+
+    @staticmethod
+    def can_device_access_peer(device: int, peer: int) -> bool:
+        _require_cuda()
+        return bool(_peer(device, peer)["access"]) and device != peer
 
     @staticmethod
     def is_bf16_supported() -> bool:
@@ -238,6 +286,7 @@ class cuda:
     @staticmethod
     def synchronize(index: Any = None) -> None:
         _require_cuda()
+        _settle(cuda.current if index is None else (index if isinstance(index, int) else _device(index).index or 0))
 
     @staticmethod
     def empty_cache() -> None:

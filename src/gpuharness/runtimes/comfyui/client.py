@@ -16,6 +16,7 @@ import httpx
 from gpuharness.core.errors import GpuharnessError
 from gpuharness.core.runtimes import Runtime
 from gpuharness.core.secrets import clip
+from gpuharness.remote.http import Download, PhaseHttp, answer_json
 from gpuharness.remote.lines import lines_of
 from gpuharness.runtimes import (
     GenerationRequest,
@@ -30,7 +31,6 @@ from gpuharness.runtimes import (
 from gpuharness.runtimes.comfyui.catalog import CatalogError, NodeCatalog
 from gpuharness.runtimes.comfyui.problems import Problem, cause, problems
 from gpuharness.runtimes.comfyui.validation import Verdict, validate
-from gpuharness.runtimes.http import Download, RuntimeHttp, answer_json
 from gpuharness.runtimes.outputs import MAX_BYTES, Served
 
 #: ComfyUI's entry in the runtime table, declared with its client at the end of this module. Its jobs write to its
@@ -136,7 +136,7 @@ class ComfyUI:
 
     __slots__ = ("http",)
 
-    def __init__(self, http: RuntimeHttp) -> None:
+    def __init__(self, http: PhaseHttp) -> None:
         self.http = http
 
     def catalog(self, timeout_s: float | None = None) -> NodeCatalog:
@@ -198,21 +198,21 @@ class ComfyUI:
                 continue
 
 
-def health(client: httpx.Client | RuntimeHttp, **_: Any) -> Outcome:
+def health(client: httpx.Client | PhaseHttp, **_: Any) -> Outcome:
     started = time.monotonic()
-    response = get_health(RuntimeHttp.over(client), str(RUNTIME.health_path))
+    response = get_health(PhaseHttp.over(client), str(RUNTIME.health_path))
     if isinstance(response, Outcome):
         return response
     devices = [d.get("name") for d in answer_json(response).get("devices", [])]
     return Outcome(True, f"ComfyUI answers; devices {devices}", duration_s=time.monotonic() - started)
 
 
-def generate(client: httpx.Client | RuntimeHttp, workflow: Mapping[str, Any], request: GenerationRequest) -> Outcome:
+def generate(client: httpx.Client | PhaseHttp, workflow: Mapping[str, Any], request: GenerationRequest) -> Outcome:
     """The test generation: submit the test graph, wait for it within the deadline, fetch and check outputs."""
     deadline_s, sleep, clock, poll_s = request.deadline_s, request.sleep, request.clock, POLL_S
     started = clock()
     end = started + deadline_s
-    comfy = ComfyUI(RuntimeHttp.over(client))
+    comfy = ComfyUI(PhaseHttp.over(client))
     try:
         graph = build_test_graph(workflow)
     except InputError as exc:

@@ -17,13 +17,13 @@ from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.probe import targets
 from gpuharness.probe.server_catalog import CatalogFetch, CatalogObservation, CatalogUnavailable, CatalogUnreadable
+from gpuharness.remote.http import PhaseHttp
 from gpuharness.runtimes import Outcome, failed
 from gpuharness.runtimes.comfyui.catalog import CatalogError, NodeCatalog
 from gpuharness.runtimes.comfyui.client import ComfyUI, InputError, build_test_graph
 from gpuharness.runtimes.comfyui.problems import Problem, cause, problems
 from gpuharness.runtimes.comfyui.validation import GraphError, validate
 from gpuharness.runtimes.endpoint import runtime_client
-from gpuharness.runtimes.http import RuntimeHttp
 
 
 @final
@@ -139,7 +139,7 @@ def catalog_fetch(registry: Registry) -> CatalogFetch:
             raise CatalogUnavailable("no endpoint recorded for the service")
         try:
             with client:
-                return ComfyUI(RuntimeHttp.over(client, deadline_s=deadline_s)).catalog(timeout_s=deadline_s).document
+                return ComfyUI(PhaseHttp.over(client, deadline_s=deadline_s)).catalog(timeout_s=deadline_s).document
         except httpx.TimeoutException as exc:
             raise CatalogUnavailable(f"{type(exc).__name__}: {exc}: not within the probe phase's deadline of "
                                      f"{deadline_s:g} s (policy health_timeouts.probe_s); check the server, or raise "

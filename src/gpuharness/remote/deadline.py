@@ -5,9 +5,11 @@ waits at most until the phase deadline (`DeadlineTransport`), and `read_answer` 
 its deadline or its cap (an httpx TransportError naming which), so a request ends by its deadline however the peer
 behaves, holding at most the cap. The JSON in an answer is parsed by `core.json_text.loads_outside` (depth bound).
 
+The one HTTP seam (`remote.http.PhaseHttp`) reads every answer so, a provider's and a runtime's alike.
+
 | answer | cap |
 |---|---|
-| a provider's (`ProviderHttp`) and a runtime's (`RuntimeHttp`) | 64 MiB, `MAX_ANSWER_BYTES` |
+| a provider's (`ProviderHttp`, over the seam) and a runtime's (the seam itself) | 64 MiB, `MAX_ANSWER_BYTES` |
 | a runtime's output file (ComfyUI `/view`) | 2 GiB, `MAX_OUTPUT_BYTES` |
 """
 
