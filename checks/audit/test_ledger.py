@@ -22,6 +22,11 @@ def test_ledger_is_append_only_since_the_checkpoint(audit, audit_rule):
     assert audit.count(audit_rule) == 0, audit.explain(audit_rule)
 
 
+@pytest.mark.audit_rule(rules.LEDGER_FUTURE)
+def test_no_ledger_line_lies_in_the_future(audit, audit_rule):
+    assert audit.count(audit_rule) == 0, audit.explain(audit_rule)
+
+
 @over_rules(rules.JOB)
 def test_job_lines_are_consistent(audit, audit_rule):
     assert audit.count(audit_rule) == 0, audit.explain(audit_rule)

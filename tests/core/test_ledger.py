@@ -10,7 +10,7 @@ import pytest
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.jsonl import append_record
-from gpuharness.core.ledger import TERMINAL, Ledger, sequence_problem
+from gpuharness.core.ledger import TERMINAL, Ledger, line_digest, sequence_problem
 
 
 @pytest.fixture
@@ -66,8 +66,9 @@ def test_only_a_correction_may_follow_a_terminal_line(ledger: Ledger, job_line) 
         ledger.append(job_line("J-1", "running"), check_sequence=True)
     assert "nothing was appended" in (caught.value.hint or "")
     assert ledger.path.read_bytes() == before
-    ledger.append(job_line("J-1", "completed", cost_usd=0.02, correction=True, reason="billing rounded"),
-                  check_sequence=True)
+    digest = line_digest(before)  # a lower cost names the line it corrects (issue 18)
+    ledger.append(job_line("J-1", "completed", cost_usd=0.02, correction=True, reason="billing rounded",
+                           digest=digest), check_sequence=True)
     assert ledger.current("J-1")["cost_usd"] == 0.02
 
 

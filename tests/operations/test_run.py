@@ -106,6 +106,9 @@ def test_spend_line_shows_spend_against_the_ceilings(tmp_path):
 
 def test_run_refuses_when_the_daily_ceiling_is_already_spent(tmp_path):
     world, dep_id = ready_world(tmp_path, policy={"daily_usd": 0.1})
+    with world.registry.update("workflows.json") as document:  # reserved: it fits, then spends $0.50
+        for workflow in document["workflows"]:
+            workflow["estimated_cost_usd"] = 0.01
     run_job(world.ctx, dep_id, inputs={}, poll_s=3600)
     with pytest.raises(UserError, match="daily_usd"):
         run_job(world.ctx, dep_id, inputs={}, poll_s=1)

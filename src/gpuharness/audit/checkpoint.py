@@ -22,7 +22,7 @@ import msgspec
 import orjson
 
 from gpuharness.audit import anchor
-from gpuharness.audit.ledger_pass import JobState, LatestSync, PassResult, UnsyncedArtifact
+from gpuharness.audit.ledger_pass import JobState, LatestSync, LoweredCost, PassResult, UnsyncedArtifact
 from gpuharness.core import regular_file
 from gpuharness.core.clock import now_ts
 from gpuharness.core.errors import UserError
@@ -66,6 +66,8 @@ class LedgerState:
     open_jobs: dict[str, str] = field(default_factory=dict)
     unsynced: dict[str, UnsyncedArtifact] = field(default_factory=dict)
     synced_max: dict[str, LatestSync] = field(default_factory=dict)
+    #: every correction that lowered a job's cost (absolute line numbers), for the report
+    lowered: list[LoweredCost] = field(default_factory=list)
 
     def absorb(self, part: PassResult) -> None:
         """Fold a pass's deltas into the running state."""
@@ -93,6 +95,7 @@ class LedgerState:
                 self.last_ts[deployment] = ts
         self.job_count += part.new_jobs
         self.job_files.extend(part.jobs_files)
+        self.lowered.extend(item._replace(lineno=self.line_count + item.lineno) for item in part.lowered)
 
     @property
     def ledger_deployments(self) -> set[str]:
@@ -168,7 +171,9 @@ def load(path: Path) -> Checkpoint | None:
             dep_examples={str(k): list(v) for k, v in doc["deployment_job_examples"].items()},
             last_ts=dict(doc["last_activity"]), open_jobs=dict(doc["open_jobs"]),
             unsynced={k: UnsyncedArtifact(str(v[0]), str(v[1])) for k, v in doc["unsynced_artifacts"].items()},
-            synced_max={k: LatestSync(str(v[0]), str(v[1])) for k, v in doc["latest_sync"].items()})
+            synced_max={k: LatestSync(str(v[0]), str(v[1])) for k, v in doc["latest_sync"].items()},
+            lowered=[LoweredCost(int(v[0]), str(v[1]), float(v[2]), float(v[3]), str(v[4]), str(v[5]))
+                     for v in doc.get("lowered_costs", [])])
         for name in state.job_files:
             if "/" in name or not (path.parent / name).is_file():
                 raise ValueError(f"job-state file {name!r} is missing")
@@ -233,6 +238,7 @@ def document(state: LedgerState, deployment_ids: list[str], policy_sha256: str) 
         "open_jobs": dict(sorted(state.open_jobs.items())),
         "unsynced_artifacts": {k: list(v) for k, v in sorted(state.unsynced.items())},
         "latest_sync": {k: list(v) for k, v in sorted(state.synced_max.items())},
+        **({"lowered_costs": [list(item) for item in state.lowered]} if state.lowered else {}),
         "job_files": list(state.job_files),
     }
 

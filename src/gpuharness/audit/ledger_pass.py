@@ -14,7 +14,7 @@ import contextlib
 import gc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO, Final, NamedTuple, final
 
@@ -36,7 +36,7 @@ from gpuharness.core.job_line import (
     decode_job_line,
     settle,
 )
-from gpuharness.core.ledger import TERMINAL, sequence_problem
+from gpuharness.core.ledger import TERMINAL, Ledger, line_digest, sequence_problem
 from gpuharness.core.policy import exceeds
 from gpuharness.core.regular_file import JSONL_LINE, size_words
 from gpuharness.core.rules import Rule
@@ -67,6 +67,61 @@ class UnsyncedArtifact(NamedTuple):
 
     deployment_id: str
     name: str
+
+
+class LoweredCost(NamedTuple):
+    """A correction that lowered a job's cost: its line (relative to the scanned range until merged), the job, the
+    cost before and after, and the reason and digest it carries ("" when none)."""
+
+    lineno: int
+    job_id: str
+    before_usd: float
+    after_usd: float
+    reason: str
+    digest: str
+
+
+def lowered_cost(lineno: int, job_id: str, before: float, after: float, reason: str,
+                 digest: str) -> tuple[LoweredCost | None, LineFinding | None]:
+    """The lowered cost a correction records (None when it does not lower the job's cost), and the finding when it
+    lacks its reason or the digest of the line it corrects."""
+    if not exceeds(before, after):
+        return None, None
+    lowered = LoweredCost(lineno, job_id, before, after, reason, digest)
+    missing = [name for name, value in (("a reason", reason), ("the digest of the line it corrects", digest))
+               if not value]
+    if not missing:
+        return lowered, None
+    return lowered, LineFinding(rules.JOB_LOWERED, lineno, (
+        f"job {job_id}: a correction lowers cost_usd from ${before:.4f} to ${after:.4f} without "
+        f"{' or '.join(missing)}; find out who wrote it, and append a correction that carries both (`gpuharness "
+        "ledger append` names the digest it needs)"))
+
+
+def digest_findings(path: Path, lowered: Sequence[LoweredCost]) -> list[LineFinding]:
+    """The lowered costs (absolute line numbers) whose digest is not the one of the line they correct: the job's line
+    before theirs. Reads the ledger up to the last of them (only when there are any: they are rare)."""
+    wanted = {item.lineno: item for item in lowered if item.digest}
+    if not wanted:
+        return []
+    jobs = {item.job_id for item in wanted.values()}
+    last: dict[str, tuple[int, bytes]] = {}
+    found: list[LineFinding] = []
+    for entry in Ledger(path).scan():
+        item = wanted.get(entry.lineno)
+        if item is not None:
+            before = last.get(item.job_id)
+            if before is None or line_digest(before[1]) != item.digest:
+                where = f"line {before[0]}'s is {line_digest(before[1])}" if before else "no earlier line"
+                found.append(LineFinding(rules.JOB_LOWERED, item.lineno, (
+                    f"job {item.job_id}: a correction lowers cost_usd to ${item.after_usd:.4f} with digest "
+                    f"{item.digest}, not the one of the line it corrects ({where}); the corrected line was "
+                    "rewritten, or the correction names another line")))
+            if entry.lineno >= max(wanted):
+                break
+        if entry.record is not None and entry.record.get("id") in jobs:
+            last[str(entry.record["id"])] = (entry.lineno, entry.raw)
+    return found
 
 
 class TornTail(NamedTuple):
@@ -106,6 +161,13 @@ class PassContext:
     max_examples: int = 20
     #: the configured credentials (providers' credential_env) whose values must not be in the ledger
     credentials: tuple[Credential, ...] = ()
+    #: the latest time a line may carry (canonical): now plus the clock skew allowed (core.clock.FUTURE_SKEW)
+    future_after: str = "9999-12-31T23:59:59.999Z"
+
+    @property
+    def future_day(self) -> str:
+        """The day before future_after's: a date written with an offset may lag its UTC date by up to a day."""
+        return format_ts(parse_ts(self.future_after) - timedelta(days=1))[:10]
 
 
 @final
@@ -145,6 +207,8 @@ class PassResult:
     last_ts: dict[str, str] = field(default_factory=dict)
     #: a final line without its newline
     torn: TornTail | None = None
+    #: corrections that lowered a job's cost
+    lowered: list[LoweredCost] = field(default_factory=list)
 
 
 #: What a deployment without a synced artifact compares as.
@@ -191,6 +255,8 @@ class Openings(msgspec.Struct, gc=False):
     deployment_of: list[int] = msgspec.field(default_factory=list)
     deployments: list[str] = msgspec.field(default_factory=list)
     flags: bytearray = msgspec.field(default_factory=bytearray)
+    #: the corrections among them, by line: the cost, reason and digest they carry (for the lowered-cost rule)
+    corrections: dict[int, tuple[float, str, str]] = msgspec.field(default_factory=dict)
 
     def add(self, lineno: int, job_id: str, deployment: str, correction: bool, reason: bool) -> None:
         deployments = self.deployments
@@ -319,6 +385,7 @@ class LedgerPass:
         cost_hr, abs_tol, rel_tol = self.ctx.cost_hr, self.ctx.abs_tol, self.ctx.rel_tol
         rate_of = cost_hr.get
         facts_get = self.facts.get
+        future, future_day = self.ctx.future_after, self.ctx.future_day
         for line in lines:
             lineno += 1
             # every timestamp valid (the common case inline: pieces seen valid before), else the schema decides
@@ -383,9 +450,19 @@ class LedgerPass:
                 facts.examples.append(job_id)
             if len(ts) != 24 or ts[-1] != "Z":
                 ts = canonical_ts(ts)
+            if ts > future or (completed and completed[:10] >= future_day and canonical_ts(completed) > future):
+                self.future_time(lineno, job_id, ts, completed)
             if ts > facts.last_ts:
                 facts.last_ts = ts
         return lineno
+
+    def future_time(self, lineno: int, job_id: str, ts: str, completed: str | None) -> None:
+        """A line whose ts or completed_at lies beyond now plus the clock skew allowed."""
+        name, value = ("ts", ts) if ts > self.ctx.future_after else ("completed_at", completed)
+        self.note(rules.LEDGER_FUTURE, lineno,
+                  f"job {job_id}: {name} {value} lies after {self.ctx.future_after} (now plus the clock skew "
+                  "allowed): a wrong clock or a forged line; find out which, and append a correction with the real "
+                  "time")
 
     def checked(self, lineno: int, line: JobLine | None, raws: RawLines) -> JobLine | None:
         """A line the fast checks did not clear: the Struct's line when its timestamps are valid, else the schema's
@@ -398,6 +475,8 @@ class LedgerPass:
         """The first line of a job in this range: an opening in a tail range, else a correction is refused."""
         if self.openings is not None:
             self.openings.add(lineno, line.id, deployment, line.correction, bool(line.reason))
+            if line.correction:
+                self.openings.corrections[lineno] = (line.cost_usd or 0.0, line.reason or "", line.digest or "")
         elif line.correction:
             self.note(rules.JOB_SEQUENCE, lineno, sequence_finding(None, line.id, deployment, True, False) or "")
 
@@ -435,6 +514,17 @@ class LedgerPass:
         problem = sequence_finding(previous, line.id, deployment, line.correction, bool(line.reason))
         if problem:
             self.note(rules.JOB_SEQUENCE, lineno, problem)
+        if line.correction:
+            self.check_lowered(lineno, line, previous.cost_usd)
+
+    def check_lowered(self, lineno: int, line: JobLine, before: float) -> None:
+        """A correction that lowers the job's cost is listed, and found wanting without its reason and digest."""
+        lowered, finding = lowered_cost(lineno, line.id, before, line.cost_usd or 0.0, line.reason or "",
+                                        line.digest or "")
+        if lowered is not None:
+            self.result.lowered.append(lowered)
+        if finding is not None:
+            self.note(finding.rule, finding.lineno, finding.message)
 
     def missing_times(self, lineno: int, job_id: str, started: str | None, completed: str | None) -> None:
         missing = " and ".join(n for n, v in (("started_at", started), ("completed_at", completed)) if not v)

@@ -27,12 +27,14 @@ from gpuharness.audit.ledger_pass import (
     LatestSync,
     LedgerPass,
     LineFinding,
+    LoweredCost,
     Openings,
     PassContext,
     PassResult,
     TornTail,
     UnsyncedArtifact,
     collection_paused,
+    lowered_cost,
     past_line,
     sequence_finding,
 )
@@ -74,6 +76,7 @@ class TailReport(msgspec.Struct, gc=False):
     last_ts: dict[str, str]
     torn: TornTail | None
     openings: Openings
+    lowered: list[LoweredCost] = msgspec.field(default_factory=list)
 
     @classmethod
     def of(cls, result: PassResult, openings: Openings) -> TailReport:
@@ -81,7 +84,7 @@ class TailReport(msgspec.Struct, gc=False):
                    [WireFinding(f.rule.id, f.lineno, f.message) for f in result.findings],
                    {rule.id: count for rule, count in result.counts.items()}, result.spend, result.opened,
                    result.unsynced, result.synced_max, result.dep_lines, result.dep_examples, result.last_ts,
-                   result.torn, openings)
+                   result.torn, openings, result.lowered)
 
     def result(self) -> PassResult:
         """The child's part as a PassResult (its line numbers still relative to its first line)."""
@@ -91,7 +94,8 @@ class TailReport(msgspec.Struct, gc=False):
             findings=[LineFinding(table[f.rule], f.lineno, f.message) for f in self.findings],
             counts={table[rule_id]: count for rule_id, count in self.counts.items()}, spend=self.spend,
             opened=self.opened, unsynced=self.unsynced, synced_max=self.synced_max, dep_lines=self.dep_lines,
-            dep_examples=self.dep_examples, last_ts=self.last_ts, torn=self.torn)
+            dep_examples=self.dep_examples, last_ts=self.last_ts, torn=self.torn,
+            lowered=[LoweredCost(*item) for item in self.lowered])
 
 
 def cut_point(path: str, size: int) -> int:
@@ -198,19 +202,23 @@ def scan_split(ctx: PassContext, size: int, cut: int, child: TailChild | None, j
             child = None
             if report is None:
                 report = check_tail(ctx, cut, size, jobs_dir)
-            deferred = hand_over(head, report.openings)
-            return join(head.finish(jobs_dir / HEAD_JOBS), report.result(), deferred, ctx.max_examples)
+            deferred, lowered = hand_over(head, report.openings)
+            joined = join(head.finish(jobs_dir / HEAD_JOBS), report.result(), deferred, ctx.max_examples)
+            joined.lowered = sorted([*joined.lowered, *lowered])
+            return joined
     finally:
         if child is not None:
             child.stop()
 
 
-def hand_over(head: LedgerPass, openings: Openings) -> list[LineFinding]:
+def hand_over(head: LedgerPass, openings: Openings) -> tuple[list[LineFinding], list[LoweredCost]]:
     """Judge the first line in the second part of each job against its state at the end of the first part (line
-    numbers made absolute), and leave the jobs seen in both parts to the second."""
+    numbers made absolute), and leave the jobs seen in both parts to the second. Returns the findings and the
+    corrections among those lines that lowered a job's cost."""
     offset = head.result.lines
     jobs = head.jobs  # `finish` reads the jobs left here only
     found: list[LineFinding] = []
+    lowered: list[LoweredCost] = []
     names = openings.deployments
     for lineno, job_id, deployment, flags in zip(openings.lines, openings.job_ids, openings.deployment_of,
                                                  openings.flags, strict=True):
@@ -220,7 +228,11 @@ def hand_over(head: LedgerPass, openings: Openings) -> list[LineFinding]:
         problem = sequence_finding(previous, job_id, names[deployment], bool(flags & 1), bool(flags & 2))
         if problem:
             found.append(LineFinding(rules.JOB_SEQUENCE, offset + lineno, problem))
-    return found
+        if previous is not None and flags & 1:
+            item, finding = lowered_cost(offset + lineno, job_id, previous.cost_usd, *openings.corrections[lineno])
+            lowered.extend([item] if item is not None else [])
+            found.extend([finding] if finding is not None else [])
+    return found, lowered
 
 
 def join(head: PassResult, tail: PassResult, deferred: list[LineFinding], max_examples: int) -> PassResult:
@@ -251,6 +263,7 @@ def join(head: PassResult, tail: PassResult, deferred: list[LineFinding], max_ex
                 joined.last_ts[deployment] = ts
     if tail.torn is not None:
         joined.torn = TornTail(offset + tail.torn.lineno, tail.torn.length)
+    joined.lowered = [*head.lowered, *(item._replace(lineno=offset + item.lineno) for item in tail.lowered)]
     return joined
 
 

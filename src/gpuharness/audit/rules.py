@@ -30,6 +30,8 @@ LEDGER_SCHEMA: Final = Rule("ledger:schema", "every ledger line matches the job 
 LEDGER_TORN: Final = Rule("ledger:torn", "no torn or broken line before the last", (LEDGER,))
 LEDGER_APPEND_ONLY: Final = Rule("ledger:append-only", "the ledger is append-only since the checkpoint",
                                  (LEDGER, CHECKPOINT))
+LEDGER_FUTURE: Final = Rule("ledger:no-future-time", "no ledger line's ts or completed_at lies in the future (beyond "
+                            "the clock skew allowed)", (LEDGER,))
 
 JOB_TIMES: Final = Rule("job:completed-after-started",
                        "a completed job has started_at and completed_at, in that order", (LEDGER,))
@@ -39,8 +41,10 @@ JOB_COST: Final = Rule("job:cost-matches-rate", "cost_usd ≈ duration_s × cost
 JOB_FAILED_ERROR: Final = Rule("job:failed-has-error", "a failed job carries an error", (LEDGER,))
 JOB_SEQUENCE: Final = Rule("job:only-corrections-after-terminal",
                            "only a correction with a reason follows a terminal line", (LEDGER,))
+JOB_LOWERED: Final = Rule("job:lowered-cost-justified", "a correction that lowers a job's cost carries a reason and "
+                          "the digest of the line it corrects", (LEDGER,))
 #: The per-line job rules, one check each.
-JOB: Final = (JOB_TIMES, JOB_DURATION, JOB_COST, JOB_FAILED_ERROR, JOB_SEQUENCE)
+JOB: Final = (JOB_TIMES, JOB_DURATION, JOB_COST, JOB_FAILED_ERROR, JOB_SEQUENCE, JOB_LOWERED)
 
 SPEND_PER_JOB: Final = Rule("spend:per-job", "no job billed more than per_job_usd", (LEDGER, "policy.json"))
 SPEND_DAILY: Final = Rule("spend:daily", "no UTC day's billed spend (uptime, idle included) above daily_usd",
@@ -65,6 +69,8 @@ READY_EVIDENCE: Final = Rule("ready:evidence", "a deployment was ready only afte
                              "its health evidence", ("deployments.json", JOURNAL))
 JOURNAL_CONSISTENT: Final = Rule("journal:consistent", "the journal chains, follows the lifecycle and ends at the "
                                  "status", (JOURNAL, "deployments.json"))
+JOURNAL_FUTURE: Final = Rule("journal:no-future-time", "no journal entry's ts lies in the future (beyond the clock "
+                             "skew allowed)", (JOURNAL,))
 SHUTDOWN_RULE: Final = Rule("shutdown:rule", "a live paid deployment has a shutdown rule",
                             ("deployments.json", "policy.json"))
 SHUTDOWN_IDLE: Final = Rule("shutdown:idle", "no live paid deployment idle beyond max_idle_minutes",
@@ -97,8 +103,9 @@ PER_DEPLOYMENT: Final = (HISTORY_DESTROYED_AT, HISTORY_ARTIFACTS_SYNCED, READY_E
 
 AUDIT_RULES: Final = RuleTable("audit", [
     *SCHEMA.values(), *UNIQUE.values(), DEPLOYMENT_PROVIDER, JOB_DEPLOYMENT, JOURNAL_DEPLOYMENT,
-    LEDGER_SCHEMA, LEDGER_TORN, LEDGER_APPEND_ONLY, *JOB, *SPEND,
+    LEDGER_SCHEMA, LEDGER_TORN, LEDGER_APPEND_ONLY, LEDGER_FUTURE, *JOB, *SPEND,
     HISTORY_DESTROYED_AT, HISTORY_NO_VANISHED, HISTORY_ARTIFACTS_SYNCED, READY_EVIDENCE, JOURNAL_CONSISTENT,
+    JOURNAL_FUTURE,
     SHUTDOWN_RULE, SHUTDOWN_IDLE, SHUTDOWN_EXPIRED, SHUTDOWN_STEWARD, *SECRETS, INVENTORY_ORPHANS, INVENTORY_VANISHED,
     BILL_MATCHES,
 ])

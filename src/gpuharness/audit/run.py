@@ -25,6 +25,7 @@ from gpuharness.audit.ledger_pass import (
     Prior,
     canonical_ts,
     complete_length,
+    digest_findings,
     hash_range,
     past_line,
     readable_size,
@@ -34,7 +35,7 @@ from gpuharness.audit.ledger_split import TailChild, cut_point, scan_split
 from gpuharness.audit.readiness import readiness_problems
 from gpuharness.core import regular_file, schema
 from gpuharness.core.billing import billed_intervals
-from gpuharness.core.clock import format_ts, parse_ts
+from gpuharness.core.clock import FUTURE_SKEW, format_ts, parse_ts, utcnow
 from gpuharness.core.deployment import Deployment, ShutdownRule, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.job_line import DECODE_ERRORS
@@ -229,18 +230,20 @@ def _journal(run: AuditRun) -> dict[str, float]:
         run.add(rule, JOURNAL, f"{exc.what}; {exc.hint}")
         return last
     known = {d.id for d in run.deployments() if "id" in d.written}
+    limit = future_after(run)
     with handle:
         try:
             for lineno, raw in enumerate(regular_file.lines(handle, path, what="journal line"), 1):
-                if not _journal_line(run, lineno, raw, known, last):
+                if not _journal_line(run, lineno, raw, known, last, limit):
                     break
         except UserError as exc:  # a line over its cap
             run.add(rule, f"{JOURNAL}:{exc.place}", f"{exc.what}; {exc.hint}")
     return last
 
 
-def _journal_line(run: AuditRun, lineno: int, raw: bytes, known: set[str], last: dict[str, float]) -> bool:
-    """Check one journal line (False: a torn last line, the end)."""
+def _journal_line(run: AuditRun, lineno: int, raw: bytes, known: set[str], last: dict[str, float],
+                  limit: str) -> bool:
+    """Check one journal line (False: a torn last line, the end); limit: the latest time it may carry."""
     rule = rules.SCHEMA[JOURNAL]
     if not raw.endswith(b"\n"):
         run.warnings.append(f"{JOURNAL}:{lineno}: torn last line (a writer died mid-write)")
@@ -267,7 +270,17 @@ def _journal_line(run: AuditRun, lineno: int, raw: bytes, known: set[str], last:
     moment = _ts(entry.ts)
     if moment is not None and moment > last.get(deployment, 0.0):
         last[deployment] = moment
+    if moment is not None and moment > parse_ts(limit).timestamp():
+        run.add(rules.JOURNAL_FUTURE, f"{JOURNAL}:{lineno}",
+                f"{deployment}: ts {entry.ts} lies after {limit} (now plus the clock skew allowed): a "
+                "wrong clock or a forged entry; find out which (the journal is history: never edit it)")
     return True
+
+
+def future_after(run: AuditRun) -> str:
+    """The latest time a ledger line or journal entry may carry: the audit's now (or the machine's, if later: an audit
+    as of an earlier time still knows what cannot have happened yet) plus the clock skew allowed."""
+    return format_ts(max(run.now, utcnow()) + FUTURE_SKEW)
 
 
 def _references(run: AuditRun) -> None:
@@ -301,7 +314,7 @@ def _ledger(run: AuditRun, use_checkpoint: bool) -> None:
     rates = {d.id: d.cost_hr for d in run.deployments() if "cost_hr" in d.written and "id" in d.written and d.id}
     tol_abs, tol_rel = run.policy.cost_tolerance
     ctx = PassContext(str(path), rates, tol_abs, tol_rel, run.policy.ceilings.per_job_usd,
-                      credentials=run.credentials)
+                      credentials=run.credentials, future_after=future_after(run))
     previous: cp.Checkpoint | None = None
     if use_checkpoint:
         try:
@@ -456,6 +469,9 @@ def _merge(run: AuditRun, results: list[PassResult]) -> None:
         for found in result.findings:
             where = f"{LEDGER}:{base + found.lineno}" if found.lineno else LEDGER
             run.findings[found.rule].append(Finding(found.rule, where, found.message))
+    lowered = [item._replace(lineno=base + item.lineno) for result in results for item in result.lowered]
+    for found in digest_findings(run.root / LEDGER, lowered):
+        run.add(found.rule, f"{LEDGER}:{found.lineno}", found.message)
     lines = results[0].lines if results else 0
     state.line_count = base + lines
     run.lines_validated = lines

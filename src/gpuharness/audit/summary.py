@@ -40,6 +40,9 @@ def summarize(run: AuditRun) -> dict[str, Any]:
         "live_deployments": live,
         "problems": run.problem_counts(),
         "spend": _totals(grouped["deployment"]),
+        "lowered_costs": [{"line": item.lineno, "job": item.job_id, "from_usd": item.before_usd,
+                           "to_usd": item.after_usd, "reason": item.reason or None, "digest": item.digest or None}
+                          for item in run.state.lowered],
     }
 
 
@@ -138,4 +141,14 @@ def _tables(summary: dict[str, Any], total: float) -> list[str]:
                [(d, deployments.get(d, {}).get("provider", "?"), deployments.get(d, {}).get("gpu", "?"),
                  deployments.get(d, {}).get("status", "not in deployments.json"),
                  deployments.get(d, {}).get("cost_hr", "?"), *money(v)) for d, v in by_billed("deployment")]),
+        _lowered_table(summary.get("lowered_costs", [])),
     ]
+
+
+def _lowered_table(lowered: list[dict[str, Any]]) -> str:
+    """Every correction that lowered a job's cost, with its reason and the digest of the line it corrects."""
+    return _table(f"Lowered costs: {len(lowered)} correction(s) that lowered a job's cost",
+                  ("line", "job", "from USD", "to USD", "reason", "digest of the corrected line"),
+                  [(f"jobs.jsonl:{item['line']}", item["job"], f"{item['from_usd']:,.4f}", f"{item['to_usd']:,.4f}",
+                    item["reason"] or "(none: a finding)", item["digest"] or "(none: a finding)")
+                   for item in lowered])

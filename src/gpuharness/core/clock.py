@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any, Final
 
 #: The wall clock: now, timezone-aware (injectable: tests pass a fake).
 WallClock = Callable[[], datetime]
@@ -40,3 +41,26 @@ def parse_ts(text: str) -> datetime:
 def now_ts() -> str:
     """The current time, formatted."""
     return format_ts(utcnow())
+
+
+#: How far in the future a timestamp written to the ledger or the journal may lie (clocks drift a little; more than
+#: this is a wrong clock or a forged line): refused when written, flagged by the audit.
+FUTURE_SKEW: Final = timedelta(minutes=5)
+
+
+def future_field(fields: Mapping[str, Any], names: Iterable[str], now: datetime) -> tuple[str, str] | None:
+    """The first of `names` whose timestamp lies more than FUTURE_SKEW after now, and why; None when none does (a
+    value that is no timestamp is left to the schema)."""
+    for name in names:
+        value = fields.get(name)
+        if not isinstance(value, str):
+            continue
+        try:
+            moment = parse_ts(value)
+        except ValueError:
+            continue
+        ahead = (moment - now).total_seconds()
+        if ahead > FUTURE_SKEW.total_seconds():
+            return name, (f"{name} {value} lies {ahead / 60:,.1f} min in the future (now {format_ts(now)}; at most "
+                          f"{FUTURE_SKEW.total_seconds() / 60:g} min of clock skew is allowed)")
+    return None

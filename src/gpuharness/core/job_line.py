@@ -31,6 +31,8 @@ NonNegative = Annotated[float, Meta(ge=0)]
 Int64 = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 Positive64 = Annotated[int, Meta(ge=1, le=2**63 - 1)]
 Natural64 = Annotated[int, Meta(ge=0, le=2**63 - 1)]
+#: A correction's digest of the line it corrects (core.ledger.line_digest).
+Digest = Annotated[str, Meta(pattern="^sha256:[0-9a-f]{64}$")]
 #: Container levels of `inputs` (itself included) that the Struct reads; deeper ones are settled by orjson and the
 #: schema.
 INPUT_DEPTH: Final = 4
@@ -90,6 +92,7 @@ class JobLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False)
     attempt: Positive64 | UnsetType = UNSET
     correction: bool = False
     reason: str | UnsetType = UNSET
+    digest: Digest | UnsetType = UNSET
 
     def times_valid(self) -> bool:
         """Whether every timestamp of the line is an RFC 3339 date-time as the schema's format reads it."""

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, final
 
 from gpuharness.core import schema
-from gpuharness.core.clock import now_ts
+from gpuharness.core.clock import future_field, now_ts, utcnow
 from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.jsonl import append_record, read_numbered, read_records
@@ -70,6 +70,10 @@ def append_entry(path: Path, entry: JournalEntry) -> None:
     errors, _ = schema.check("transition", line)
     if errors:
         raise ValueError(f"bad journal entry {errors[0].json_path}: {errors[0].message}")
+    ahead = future_field(line, ("ts",), utcnow())
+    if ahead is not None:
+        raise UserError(ahead[1], path=f"{path} (new line)", place="$.ts",
+                        hint="check this machine's clock; nothing was appended")
     append_record(path, line)
 
 

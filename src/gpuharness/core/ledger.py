@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import math
 import mmap
 import os
@@ -14,15 +15,18 @@ from typing import TYPE_CHECKING, Any, BinaryIO, final
 import orjson
 
 from gpuharness.core import regular_file, schema
-from gpuharness.core.clock import now_ts
+from gpuharness.core.clock import WallClock, format_ts, future_field, utcnow
 from gpuharness.core.errors import UserError
 from gpuharness.core.json_text import LineError, key_bound, line_duplicate, loads_line
 from gpuharness.core.jsonl import append_record
+from gpuharness.core.policy import exceeds
 
 if TYPE_CHECKING:
     from gpuharness.core.job_line import JobLine
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
+#: the times of a ledger line that may not lie in the future when it is written
+TIMES = ("ts", "started_at", "completed_at")
 ORDER = {"queued": 0, "running": 1}
 
 
@@ -44,8 +48,31 @@ class Entry:
         return not self.raw.endswith(b"\n")
 
 
-def sequence_problem(previous: dict[str, Any] | None, record: dict[str, Any]) -> str | None:
-    """Why record may not follow previous (the job's current line), or None if it may."""
+def line_digest(raw: bytes) -> str:
+    """The digest a correction carries of the line it corrects: sha256 of the line's bytes, without its newline."""
+    return "sha256:" + hashlib.sha256(raw.removesuffix(b"\n")).hexdigest()
+
+
+def lowered_problem(previous: dict[str, Any], record: dict[str, Any], previous_digest: str | None) -> str | None:
+    """Why a correction that lowers the job's cost may not follow previous: it must carry a reason and the digest of
+    the line it corrects (previous_digest, when known, must match). None when the cost is not lowered, or it may."""
+    before, after = float(previous.get("cost_usd") or 0.0), float(record.get("cost_usd") or 0.0)
+    if not exceeds(before, after):
+        return None
+    what = f"job {record.get('id')}: a correction lowering cost_usd from ${before:.4f} to ${after:.4f}"
+    missing = [f'"{name}"' for name in ("reason", "digest") if not record.get(name)]
+    if missing:
+        of = f" ({previous_digest})" if previous_digest else ""
+        return f"{what} must carry {' and '.join(missing)} (the digest of the line it corrects{of})"
+    if previous_digest is not None and record.get("digest") != previous_digest:
+        return f"{what} carries digest {record.get('digest')}, not the one of the line it corrects ({previous_digest})"
+    return None
+
+
+def sequence_problem(previous: dict[str, Any] | None, record: dict[str, Any],
+                     previous_digest: str | None = None) -> str | None:
+    """Why record may not follow previous (the job's current line, whose line_digest is previous_digest when known),
+    or None if it may."""
     if previous is None:
         if record.get("correction"):
             return "a correction needs an earlier line of the same job"
@@ -53,7 +80,7 @@ def sequence_problem(previous: dict[str, Any] | None, record: dict[str, Any]) ->
     if record.get("correction"):
         if not record.get("reason"):
             return "a correction must carry a reason"
-        return None
+        return lowered_problem(previous, record, previous_digest)
     if previous.get("status") in TERMINAL:
         return (f"job {record.get('id')} is already {previous['status']}; only a correction "
                 "(\"correction\": true with a \"reason\") may follow a terminal line")
@@ -84,10 +111,11 @@ def validate_record(record: Any, *, where: str) -> dict[str, Any]:
 class Ledger:
     """jobs.jsonl. Appends never rewrite; reads stream in constant memory."""
 
-    __slots__ = ("path",)
+    __slots__ = ("clock", "path")
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, clock: WallClock = utcnow) -> None:
         self.path = Path(path)
+        self.clock = clock  # what "now" is for the lines appended: none may lie in its future (core.clock)
 
     def append(self, record: dict[str, Any], *, check_sequence: bool = False) -> list[str]:
         """Append one validated record as one os.write under an exclusive lock.
@@ -98,11 +126,20 @@ class Ledger:
             raise UserError("a ledger line must be a JSON object", path=f"{self.path} (new line)",
                             hint="nothing was appended")
         record = dict(record)
-        record.setdefault("ts", now_ts())
+        record.setdefault("ts", format_ts(self.clock()))
         validate_record(record, where=f"{self.path} (new line)")
+        ahead = future_field(record, TIMES, self.clock())
+        if ahead is not None:
+            raise UserError(ahead[1], path=f"{self.path} (new line)", place=f"$.{ahead[0]}",
+                            hint="check this machine's clock and the line's times; nothing was appended")
 
         def precheck() -> str | None:
-            return sequence_problem(self.current(record["id"]), record) if check_sequence else None
+            if not check_sequence:
+                return None
+            found = self.current_line(record["id"])
+            if found is None:
+                return sequence_problem(None, record)
+            return sequence_problem(found[0], record, line_digest(found[1]))
 
         return append_record(self.path, record, precheck)
 
@@ -204,6 +241,20 @@ class Ledger:
             if collecting:
                 gc.enable()
         return records.get(job_id) if job_id is not None else records
+
+    def current_line(self, job_id: str) -> tuple[dict[str, Any], bytes] | None:
+        """The current line of one job, parsed and as written (its bytes, newline included); None when it has none."""
+        found = (self._current_lines(job_id) or {}).get(job_id)
+        if found is None:
+            return None
+        handle = self._open()
+        if handle is None:  # removed since it was read
+            raise UserError("the ledger vanished while it was read", path=self.path, hint="nothing was changed")
+        with handle:
+            handle.seek(found.offset)
+            raw = handle.read(found.length)
+        record = found.record if found.record is not None else loads_line(raw)
+        return record, raw
 
     def _current_lines(self, job_id: str | None) -> dict[str, CurrentLine] | None:
         """Where each job's last line is (only `job_id`'s, when given); None when there is no ledger."""

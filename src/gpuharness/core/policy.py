@@ -14,6 +14,8 @@ ActionKind = Literal["launch", "job", "keep_alive"]
 
 # The one tolerance for float money comparisons: a value equal to its ceiling is within it.
 EPSILON: Final = 1e-9
+#: how long provision's launch phase may take, whatever the retry counts (policy.json `launch_deadline_s`)
+LAUNCH_DEADLINE_S: Final = 900.0
 
 #: The ceilings that limit money; a spending policy sets one of them, or says "ceilings": "none" with a reason.
 MONEY_CEILINGS: Final = ("per_job_usd", "daily_usd", "monthly_usd", "max_cost_hr")
@@ -185,11 +187,14 @@ class Policy:
     """policy.json, typed. Missing ceilings do not constrain; every other setting has its default above."""
 
     __slots__ = ("allowed_providers", "ceilings", "ceilings_none", "disk_margin_gb", "health_timeouts",
-                 "performance_floor", "require_shutdown_rule", "retry", "temperature_max_c", "tolerance")
+                 "launch_deadline_s", "performance_floor", "require_shutdown_rule", "retry", "temperature_max_c",
+                 "tolerance")
 
     def __init__(self, document: Mapping[str, Any]) -> None:
         self.ceilings = Ceilings.from_document(document)
         self.retry = _section(Retry, document.get("retry"))
+        #: how long provision's launch phase may take, all its attempts and waits together
+        self.launch_deadline_s = float(document.get("launch_deadline_s", LAUNCH_DEADLINE_S))
         self.tolerance = _section(CostTolerance, document.get("cost_tolerance"))
         self.health_timeouts = _section(HealthTimeouts, document.get("health_timeouts"))
         self.performance_floor = PerformanceFloor.from_policy(document)

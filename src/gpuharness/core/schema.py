@@ -32,7 +32,7 @@ from gpuharness.core import json_text, tables
 TABLE_KEYWORD = "x-gpuharness-table"
 
 SCHEMA_NAMES = ("providers", "machines", "deployments", "models", "workflows", "connections",
-                "policy", "job", "transition", "plan", "observation")
+                "policy", "job", "transition", "plan", "observation", "reservations")
 
 
 @final

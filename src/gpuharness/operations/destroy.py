@@ -58,7 +58,7 @@ def refusal(ctx: Context, deployment_id: str, confirm: str | None, discard_artif
     deployment = ctx.registry.deployment(deployment_id)
     if deployment.status == "destroyed":
         return f"{deployment_id} is already destroyed (at {deployment.destroyed_at})"
-    ledger = Ledger(ctx.registry.ledger_path)
+    ledger = Ledger(ctx.registry.ledger_path, clock=ctx.clock)
     running = [r["id"] for r in ledger.current(status="running").values() if r["deployment_id"] == deployment_id]
     if running:
         return f"job(s) {', '.join(running)} still running on {deployment_id}"
@@ -72,7 +72,7 @@ def refusal(ctx: Context, deployment_id: str, confirm: str | None, discard_artif
 
 def _discard(ctx: Context, deployment_id: str) -> tuple[str, ...]:
     """Record, as new lines, that the unsynced artifacts were given up on purpose."""
-    ledger = Ledger(ctx.registry.ledger_path)
+    ledger = Ledger(ctx.registry.ledger_path, clock=ctx.clock)
     discarded: list[str] = []
     for job_id in sorted(unsynced(ledger, deployment_id)):
         current = ledger.current(job_id)

@@ -13,7 +13,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry, read_entries
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import journal, resume_or_destroy, transition
-from gpuharness.core.policy import Action, Policy, exceeds
+from gpuharness.core.policy import MONEY_CEILINGS, Action, Policy, exceeds
 from gpuharness.core.registry import Registry
 from gpuharness.core.spend import today_and_month
 from gpuharness.core.stewardship import local_user
@@ -101,8 +101,18 @@ def stop_condition(rule: ShutdownRule | None) -> str:
     return (rule or ShutdownRule()).words()
 
 
-def disclosure(request: ProvisionRequest, capabilities: Capabilities) -> str:
-    """What is about to be bought, stated before any provider call."""
+def ceilings_words(document: dict[str, Any]) -> str:
+    """The money ceilings of policy.json that apply, in words; or that none does, with the policy's reason."""
+    policy = Policy(document)
+    if policy.ceilings_none:
+        return f"none (reason: {document.get('reason') or 'none given'})"
+    words = [f"{name} ${value:,.2f}" + ("/hr" if name == "max_cost_hr" else "")
+             for name in MONEY_CEILINGS if (value := getattr(policy.ceilings, name)) is not None]
+    return ", ".join(words) or "none"
+
+
+def disclosure(request: ProvisionRequest, capabilities: Capabilities, policy: dict[str, Any] | None = None) -> str:
+    """What is about to be bought, stated before any provider call, with the ceilings that apply (policy.json)."""
     mode = capabilities.label
     if request.interruptible:
         mode += " (interruptible" + (f", bid ${request.bid_price:.3f}/hr" if request.bid_price else "") + ")"
@@ -115,6 +125,7 @@ def disclosure(request: ProvisionRequest, capabilities: Capabilities) -> str:
         "quantity:        1 instance",
         f"region:          {request.region or 'any'}",
         f"hourly burn:     {burn}",
+        *([f"ceilings:        {ceilings_words(policy)}"] if policy is not None else []),
         f"stop condition:  {stop_condition(request.shutdown_rule())}",
         f"cleanup owner:   {request.owner or '(none)'}",
         f"reason:          {request.reason or '(none)'}",
@@ -370,14 +381,14 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
               poll_s: float = 5.0) -> ProvisionResult:
     """Policy check, disclosure, one reservation (reuse, ceilings, the record), one reconciled launch, then the
     machines/deployments/journal records."""
-    ctx.registry.spending_policy()  # no policy.json, no spending: refused before anything else
+    policy = ctx.registry.spending_policy()  # no policy.json, no spending: refused before anything else
     entry = ctx.registry.provider(request.provider)
     capabilities = capabilities_of(entry)
     _refuse_what_is_not_offered(request, kind_of(entry), capabilities)
     request = replace(stewarded(request), runtime=runtime_on(request, capabilities))
     if request.cost_hr is None:
         request = _priced(ctx, entry, request)
-    text = disclosure(request, capabilities)
+    text = disclosure(request, capabilities, policy)
     reservation = reserve(ctx, request, capabilities, kind_of(entry))
     deployment = reservation.deployment
     try:
@@ -469,7 +480,8 @@ def _launch(ctx: Context, request: ProvisionRequest, deployment: Deployment, cla
         try:
             outcome = launch_instance(provider, spec, policy=Policy(ctx.registry.policy_document()), sleep=ctx.sleep,
                                       on_event=lambda event: _journal_launch_event(ctx, deployment, event),
-                                      before_call=lambda: claim.check(f"the launch of {deployment.id}"))
+                                      before_call=lambda: claim.check(f"the launch of {deployment.id}"),
+                                      clock=ctx.clock)
         except ProviderError as exc:
             raise _launch_failed(ctx, request, deployment.id, spec, exc) from None
         observe(ctx, outcome.instance)
@@ -502,6 +514,7 @@ _LAUNCH_NOTES = {
     "reconcile_failed": "launch attempt {attempt}: the listing to settle it failed: outcome unknown",
     "wait": "waiting {wait_s} s before the next launch attempt",
     "gave_up": "no more launch attempts",
+    "deadline": "the launch phase's deadline (launch_deadline_s) ends it: no more attempts",
     "not_sent": "launch attempt {attempt} not sent: {error}",
 }
 

@@ -74,7 +74,7 @@ def retrieve(ctx: Context, deployment_id: str, to: str | Path, *,
     gets one line with its reason; the others still sync."""
     registry = ctx.registry
     deployment = registry.deployment(deployment_id)
-    ledger = Ledger(registry.ledger_path)
+    ledger = Ledger(registry.ledger_path, clock=ctx.clock)
     pending = unsynced(ledger, deployment_id)
     if not pending and deployment.status != "retrieving":
         ctx.say(f"{deployment_id}: nothing to retrieve (every artifact is synced or discarded)")

@@ -15,8 +15,9 @@ from gpuharness.core.deployment import Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import transition
-from gpuharness.core.policy import Action, Policy, exceeds
+from gpuharness.core.policy import Policy, exceeds
 from gpuharness.core.registry import Registry
+from gpuharness.core.reservations import Expected, expected_cost, reserved
 from gpuharness.core.spend import today_and_month
 from gpuharness.health.gate import next_step
 from gpuharness.operations.context import Context
@@ -97,7 +98,7 @@ def lock_is_free(ctx: Context, deployment_id: str) -> bool:
 def mark_interrupted(ctx: Context, deployment_id: str | None = None) -> list[str]:
     """Jobs left `running` by a run process that died: append an `interrupted` line (a new line; running is
     not terminal, so no rewrite and no correction), and bring the deployment back from `running`."""
-    ledger = Ledger(ctx.registry.ledger_path)
+    ledger = Ledger(ctx.registry.ledger_path, clock=ctx.clock)
     marked: list[str] = []
     stale: dict[str, list[dict[str, Any]]] = {}
     for record in ledger.current(status="running").values():
@@ -178,7 +179,7 @@ class Chain:
 def _attempt(ctx: Context, executor: JobExecutor, deployment: Deployment, workflow: dict[str, Any],
              inputs: dict[str, Any], job_id: str, chain: Chain, *, per_job_usd: float | None, poll_s: float,
              deadline_s: float) -> tuple[dict[str, Any], Failure | None]:
-    ledger = Ledger(ctx.registry.ledger_path)
+    ledger = Ledger(ctx.registry.ledger_path, clock=ctx.clock)
     cost_hr = deployment.cost_hr
     start = ctx.clock()
     base: dict[str, Any] = {
@@ -244,76 +245,112 @@ def _attempt(ctx: Context, executor: JobExecutor, deployment: Deployment, workfl
         ctx.sleep(poll_s)
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What a job may run on, checked before anything runs: the deployment, workflow, ceilings and deadline."""
+
+    deployment: Deployment
+    workflow: dict[str, Any]
+    per_job_usd: float | None
+    deadline_s: float
+    attempts_allowed: int
+    expected: Expected
+    policy: Policy
+
+
+def admit(ctx: Context, deployment_id: str, workflow_id: str | None, inputs: dict[str, Any] | None,
+          deadline_s: float | None) -> Admission:
+    """Refuse, before anything runs, a deployment that is not ready, a missing workflow or bad inputs; and say what
+    the job is expected to cost (reserved by run_job against the ceilings)."""
+    registry = ctx.registry
+    deployment = registry.deployment(deployment_id)
+    if deployment.status != "ready":
+        raise UserError(f"{deployment_id} is {deployment.status}, not ready", place=deployment_id,
+                        hint=("only a passing health run marks it ready; " if deployment.status == "health-checking"
+                              else "") + f"next: {next_step(deployment)}")
+    workflow = workflow_manifest(ctx, workflow_id or deployment.workflow)
+    if workflow is None:
+        raise UserError("no workflow given", place=deployment_id, hint="pass --workflow ID")
+    check_inputs(workflow, deployment.runtime, inputs or {}, registry.path("workflows.json"))
+    policy = Policy(registry.spending_policy())
+    per_job_usd = policy.ceilings.per_job_usd
+    limit = float(deadline_s or float(workflow["test_generation"].get("timeout_s", 600)) * 10)
+    attempts = policy.retry.max_job_attempts
+    return Admission(deployment, workflow, per_job_usd, limit, attempts,
+                     expected_cost(workflow, deployment.cost_hr, limit, attempts, per_job_usd), policy)
+
+
 def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
             inputs: dict[str, Any] | None = None, poll_s: float = 2.0,
             deadline_s: float | None = None) -> JobResult:
-    """Run one job: requires `ready`; at most one retry, only when the classified cause allows it."""
+    """Run one job: requires `ready`; its expected cost is reserved against the ceilings first (refused, before
+    anything runs, when it does not fit beside what is spent and reserved); at most one retry, only when the
+    classified cause allows it."""
     registry = ctx.registry
     with run_lock(ctx, deployment_id):
-        deployment = registry.deployment(deployment_id)
-        if deployment.status != "ready":
-            raise UserError(f"{deployment_id} is {deployment.status}, not ready", place=deployment_id,
-                            hint=("only a passing health run marks it ready; " if deployment.status == "health-checking"
-                                  else "") + f"next: {next_step(deployment)}")
-        workflow = workflow_manifest(ctx, workflow_id or deployment.workflow)
-        if workflow is None:
-            raise UserError("no workflow given", place=deployment_id, hint="pass --workflow ID")
-        check_inputs(workflow, deployment.runtime, inputs or {}, registry.path("workflows.json"))
-        policy = Policy(registry.spending_policy())
+        admission = admit(ctx, deployment_id, workflow_id, inputs, deadline_s)
         ledger = Ledger(registry.ledger_path)
-        day, month = today_and_month(ledger.lines(), ctx.now())
-        decision = policy.evaluate(Action(kind="job", provider=None, job_cost_usd=0.0,
-                                          spent_today_usd=day, spent_month_usd=month))
-        if not decision.allowed:
-            raise UserError(f"refused: {decision.reason}", path=registry.path("policy.json"),
-                            place=decision.ceiling, hint="nothing was run")
-        per_job_usd = policy.ceilings.per_job_usd
-        limit = float(deadline_s or float(workflow["test_generation"].get("timeout_s", 600)) * 10)
-        attempts_allowed = policy.retry.max_job_attempts
-        executor: JobExecutor = _executor(ctx, deployment)
-        transition(registry, deployment_id, "running", next_action="wait for the job")
-        lines: list[dict[str, Any]] = []
-        failure: Failure | None = None
-        failures = 0
-        chain = Chain()
-        try:
-            while True:
-                chain.attempt += 1
-                job_id = next_job_id(ledger)
-                line, failure = _attempt(ctx, executor, deployment, workflow, dict(inputs or {}), job_id, chain,
-                                         per_job_usd=per_job_usd, poll_s=poll_s, deadline_s=limit)
-                lines.append(line)
-                chain.add(line)
-                if line["status"] != "failed" or failure is None:
-                    break
-                failures += 1
-                ctx.say(f"{job_id}: failed: {failure.message()}")
-                if failures >= 2:
-                    break
-                if per_job_usd is not None and chain.spent_usd >= per_job_usd:
-                    ctx.say(f"{job_id}: not retried: the job has spent ${chain.spent_usd:.4f} of its per_job_usd "
-                            f"${per_job_usd:.2f} (a retry shares the job's budget)")
-                    break
-                if not failure.retryable or chain.attempt >= attempts_allowed:
-                    if not failure.retryable:
-                        ctx.say(f"{job_id}: not retried: {failure.cause} is not a cause a retry can fix")
-                    break
-                ctx.say(f"{job_id}: retrying once ({failure.cause} may be transient)")
-        finally:
-            executor.close()
-        last = lines[-1]
-        if failures >= 2:
-            transition(registry, deployment_id, "error",
-                       error=f"two failed jobs in a row: {failure.message() if failure else 'unknown'}",
-                       marker={"jobs": [x["id"] for x in lines]},
-                       next_action="read the cause, fix, then re-run the health suite")
-        else:
-            transition(registry, deployment_id, "ready", marker={"job": last["id"], "status": last["status"]},
-                       next_action=f"gpuharness retrieve {deployment_id}" if last.get("artifacts")
-                       else "run the next job")
-        return JobResult(last["id"], last["status"], float(last.get("cost_usd") or 0.0),
-                         float(last.get("duration_s") or 0.0), len(lines), list(last.get("artifacts") or []),
-                         failure if last["status"] == "failed" else None, lines)
+
+        def spent() -> tuple[float, float]:
+            return today_and_month(ledger.lines(), ctx.now())
+
+        with reserved(registry.root, admission.policy, spent, deployment_id=deployment_id,
+                      workflow=str(admission.workflow["id"]), expected=admission.expected, clock=ctx.clock):
+            return _run_chain(ctx, admission, inputs, poll_s)
+
+
+def _run_chain(ctx: Context, admission: Admission, inputs: dict[str, Any] | None, poll_s: float) -> JobResult:
+    """The job and its retry on an admitted deployment (its run claim and reservation held)."""
+    registry = ctx.registry
+    deployment, workflow = admission.deployment, admission.workflow
+    deployment_id, per_job_usd, limit = deployment.id, admission.per_job_usd, admission.deadline_s
+    attempts_allowed = admission.attempts_allowed
+    ledger = Ledger(registry.ledger_path)
+    executor: JobExecutor = _executor(ctx, deployment)
+    transition(registry, deployment_id, "running", next_action="wait for the job")
+    lines: list[dict[str, Any]] = []
+    failure: Failure | None = None
+    failures = 0
+    chain = Chain()
+    try:
+        while True:
+            chain.attempt += 1
+            job_id = next_job_id(ledger)
+            line, failure = _attempt(ctx, executor, deployment, workflow, dict(inputs or {}), job_id, chain,
+                                     per_job_usd=per_job_usd, poll_s=poll_s, deadline_s=limit)
+            lines.append(line)
+            chain.add(line)
+            if line["status"] != "failed" or failure is None:
+                break
+            failures += 1
+            ctx.say(f"{job_id}: failed: {failure.message()}")
+            if failures >= 2:
+                break
+            if per_job_usd is not None and chain.spent_usd >= per_job_usd:
+                ctx.say(f"{job_id}: not retried: the job has spent ${chain.spent_usd:.4f} of its per_job_usd "
+                        f"${per_job_usd:.2f} (a retry shares the job's budget)")
+                break
+            if not failure.retryable or chain.attempt >= attempts_allowed:
+                if not failure.retryable:
+                    ctx.say(f"{job_id}: not retried: {failure.cause} is not a cause a retry can fix")
+                break
+            ctx.say(f"{job_id}: retrying once ({failure.cause} may be transient)")
+    finally:
+        executor.close()
+    last = lines[-1]
+    if failures >= 2:
+        transition(registry, deployment_id, "error",
+                   error=f"two failed jobs in a row: {failure.message() if failure else 'unknown'}",
+                   marker={"jobs": [x["id"] for x in lines]},
+                   next_action="read the cause, fix, then re-run the health suite")
+    else:
+        transition(registry, deployment_id, "ready", marker={"job": last["id"], "status": last["status"]},
+                   next_action=f"gpuharness retrieve {deployment_id}" if last.get("artifacts")
+                   else "run the next job")
+    return JobResult(last["id"], last["status"], float(last.get("cost_usd") or 0.0),
+                     float(last.get("duration_s") or 0.0), len(lines), list(last.get("artifacts") or []),
+                     failure if last["status"] == "failed" else None, lines)
 
 
 def _executor(ctx: Context, deployment: Deployment) -> JobExecutor:

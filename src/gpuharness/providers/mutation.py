@@ -33,7 +33,8 @@ def _entry(provider: Provider, op: str, attempt: int, event: str, **extra: Any) 
 def launch_reconciled(provider: Provider, spec: LaunchSpec, events: EventLog, max_attempts: int = 2, *,
                       check_first: bool = True, settle_polls: int = 2, settle_s: float = 5.0,
                       sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
-                      before_call: Callable[[], None] | None = None) -> Instance:
+                      before_call: Callable[[], None] | None = None,
+                      remaining: Callable[[], float] | None = None) -> Instance:
     """Launch at most max_attempts times, never duplicating: an instance with the key is found before any retry.
 
     - check_first: one list before the first launch; an instance already carrying the key is returned.
@@ -45,6 +46,8 @@ def launch_reconciled(provider: Provider, spec: LaunchSpec, events: EventLog, ma
     - auth, balance, invalid, unsupported: raised at once.
     Every attempt and its outcome is passed to `events`. before_call runs after an attempt is heard and before its
     call goes out (the launcher's claim is checked there); what it raises ends the launch, heard as `not_sent`.
+    remaining: seconds left of the launch phase's deadline; no attempt starts and no wait begins that would pass it,
+    whatever max_attempts says (heard as `deadline`).
     """
     key = spec.idempotency_key
     if check_first:
@@ -54,6 +57,10 @@ def launch_reconciled(provider: Provider, spec: LaunchSpec, events: EventLog, ma
             return existing
     last: ProviderError | None = None
     for attempt in range(1, max_attempts + 1):
+        if last is not None and remaining is not None and remaining() <= 0:
+            events(_entry(provider, "launch", attempt - 1, "deadline", key=key, kind=last.kind))
+            raise ProviderError(last.kind, f"launch of {key} stopped at the launch phase's deadline after "
+                                f"{attempt - 1} attempt(s): {last}", provider=provider.name, status=last.status)
         events(_entry(provider, "launch", attempt, "attempt", key=key, gpu=spec.gpu, gpu_count=spec.gpu_count))
         if before_call is not None:
             try:
@@ -79,6 +86,12 @@ def launch_reconciled(provider: Provider, spec: LaunchSpec, events: EventLog, ma
                 raise
             if attempt < max_attempts:
                 wait = retry_wait(attempt, exc.retry_after, RetryPolicy(), rng or random.Random())
+                if remaining is not None and wait >= remaining():
+                    events(_entry(provider, "launch", attempt, "deadline", key=key, kind=exc.kind, wait_s=wait))
+                    raise ProviderError(exc.kind, f"launch of {key} stopped at the launch phase's deadline after "
+                                        f"{attempt} attempt(s) (the next wait, {wait:g} s, would pass it): {exc}",
+                                        provider=provider.name, status=exc.status,
+                                        retry_after=exc.retry_after) from None
                 events(_entry(provider, "launch", attempt, "wait", key=key, wait_s=round(wait, 3)))
                 sleep(wait)
             continue
