@@ -36,6 +36,7 @@ from gpuharness.sim import gpu_figures
 from gpuharness.sim.access import HostAccess
 from gpuharness.sim.catalog import DEFAULT_GPU
 from gpuharness.sim.gpu_figures import GpuBehaviour
+from gpuharness.sim.in_pod import guard_env, kill_guard
 from gpuharness.sim.output_faults import SIGNATURE_THEN_ZEROS, bomb_png
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 from gpuharness.sim.simulated_runtime import hosted, runtime_for_image, service_of
@@ -114,6 +115,8 @@ FAULTS: dict[str, dict[str, Any]] = {
     "pcie_riser": {"performance": {"link_width_under_load": 4}},
     "power_capped": {"performance": {"power_limit_fraction": 0.4}},
     "underperforming": {"performance": {"busy_at_rest_pct": 97, "speed": 0.4}},
+    # the shutdown guard configure left running dies (killed when armed: sim.in_pod.kill_guard)
+    "guard_killed": {},
 }
 
 
@@ -455,6 +458,8 @@ class SimHost:
         self.ssh_port = 0
         self.armed_faults: tuple[str, ...] = ()
         self._unfaulted: HostSpec | None = None
+        #: what the provider placed in the pod's environment (sim.in_pod)
+        self.pod_env: dict[str, str] = {}
 
     # --- lifecycle
     def start(self) -> SimHost:
@@ -479,8 +484,19 @@ class SimHost:
         self._threads.append(thread)
         return self
 
+    def place_in_pod(self, env: Mapping[str, str]) -> None:
+        self.pod_env = dict(env)
+
+    def stop_service(self) -> None:
+        """The pod stopped from inside: its service and guard end, its disk and SSH stay (sim.in_pod)."""
+        kill_guard(self.workspace)
+        self._stop_service()
+        if self.runtime is not None:
+            self.runtime.stop()
+
     def stop(self) -> None:
         self._stopping.set()
+        kill_guard(self.workspace)
         if self.access is not None and self.ssh_port:
             self.access.withdraw(self.known_hosts_name)
         if self._sock is not None:
@@ -632,6 +648,8 @@ class SimHost:
             self._unfaulted = self.spec
         self.armed_faults = (*self.armed_faults, name)
         self.reconfigure(with_fault(self.spec, name))
+        if name == "guard_killed":
+            kill_guard(self.workspace)
         return self.armed_faults
 
     def clear_faults(self) -> None:
@@ -686,7 +704,7 @@ class SimHost:
             time.sleep(self.spec.latency_s)
         system_python = self.root / "system" / "bin"
         env = {"PATH": f"{self.bin}:{system_python}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.root),
-               "GH_SANDBOX": str(self.root), "LANG": "C"}
+               "GH_SANDBOX": str(self.root), "LANG": "C", **self.pod_env, **guard_env(self.endpoint)}
         try:
             proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=self.root, env=env, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

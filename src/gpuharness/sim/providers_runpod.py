@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuharness.sim import catalog
+from gpuharness.sim import catalog, in_pod
 from gpuharness.sim.routing import Made, ProviderWire, Route, SimRequest, SimResponse, json_response
 from gpuharness.sim.state import SimInstance, SimState
 
@@ -141,6 +141,7 @@ WIRE = ProviderWire(
         Route.of("GET", "/runpod/v2/pods/{id}", "read", get_pod),
         Route.of("DELETE", "/runpod/v2/pods/{id}", "mutation", delete_pod),
         Route.of("POST", "/runpod/v2/pods/{id}/action", "mutation", pod_action),
+        Route.of("POST", "/runpod/v1/pods/{id}/stop", "mutation", in_pod.runpod_stop),
     ),
     unauthorized=lambda: problem(401, "Unauthorized", "missing or invalid API key"),
     rate_limited=lambda retry_after: problem(429, "Too Many Requests", "rate limit exceeded for the minute window"),

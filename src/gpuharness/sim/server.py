@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Any, final
 
 from gpuharness.core.errors import UserError
-from gpuharness.sim import host_faults, wires
+from gpuharness.sim import host_faults, in_pod, wires
 from gpuharness.sim.access import HostAccess
 from gpuharness.sim.control import bulk_create, control
 from gpuharness.sim.exchanges import RecordedRequest, RequestLog, kept_headers, kept_query
@@ -52,6 +52,7 @@ class Simulator:
         #: provider -> the only key accepted; providers not named accept any non-empty key
         self.api_keys = dict(api_keys or {})
         self.host_factory = host_factory
+        self.state.in_pod = lambda instance, host: in_pod.placed(instance, host, self.base_url)
         self.log = log
         self._server: SimHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -161,8 +162,11 @@ class Simulator:
         route, match = found
         req.match = match
         self.state.count_request(route.key)
+        token = bearer(req.headers) or (req.param(wire.query_key) if wire.query_key else None)
+        pod = in_pod.pod_of(self.state, token)
+        if pod is not None:  # a key the provider placed in a pod: its own stop, nothing else
+            return in_pod.answer(self.state, wire, route, req, pod)
         if not route.public:
-            token = bearer(req.headers) or (req.param(wire.query_key) if wire.query_key else None)
             expected = self.api_keys.get(wire.provider)
             if not token or (expected is not None and token != expected):
                 return wire.unauthorized()

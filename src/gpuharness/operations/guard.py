@@ -1,0 +1,174 @@
+"""The guard: a POSIX shell loop that `configure` leaves running on the pod, so a deployment's shutdown rule
+(idle minutes, max hours, deadline) stops the pod even when no gpuharness process is connected.
+
+It needs no Python and no package on the host (curl or wget, whichever exists), runs detached (setsid/nohup),
+and stops the pod only through what the provider itself places in it: RunPod's pod id and pod-scoped key
+(`RUNPOD_POD_ID`, `RUNPOD_API_KEY` -> `POST /pods/{id}/stop`), Vast.ai's instance id and instance-scoped key
+(`CONTAINER_ID`, `CONTAINER_API_KEY` -> `PUT /instances/{id}/ {"state":"stopped"}`). The operator's key never goes
+onto the pod. Owned hosts and Massed Compute have no in-pod stop: there the provider entry's `guard_action`
+("shutdown": `shutdown -h now`) is the action, else there is no guard and configure says so in one line.
+
+Everything lives under <workspace>/.gh-guard: guard.sh (the project's own code), rule (the values, each one quoted
+by the one remote-script builder), pid, heartbeat, and guard.log, whose last line says why it stopped the pod.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, LiteralString, final
+
+from gpuharness.core.clock import parse_ts
+from gpuharness.core.deployment import Deployment
+from gpuharness.remote.script import ShellScript
+
+GUARD_DIR: Final = ".gh-guard"
+#: the provider kinds with an in-pod stop, and where their API answers (the pod may name another base in
+#: GPUHARNESS_GUARD_API: the simulator places its own there)
+API_BASE: Final = {"runpod": "https://rest.runpod.io/v1", "vast": "https://console.vast.ai/api/v0"}
+#: what each provider places in the pod for its in-pod stop: (instance id variable, instance-scoped key variable)
+IN_POD: Final = {"runpod": ("RUNPOD_POD_ID", "RUNPOD_API_KEY"), "vast": ("CONTAINER_ID", "CONTAINER_API_KEY")}
+ACTIONS: Final = ("runpod", "vast", "shutdown")
+DEFAULT_POLL_S: Final = 30.0
+#: the runtimes whose activity the guard reads from their own routes on 127.0.0.1
+WATCHED: Final = ("comfyui", "openai")
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class GuardPlan:
+    """What configure installs: the stop action and the rule's values (epochs in seconds)."""
+
+    action: str | None  # runpod | vast | shutdown | None (no guard)
+    idle_minutes: float | None
+    max_hours: float | None
+    deadline: str | None
+    launch_epoch: int
+    runtime: str
+    port: int | None
+    poll_s: float
+    warning: str | None = None
+
+    @property
+    def armed(self) -> bool:
+        return self.action is not None
+
+    def rule_text(self) -> str:
+        """The rule file: one quoted assignment per value, sourced by guard.sh."""
+        deadline = int(parse_ts(self.deadline).timestamp()) if self.deadline else ""
+        rule = ShellScript(header=())
+        for name, value in (("action", self.action), ("idle_minutes", _number(self.idle_minutes)),
+                            ("max_hours", _number(self.max_hours)), ("deadline", self.deadline or ""),
+                            ("deadline_end", deadline), ("launch", self.launch_epoch),
+                            ("runtime", self.runtime), ("port", self.port or ""), ("poll_s", _number(self.poll_s)),
+                            ("api_default", API_BASE.get(self.action or "", ""))):
+            rule.let(name, value)
+        return rule.text()
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+def guard_plan(deployment: Deployment, provider: dict[str, Any], *, poll_s: float = DEFAULT_POLL_S) -> GuardPlan | None:
+    """The guard a deployment gets at configure, or None when it has no shutdown rule. A provider without an in-pod
+    stop gets its entry's `guard_action` ("shutdown"), else no guard and a one-line warning."""
+    rule = deployment.shutdown_rule
+    if rule is None or (rule.idle_minutes is None and rule.max_hours is None and rule.deadline is None):
+        return None
+    kind = str(provider.get("kind") or deployment.provider)
+    action: str | None = kind if kind in IN_POD else None
+    warning = None
+    if action is None:
+        if provider.get("guard_action") == "shutdown":
+            action = "shutdown"
+        else:
+            warning = (f"no guard on {deployment.id}: {kind} places no in-pod stop and providers.json gives no "
+                       f"guard_action \"shutdown\"; only `gpuharness reap --apply` carries out its shutdown rule")
+    launch = int(parse_ts(deployment.created_at).timestamp()) if deployment.created_at else 0
+    runtime = deployment.runtime if deployment.runtime in WATCHED else ""
+    return GuardPlan(action, rule.idle_minutes, rule.max_hours, rule.deadline, launch, str(runtime or ""),
+                     deployment.service_port, poll_s, warning)
+
+
+#: guard.sh: reads its values from "$g/rule" only; `check` says whether the pod holds what its action needs.
+GUARD: Final[tuple[LiteralString, ...]] = (
+    "set -u",
+    'g=$1; mode=${2:-run}',
+    '. "$g/rule" || exit 3',
+    'minute=${GPUHARNESS_GUARD_MINUTE_S:-60}',
+    'api=${GPUHARNESS_GUARD_API:-$api_default}',
+    'rt=${GPUHARNESS_GUARD_RUNTIME:-http://127.0.0.1:$port}',
+    # what the provider placed in the pod: this shell's environment, else the container's first process's
+    'ident() { eval "v=\\${$1:-}"; if [ -z "$v" ] && [ -r /proc/1/environ ]; then '
+    'v=$(tr "\\000" "\\n" < /proc/1/environ 2>/dev/null | sed -n "s/^$1=//p" | head -n 1); fi; printf "%s" "$v"; }',
+    'need() { case "$action" in runpod) set -- RUNPOD_POD_ID RUNPOD_API_KEY ;; vast) set -- CONTAINER_ID '
+    'CONTAINER_API_KEY ;; *) set -- ;; esac; for n in "$@"; do [ -n "$(ident "$n")" ] || { '
+    'printf "GH-GUARD refused: the pod holds no %s (the %s guard uses only what the provider places in the pod; '
+    'the operator key never goes there)\\n" "$n" "$action"; return 1; }; done; '
+    'if [ "$action" != shutdown ] && ! command -v curl >/dev/null 2>&1 && ! command -v wget >/dev/null 2>&1; '
+    'then echo "GH-GUARD refused: neither curl nor wget on the pod"; return 1; fi; return 0; }',
+    'if [ "$mode" = check ]; then need; exit $?; fi',
+    'echo $$ > "$g/pid"',
+    'get() { if command -v curl >/dev/null 2>&1; then curl -fsS -m 10 "$1" 2>/dev/null; '
+    'elif command -v wget >/dev/null 2>&1; then wget -q -T 10 -O - "$1" 2>/dev/null; else return 127; fi; }',
+    # URL METHOD BODY: the key goes to curl on its stdin, never on a command line
+    'send() { key=$4; if command -v curl >/dev/null 2>&1; then printf "Authorization: Bearer %s\\n" "$key" | '
+    'curl -fsS -m 30 -X "$2" -H @- -H "Content-Type: application/json" --data "$3" "$1"; else '
+    'wget -q -T 30 -O - --method="$2" --header="Authorization: Bearer $key" '
+    '--header="Content-Type: application/json" --body-data="$3" "$1"; fi; }',
+    'act() { case "$action" in '
+    'runpod) send "$api/pods/$(ident RUNPOD_POD_ID)/stop" POST "" "$(ident RUNPOD_API_KEY)" ;; '
+    'vast) send "$api/instances/$(ident CONTAINER_ID)/" PUT \'{"state":"stopped"}\' "$(ident CONTAINER_API_KEY)" ;; '
+    'shutdown) shutdown -h now || poweroff ;; *) return 1 ;; esac; }',
+    # busy: a job queued or running; mark: what changes when the runtime served something
+    'probe() { busy=0; case "$runtime" in '
+    'comfyui) q=$(get "$rt/queue" | tr -d " \\n\\t\\r"); case "$q" in ""|*\'"queue_running":[]\'*) ;; *) busy=1 ;; '
+    'esac; case "$q" in *\'"queue_pending":[]\'*|"") ;; *) busy=1 ;; esac; mark=$(get "$rt/history" | cksum) ;; '
+    'openai) m=$(get "$rt/metrics"); n=$(printf "%s\\n" "$m" | awk \'/^vllm:num_requests_(running|waiting)/ '
+    '{s+=$NF} END {printf "%d", s}\'); [ "${n:-0}" -gt 0 ] && busy=1; '
+    'mark=$(printf "%s\\n" "$m" | grep "^vllm:request_success_total" | cksum) ;; '
+    '*) mark= ;; esac; }',
+    'secs() { awk -v a="$1" -v b="$2" \'BEGIN {printf "%d", a * b}\'; }',
+    'idle_s=; [ -n "$idle_minutes" ] && idle_s=$(secs "$idle_minutes" "$minute")',
+    'per() { awk -v a="$1" -v b="$2" \'BEGIN {printf "%d", a / b}\'; }',
+    'max_end=; [ -n "$max_hours" ] && max_end=$((launch + $(secs "$max_hours" "$(secs 60 "$minute")")))',
+    'iso() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u +%Y-%m-%dT%H:%M:%SZ; }',
+    'last=$(date +%s); probe; prev=$mark; tries=0',
+    "while :; do",
+    '  now=$(date +%s); echo "$now" > "$g/heartbeat"; probe',
+    '  if [ "$busy" = 1 ] || [ "$mark" != "$prev" ]; then last=$now; prev=$mark; fi',
+    '  idle=$((now - last)); why=',
+    '  if [ -n "$deadline_end" ] && [ "$now" -ge "$deadline_end" ]; then why="deadline $deadline"',
+    '  elif [ -n "$max_end" ] && [ "$now" -ge "$max_end" ]; then why="max_hours $max_hours h"',
+    '  elif [ -n "$idle_s" ] && [ "$idle" -ge "$idle_s" ]; then why="idle $(per "$idle" "$minute") min"; fi',
+    '  if [ -n "$why" ]; then',
+    '    if [ "$tries" = 0 ]; then printf "GH-GUARD stop at=%s; why=%s; evidence=runtime %s, queue empty, no new '
+    'activity since %s (%s s); rule idle %s min, max %s h, deadline %s\\n" "$(iso "$now")" "$why" "${runtime:-none}" '
+    '"$(iso "$last")" "$idle" "${idle_minutes:--}" "${max_hours:--}" "${deadline:--}" >> "$g/guard.log"; fi',
+    '    tries=$((tries + 1))',
+    '    if act >/dev/null 2>&1; then echo "GH-GUARD stopped at=$(iso "$(date +%s)")" >> "$g/guard.log"; exit 0; fi',
+    '    echo "GH-GUARD stop call failed (try $tries) at=$(iso "$(date +%s)")" >> "$g/guard.log"',
+    "  fi",
+    '  sleep "$poll_s"',
+    "done",
+)
+
+#: the configure script's part: write guard.sh and the rule, stop an older guard, check, start detached.
+_INSTALL: Final[tuple[LiteralString, ...]] = (
+    'g="$PWD/.gh-guard"; mkdir -p "$g"',  # configure runs in the workspace; the guard gets an absolute path
+    'if [ -f "$g/pid" ]; then kill "$(cat "$g/pid")" 2>/dev/null || true; rm -f "$g/pid"; fi',
+    'printf "%s\\n" "$guard_code" > "$g/guard.sh"; printf "%s" "$guard_rule" > "$g/rule"',
+    'if why=$(sh "$g/guard.sh" "$g" check); then',
+    '  if command -v setsid >/dev/null 2>&1; then setsid nohup sh "$g/guard.sh" "$g" >> "$g/guard.out" 2>&1 '
+    '< /dev/null &',
+    '  else nohup sh "$g/guard.sh" "$g" >> "$g/guard.out" 2>&1 < /dev/null & fi',
+    '  echo "GH-GUARD armed: pid $! ($guard_words; checks every $guard_poll s)"',
+    'else echo "$why"; rm -f "$g/rule"; fi',
+)
+
+
+def install_guard(script: ShellScript, plan: GuardPlan, words: str) -> ShellScript:
+    """Add the guard's installation to a configure script (its workspace is "$ws")."""
+    script.let("guard_code", "\n".join(GUARD)).let("guard_rule", plan.rule_text())
+    script.let("guard_words", words).let("guard_poll", _number(plan.poll_s))
+    return script.code(*_INSTALL)
