@@ -18,6 +18,7 @@ from gpuharness.health import rules
 from gpuharness.probe import facts as facts_module
 from gpuharness.probe import framing, legacy, probing
 from gpuharness.probe.framing import Frame
+from gpuharness.probe.script import sections_in
 from gpuharness.remote.local import LocalRemote
 
 NONCE = "0123456789abcdef0123456789abcdef"
@@ -198,7 +199,7 @@ def tampered_fixture(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "fixtures" / "health" / "cassettes", cassettes)
     path = cassettes / "ssh" / "dep_comfy_ok.json"
     document = json.loads(path.read_text())
-    frames = framing.read(document["stdout"], document["nonce"], probe.SECTION_NAMES)
+    frames = framing.read(document["stdout"], document["nonce"], sections_in(document["probe_version"]))
     assert frames.done
     twice = [*frames.frames.values(), Frame("log", 0, b"all good\n")]
     document["stdout"] = framing.encode(document["nonce"], twice, done=True)

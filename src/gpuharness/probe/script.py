@@ -12,10 +12,11 @@ from typing import Final, final
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.gpu import nvidia_smi
 from gpuharness.probe import framing
+from gpuharness.probe.guard_state import guard_section
 from gpuharness.remote.script import ShellScript
 
-#: 5: sections framed under a nonce (v1-v4 marked them with `@@gpuharness` lines: probe.legacy)
-PROBE_VERSION: Final = 5
+#: 5: sections framed under a nonce (v1-v4 marked them with `@@gpuharness` lines: probe.legacy); 6: the guard
+PROBE_VERSION: Final = 6
 #: the bytes of the log's tail the probe sends (its last 200 lines, cut to their last bytes)
 LOG_TAIL_BYTES: Final = 256 * 1024
 #: settings that name a path a command reads (never to be taken for an option)
@@ -225,9 +226,16 @@ def _torch(targets: ProbeTargets) -> ProbeSection:
 
 #: The probe's sections, in the order they run.
 SECTIONS: Final[tuple[SectionBuilder, ...]] = (_gpus, _header, _apps, _disk, _process, _ports, _log, _progress,
-                                               _interpreter, _torch)
+                                               _interpreter, _torch, guard_section)
 #: Their names: the frames a finished probe of SECTIONS holds.
 SECTION_NAMES: Final = tuple(section(ProbeTargets()).name for section in SECTIONS)
+#: the probe version that added a section (those not named here: v5 or earlier)
+ADDED_IN: Final = {"guard": 6}
+
+
+def sections_in(version: int) -> tuple[str, ...]:
+    """The sections a probe of that version ran (a recorded transcript is read with these)."""
+    return tuple(name for name in SECTION_NAMES if ADDED_IN.get(name, 0) <= version)
 
 
 @final
