@@ -19,7 +19,7 @@ def test_a_killed_guard_fails_the_check_and_keeps_the_deployment_from_ready(pyte
     world.hosts["dep_killed"].arm_fault("guard_killed")
     line = failed_line(run_checks(pytester, world), "dep_killed")
     assert "bills $0.4/h with the shutdown rule 'idle 30 min' but no guard runs on the host" in line, line
-    assert "dead" in line and "gpuharness configure dep_killed" in line, line
+    assert "dead" in line and "gpuharness guard dep_killed" in line, line
     deployment = world.deployment("dep_killed")
     assert deployment["status"] == "health-checking" and deployment["health"]["status"] == "failed"
     assert "shutdown_guard_armed" in deployment["health"]["failed_checks"]

@@ -447,6 +447,6 @@ def shutdown_guard_armed(probe: ProbeResult, deployment: Deployment) -> Verdict:
         return passed(f"the guard runs ({guard.words()}) and carries out: {rule.words()}")
     last = f"; its log's last line: {guard.last_line}" if guard.last_line else ""
     return failed("guard_not_running", f"{deployment.id} bills ${deployment.cost_hr:g}/h with the shutdown rule "
-                  f"'{rule.words()}' but no guard runs on the host ({guard.words()}){last}: run `gpuharness configure "
-                  f"{deployment.id}` again to restart it (where the provider places no in-pod stop, set guard_action "
-                  "\"shutdown\" in providers.json), and schedule `gpuharness reap --apply` as the second line")
+                  f"'{rule.words()}' but no guard runs on the host ({guard.words()}){last}: re-arm it with `gpuharness "
+                  f"guard {deployment.id}` (where the provider places no in-pod stop, set guard_action \"shutdown\" "
+                  "in providers.json first), and schedule `gpuharness reap --apply` as the second line")
