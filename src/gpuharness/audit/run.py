@@ -531,7 +531,8 @@ def _history(run: AuditRun) -> dict[str, list[str]]:
 def unguarded(run: AuditRun, d: Deployment) -> None:
     """shutdown:guard: its last probe saw no running guard (the health record's shutdown_guard_armed failed)."""
     health = d.health or {}
-    checks = health.get("checks") if isinstance(health.get("checks"), dict) else {}
+    found = health.get("checks")
+    checks: dict[str, Any] = found if isinstance(found, dict) else {}
     failed = "shutdown_guard_armed" in (health.get("failed_checks") or []) or (
         checks.get("shutdown_guard_armed") == "failed")
     if not (d.shutdown_rule and d.shutdown_rule.to_json()):
