@@ -4,10 +4,15 @@ connected it stops the pod through the provider's in-pod route when its rule say
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 import pytest
 
+from gpuharness.core.billing import billed_intervals
+from gpuharness.core.clock import parse_ts
+from gpuharness.core.journal import read_journal
 from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
+from gpuharness.operations.guard_stop import GUARD_STOP
 from gpuharness.operations.install import configure, install
 from gpuharness.operations.provision import ProvisionRequest, provision
 
@@ -54,3 +59,31 @@ def test_an_idle_pod_stops_itself_through_its_in_pod_route(lab, provider):
     wait_stopped(lab, dep)
     log = (lab.host_of(dep.id).workspace / ".gh-guard" / "guard.log").read_text()
     assert "why=idle 1 min" in log or "why=idle" in log, log
+
+
+def test_the_by_hand_flow_with_idle_minutes_1_stops_the_pod_and_status_refresh_says_why(lab):
+    dep_id = "dep_idle_01"
+    # provisioned in process (the estate tells it the simulated host's route), then the README's commands
+    provision(lab.ctx, ProvisionRequest(provider="vast", gpu="RTX 4090", image="comfy:1", cost_hr=0.4,
+                                        runtime="comfyui", model=MODEL, workflow=WORKFLOW, idle_minutes=1,
+                                        deployment_id=dep_id),
+              up_deadline_s=30, poll_s=0.1)
+    for args in (("install", dep_id), ("configure", dep_id, "--guard-poll-s", "0.2")):
+        done = lab.cli(*args)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert "GH-GUARD armed" in done.stdout + done.stderr or "armed" in done.stderr, done.stdout + done.stderr
+    dep = lab.registry.deployment(dep_id)
+    wait_stopped(lab, dep)  # no gpuharness process runs from here on: the pod stopped itself
+    refreshed = lab.cli("status", "--refresh")
+    assert f"{dep_id} -> stopped: stopped by its guard: idle 1 min" in refreshed.stdout, refreshed.stdout
+    assert lab.registry.deployment(dep_id).status == "stopped"
+    shown = lab.cli("status")
+    assert "stopped by its guard: idle 1 min" in shown.stdout, shown.stdout
+    # the journal holds the guard's stop as the verified stop, at the moment the guard made it
+    [stop] = [e for e in read_journal(lab.registry.journal_path) if e["deployment"] == dep_id
+              and isinstance(e.get("marker"), dict) and e["marker"].get("event") == GUARD_STOP]
+    assert stop["to"] == "stopped" and stop["note"] == "stopped by its guard: idle 1 min"
+    [*_, last] = [i for i in billed_intervals([lab.registry.deployment(dep_id)],
+                                              read_journal(lab.registry.journal_path), now=datetime.now(UTC))[dep_id]
+                  if i.kind == "instance"]
+    assert last.end == parse_ts(stop["marker"]["stopped_at"]) < parse_ts(stop["ts"])

@@ -18,7 +18,11 @@ from dataclasses import dataclass
 from typing import Any, Final, LiteralString, final
 
 from gpuharness.core.clock import parse_ts
-from gpuharness.core.deployment import Deployment
+from gpuharness.core.deployment import LIVE, Deployment
+from gpuharness.core.errors import UserError
+from gpuharness.operations.context import Context
+from gpuharness.remote import RemoteError
+from gpuharness.remote.lines import lines_of
 from gpuharness.remote.script import ShellScript
 
 GUARD_DIR: Final = ".gh-guard"
@@ -172,3 +176,33 @@ def install_guard(script: ShellScript, plan: GuardPlan, words: str) -> ShellScri
     script.let("guard_code", "\n".join(GUARD)).let("guard_rule", plan.rule_text())
     script.let("guard_words", words).let("guard_poll", _number(plan.poll_s))
     return script.code(*_INSTALL)
+
+
+def arm(ctx: Context, deployment_id: str, *, poll_s: float = DEFAULT_POLL_S, deadline_s: float = 120.0) -> list[str]:
+    """(Re-)arm a live deployment's guard in one exec: the old one stopped, the rule written, the loop started.
+    Its GH-GUARD lines (armed, or refused and why)."""
+    deployment = ctx.registry.deployment(deployment_id)
+    if deployment.ssh_route is None or deployment.status not in LIVE:
+        raise UserError(f"{deployment_id} is {deployment.status} with no SSH route: no host to arm a guard on",
+                        place=deployment_id, hint="a guard runs on a live pod reached over SSH")
+    plan = guard_plan(deployment, ctx.registry.provider(deployment.provider), poll_s=poll_s)
+    if plan is None or not plan.armed:
+        raise UserError(plan.warning if plan is not None and plan.warning else
+                        f"{deployment_id} has no shutdown rule: nothing for a guard to carry out",
+                        place=deployment_id, hint="give it idle_minutes, max_hours or a deadline in deployments.json")
+    rule = deployment.shutdown_rule.words() if deployment.shutdown_rule else ""
+    script = ShellScript(workspace=deployment.workspace).code('mkdir -p "$ws" && cd "$ws" || exit 10')
+    install_guard(script, plan, rule)
+    remote = ctx.remotes(deployment)
+    try:
+        result = remote.exec(script.text(), deadline_s=deadline_s)
+    except RemoteError as exc:
+        raise UserError(f"could not reach {deployment_id}: {exc}", place=deployment_id,
+                        hint="check the host, then `gpuharness guard` again; reap --apply is the second line") from exc
+    finally:
+        remote.close()
+    lines = [line for line in lines_of(result.stdout) if line.startswith("GH-GUARD")]
+    if not lines or result.exit_status != 0:
+        raise UserError(f"the guard of {deployment_id} was not armed (exit {result.exit_status})",
+                        place=deployment_id, hint=(result.stderr.strip().splitlines() or ["see the host"])[-1])
+    return lines
