@@ -3,6 +3,7 @@ connected it stops the pod through the provider's in-pod route when its rule say
 
 from __future__ import annotations
 
+import subprocess
 import time
 from datetime import UTC, datetime
 
@@ -10,8 +11,10 @@ import pytest
 
 from gpuharness.core.billing import billed_intervals
 from gpuharness.core.clock import parse_ts
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.journal import read_journal
 from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
+from gpuharness.operations.guard import guard_plan
 from gpuharness.operations.guard_stop import GUARD_STOP
 from gpuharness.operations.install import configure, install
 from gpuharness.operations.provision import ProvisionRequest, provision
@@ -87,3 +90,50 @@ def test_the_by_hand_flow_with_idle_minutes_1_stops_the_pod_and_status_refresh_s
                                               read_journal(lab.registry.journal_path), now=datetime.now(UTC))[dep_id]
                   if i.kind == "instance"]
     assert last.end == parse_ts(stop["marker"]["stopped_at"]) < parse_ts(stop["ts"])
+
+
+def test_max_hours_stops_the_pod_even_while_it_is_not_idle_long(lab):
+    dep = launched(lab, "dep_maxh_01", max_hours=0.05)  # 3 guard minutes: 3 s here
+    wait_stopped(lab, dep)
+    refreshed = lab.cli("status", "--refresh")
+    assert "dep_maxh_01 -> stopped: stopped by its guard: max_hours 0.05 h" in refreshed.stdout, refreshed.stdout
+
+
+def sandbox_configure(tmp_path, plan, env):
+    from gpuharness.operations.install import configure_script
+
+    script = configure_script("ws", None, plan, "idle 1 min")
+    done = subprocess.run(["/bin/sh", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env})
+    return done.stdout
+
+
+def test_a_pod_without_its_provider_identity_gets_no_guard_and_configure_says_why(tmp_path):
+    record = Deployment.from_json({"id": "dep_x", "provider": "vast", "status": "configuring", "cost_hr": 0.4,
+                                   "created_at": "2026-12-05T08:00:00Z", "shutdown_rule": {"idle_minutes": 5}})
+    plan = guard_plan(record, {"kind": "vast"})
+    out = sandbox_configure(tmp_path, plan, {})  # no CONTAINER_ID, no CONTAINER_API_KEY: nothing placed
+    assert "GH-GUARD refused: the pod holds no CONTAINER_ID" in out and "operator key never goes there" in out
+    assert not (tmp_path / "ws" / ".gh-guard" / "pid").exists()
+    assert "GH-DONE configure" in out
+
+
+def test_a_provider_without_an_in_pod_stop_gets_the_configured_action_or_a_warning():
+    record = Deployment.from_json({"id": "dep_m", "provider": "massed", "status": "configuring", "cost_hr": 0.6,
+                                   "created_at": "2026-12-05T08:00:00Z", "shutdown_rule": {"max_hours": 2}})
+    plan = guard_plan(record, {"kind": "massed"})
+    assert plan is not None and plan.action is None
+    assert "massed places no in-pod stop" in (plan.warning or "") and "reap --apply" in (plan.warning or "")
+    shutdown = guard_plan(record, {"kind": "massed", "guard_action": "shutdown"})
+    assert shutdown is not None and shutdown.action == "shutdown" and shutdown.warning is None
+    assert guard_plan(Deployment.from_json({**record.to_json(), "shutdown_rule": None}), {"kind": "vast"}) is None
+
+
+def test_the_rule_reaches_the_pod_only_as_quoted_values():
+    record = Deployment.from_json({"id": "dep_q", "provider": "runpod", "status": "configuring", "cost_hr": 0.4,
+                                   "created_at": "2026-12-05T08:00:00Z", "runtime": "comfyui", "service_port": 8188,
+                                   "shutdown_rule": {"idle_minutes": 5, "deadline": "2026-12-06T00:00:00Z"}})
+    text = guard_plan(record, {"kind": "runpod"}).rule_text()
+    assert "action=runpod\n" in text and "deadline=2026-12-06T00:00:00Z\n" in text
+    assert "api_default=https://rest.runpod.io/v1\n" in text and "launch=1796457600\n" in text
+    assert "deadline_end=1796515200\n" in text
