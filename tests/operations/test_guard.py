@@ -134,6 +134,6 @@ def test_the_rule_reaches_the_pod_only_as_quoted_values():
                                    "created_at": "2026-12-05T08:00:00Z", "runtime": "comfyui", "service_port": 8188,
                                    "shutdown_rule": {"idle_minutes": 5, "deadline": "2026-12-06T00:00:00Z"}})
     text = guard_plan(record, {"kind": "runpod"}).rule_text()
-    assert "action=runpod\n" in text and "deadline=2026-12-06T00:00:00Z\n" in text
+    assert "action=api\n" in text and "path=/pods/%s/stop\n" in text and "deadline=2026-12-06T00:00:00Z\n" in text
     assert "api_default=https://rest.runpod.io/v1\n" in text and "launch=1796457600\n" in text
     assert "deadline_end=1796515200\n" in text

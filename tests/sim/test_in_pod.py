@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from gpuharness.sim import in_pod
+from gpuharness.sim import in_pod, wires
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def pods(sim, provider, count=2):
 
 def test_a_runpod_pod_key_stops_its_own_pod_only(sim):
     mine, other = pods(sim, "runpod")
-    env = in_pod.identity(sim.base_url, mine)
+    env = in_pod.identity(sim.base_url, mine, wires.provider("runpod").in_pod)
     assert env["RUNPOD_POD_ID"] == mine.id and env["GPUHARNESS_GUARD_API"] == sim.url("runpod") + "/v1"
     key = {"Authorization": f"Bearer {env['RUNPOD_API_KEY']}"}
     assert httpx.post(f"{env['GPUHARNESS_GUARD_API']}/pods/{other.id}/stop", headers=key).status_code == 401
@@ -34,7 +34,7 @@ def test_a_runpod_pod_key_stops_its_own_pod_only(sim):
 
 def test_a_vast_instance_key_only_stops_its_instance(sim):
     mine, other = pods(sim, "vast")
-    env = in_pod.identity(sim.base_url, mine)
+    env = in_pod.identity(sim.base_url, mine, wires.provider("vast").in_pod)
     key = {"Authorization": f"Bearer {env['CONTAINER_API_KEY']}"}
     base = env["GPUHARNESS_GUARD_API"]
     assert httpx.put(f"{base}/instances/{other.id}/", headers=key, json={"state": "stopped"}).status_code == 401

@@ -2,11 +2,11 @@
 (idle minutes, max hours, deadline) stops the pod even when no gpuharness process is connected.
 
 It needs no Python and no package on the host (curl or wget, whichever exists), runs detached (setsid/nohup),
-and stops the pod only through what the provider itself places in it: RunPod's pod id and pod-scoped key
-(`RUNPOD_POD_ID`, `RUNPOD_API_KEY` -> `POST /pods/{id}/stop`), Vast.ai's instance id and instance-scoped key
-(`CONTAINER_ID`, `CONTAINER_API_KEY` -> `PUT /instances/{id}/ {"state":"stopped"}`). The operator's key never goes
-onto the pod. Owned hosts and Massed Compute have no in-pod stop: there the provider entry's `guard_action`
-("shutdown": `shutdown -h now`) is the action, else there is no guard and configure says so in one line.
+and stops the pod only through what the provider itself places in it, as its adapter declares
+(Capabilities.in_pod_stop: the instance's id and an instance-scoped key in the pod's environment, and the call
+that stops it). The operator's key never goes onto the pod. A provider without an in-pod stop gets the provider
+entry's `guard_action` ("shutdown": `shutdown -h now`), else no guard, and configure says so in one line. What
+counts as activity is the runtime's own (core.runtimes idle_probe).
 
 Everything lives under <workspace>/.gh-guard: guard.sh (the project's own code), rule (the values, each one quoted
 by the one remote-script builder), pid, heartbeat, and guard.log, whose last line says why it stopped the pod.
@@ -20,29 +20,27 @@ from typing import Any, Final, LiteralString, final
 from gpuharness.core.clock import parse_ts
 from gpuharness.core.deployment import LIVE, Deployment
 from gpuharness.core.errors import UserError
+from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.operations.context import Context
+from gpuharness.providers.base import ADAPTERS, InPodStop
+from gpuharness.providers.factory import capabilities_of
 from gpuharness.remote import RemoteError
 from gpuharness.remote.lines import lines_of
 from gpuharness.remote.script import ShellScript
 
 GUARD_DIR: Final = ".gh-guard"
-#: the provider kinds with an in-pod stop, and where their API answers (the pod may name another base in
-#: GPUHARNESS_GUARD_API: the simulator places its own there)
-API_BASE: Final = {"runpod": "https://rest.runpod.io/v1", "vast": "https://console.vast.ai/api/v0"}
-#: what each provider places in the pod for its in-pod stop: (instance id variable, instance-scoped key variable)
-IN_POD: Final = {"runpod": ("RUNPOD_POD_ID", "RUNPOD_API_KEY"), "vast": ("CONTAINER_ID", "CONTAINER_API_KEY")}
-ACTIONS: Final = ("runpod", "vast", "shutdown")
+#: the pod's environment may name another API base for the in-pod stop (the simulator places its own there)
+API_ENV: Final = "GPUHARNESS_GUARD_API"
 DEFAULT_POLL_S: Final = 30.0
-#: the runtimes whose activity the guard reads from their own routes on 127.0.0.1
-WATCHED: Final = ("comfyui", "openai")
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class GuardPlan:
-    """What configure installs: the stop action and the rule's values (epochs in seconds)."""
+    """What configure installs: the stop (`api`: the provider's in-pod call, `shutdown`, None: no guard), the
+    rule's values, and the runtime whose routes the guard reads."""
 
-    action: str | None  # runpod | vast | shutdown | None (no guard)
+    action: str | None
     idle_minutes: float | None
     max_hours: float | None
     deadline: str | None
@@ -50,6 +48,7 @@ class GuardPlan:
     runtime: str
     port: int | None
     poll_s: float
+    stop: InPodStop | None = None
     warning: str | None = None
 
     @property
@@ -59,14 +58,22 @@ class GuardPlan:
     def rule_text(self) -> str:
         """The rule file: one quoted assignment per value, sourced by guard.sh."""
         deadline = int(parse_ts(self.deadline).timestamp()) if self.deadline else ""
+        stop = self.stop
         rule = ShellScript(header=())
         for name, value in (("action", self.action), ("idle_minutes", _number(self.idle_minutes)),
                             ("max_hours", _number(self.max_hours)), ("deadline", self.deadline or ""),
                             ("deadline_end", deadline), ("launch", self.launch_epoch),
                             ("runtime", self.runtime), ("port", self.port or ""), ("poll_s", _number(self.poll_s)),
-                            ("api_default", API_BASE.get(self.action or "", ""))):
+                            ("id_env", stop.id_env if stop else ""), ("key_env", stop.key_env if stop else ""),
+                            ("method", stop.method if stop else ""), ("path", stop.path if stop else ""),
+                            ("body", stop.body if stop else ""), ("api_default", stop.api_base if stop else "")):
             rule.let(name, value)
         return rule.text()
+
+    def code(self) -> str:
+        """guard.sh: its head, the runtime's own look at its service (core.runtimes idle_probe), its loop."""
+        probe = RUNTIMES[self.runtime].idle_probe if self.runtime in RUNTIMES else ()
+        return "\n".join((*_HEAD, "probe() {", "  busy=0; mark=", *("  " + line for line in probe), "}", *_LOOP))
 
 
 def _number(value: float | None) -> str:
@@ -79,23 +86,23 @@ def guard_plan(deployment: Deployment, provider: dict[str, Any], *, poll_s: floa
     rule = deployment.shutdown_rule
     if rule is None or (rule.idle_minutes is None and rule.max_hours is None and rule.deadline is None):
         return None
-    kind = str(provider.get("kind") or deployment.provider)
-    action: str | None = kind if kind in IN_POD else None
+    stop = capabilities_of(provider).in_pod_stop if provider.get("kind") in ADAPTERS else None
+    action: str | None = "api" if stop is not None else None
     warning = None
     if action is None:
         if provider.get("guard_action") == "shutdown":
             action = "shutdown"
         else:
-            warning = (f"no guard on {deployment.id}: {kind} places no in-pod stop and providers.json gives no "
-                       f"guard_action \"shutdown\"; only `gpuharness reap --apply` carries out its shutdown rule")
+            warning = (f"no guard on {deployment.id}: {provider.get('kind')} places no in-pod stop and providers.json "
+                       f"gives no guard_action \"shutdown\"; only `gpuharness reap --apply` carries out its shutdown "
+                       "rule")
     launch = int(parse_ts(deployment.created_at).timestamp()) if deployment.created_at else 0
-    runtime = deployment.runtime if deployment.runtime in WATCHED else ""
-    return GuardPlan(action, rule.idle_minutes, rule.max_hours, rule.deadline, launch, str(runtime or ""),
-                     deployment.service_port, poll_s, warning)
+    return GuardPlan(action, rule.idle_minutes, rule.max_hours, rule.deadline, launch, deployment.runtime or "",
+                     deployment.service_port, poll_s, stop, warning)
 
 
-#: guard.sh: reads its values from "$g/rule" only; `check` says whether the pod holds what its action needs.
-GUARD: Final[tuple[LiteralString, ...]] = (
+#: guard.sh's head: reads its values from "$g/rule" only; `check` says whether the pod holds what its stop needs.
+_HEAD: Final[tuple[LiteralString, ...]] = (
     "set -u",
     'g=$1; mode=${2:-run}',
     '. "$g/rule" || exit 3',
@@ -105,38 +112,32 @@ GUARD: Final[tuple[LiteralString, ...]] = (
     # what the provider placed in the pod: this shell's environment, else the container's first process's
     'ident() { eval "v=\\${$1:-}"; if [ -z "$v" ] && [ -r /proc/1/environ ]; then '
     'v=$(tr "\\000" "\\n" < /proc/1/environ 2>/dev/null | sed -n "s/^$1=//p" | head -n 1); fi; printf "%s" "$v"; }',
-    'need() { case "$action" in runpod) set -- RUNPOD_POD_ID RUNPOD_API_KEY ;; vast) set -- CONTAINER_ID '
-    'CONTAINER_API_KEY ;; *) set -- ;; esac; for n in "$@"; do [ -n "$(ident "$n")" ] || { '
-    'printf "GH-GUARD refused: the pod holds no %s (the %s guard uses only what the provider places in the pod; '
-    'the operator key never goes there)\\n" "$n" "$action"; return 1; }; done; '
-    'if [ "$action" != shutdown ] && ! command -v curl >/dev/null 2>&1 && ! command -v wget >/dev/null 2>&1; '
+    'need() { [ "$action" = api ] || return 0; for n in "$id_env" "$key_env"; do [ -n "$(ident "$n")" ] || { '
+    'printf "GH-GUARD refused: the pod holds no %s (the guard uses only what the provider places in the pod; '
+    'the operator key never goes there)\\n" "$n"; return 1; }; done; '
+    'if ! command -v curl >/dev/null 2>&1 && ! command -v wget >/dev/null 2>&1; '
     'then echo "GH-GUARD refused: neither curl nor wget on the pod"; return 1; fi; return 0; }',
     'if [ "$mode" = check ]; then need; exit $?; fi',
     'echo $$ > "$g/pid"',
     'get() { if command -v curl >/dev/null 2>&1; then curl -fsS -m 10 "$1" 2>/dev/null; '
     'elif command -v wget >/dev/null 2>&1; then wget -q -T 10 -O - "$1" 2>/dev/null; else return 127; fi; }',
-    # URL METHOD BODY: the key goes to curl on its stdin, never on a command line
+    # URL METHOD BODY KEY: the key goes to curl on its stdin, never on a command line
     'send() { key=$4; if command -v curl >/dev/null 2>&1; then printf "Authorization: Bearer %s\\n" "$key" | '
     'curl -fsS -m 30 -X "$2" -H @- -H "Content-Type: application/json" --data "$3" "$1"; else '
     'wget -q -T 30 -O - --method="$2" --header="Authorization: Bearer $key" '
     '--header="Content-Type: application/json" --body-data="$3" "$1"; fi; }',
     'act() { case "$action" in '
-    'runpod) send "$api/pods/$(ident RUNPOD_POD_ID)/stop" POST "" "$(ident RUNPOD_API_KEY)" ;; '
-    'vast) send "$api/instances/$(ident CONTAINER_ID)/" PUT \'{"state":"stopped"}\' "$(ident CONTAINER_API_KEY)" ;; '
+    'api) send "$api$(printf "$path" "$(ident "$id_env")")" "$method" "$body" "$(ident "$key_env")" ;; '
     'shutdown) shutdown -h now || poweroff ;; *) return 1 ;; esac; }',
-    # busy: a job queued or running; mark: what changes when the runtime served something
-    'probe() { busy=0; case "$runtime" in '
-    'comfyui) q=$(get "$rt/queue" | tr -d " \\n\\t\\r"); case "$q" in ""|*\'"queue_running":[]\'*) ;; *) busy=1 ;; '
-    'esac; case "$q" in *\'"queue_pending":[]\'*|"") ;; *) busy=1 ;; esac; mark=$(get "$rt/history" | cksum) ;; '
-    'openai) m=$(get "$rt/metrics"); n=$(printf "%s\\n" "$m" | awk \'/^vllm:num_requests_(running|waiting)/ '
-    '{s+=$NF} END {printf "%d", s}\'); [ "${n:-0}" -gt 0 ] && busy=1; '
-    'mark=$(printf "%s\\n" "$m" | grep "^vllm:request_success_total" | cksum) ;; '
-    '*) mark= ;; esac; }',
     'secs() { awk -v a="$1" -v b="$2" \'BEGIN {printf "%d", a * b}\'; }',
-    'idle_s=; [ -n "$idle_minutes" ] && idle_s=$(secs "$idle_minutes" "$minute")',
     'per() { awk -v a="$1" -v b="$2" \'BEGIN {printf "%d", a / b}\'; }',
-    'max_end=; [ -n "$max_hours" ] && max_end=$((launch + $(secs "$max_hours" "$(secs 60 "$minute")")))',
     'iso() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u +%Y-%m-%dT%H:%M:%SZ; }',
+)
+
+#: guard.sh's loop: busy or a new activity mark resets the idle clock; the first rule that holds stops the pod.
+_LOOP: Final[tuple[LiteralString, ...]] = (
+    'idle_s=; [ -n "$idle_minutes" ] && idle_s=$(secs "$idle_minutes" "$minute")',
+    'max_end=; [ -n "$max_hours" ] && max_end=$((launch + $(secs "$max_hours" "$(secs 60 "$minute")")))',
     'last=$(date +%s); probe; prev=$mark; tries=0',
     "while :; do",
     '  now=$(date +%s); echo "$now" > "$g/heartbeat"; probe',
@@ -173,7 +174,7 @@ _INSTALL: Final[tuple[LiteralString, ...]] = (
 
 def install_guard(script: ShellScript, plan: GuardPlan, words: str) -> ShellScript:
     """Add the guard's installation to a configure script (its workspace is "$ws")."""
-    script.let("guard_code", "\n".join(GUARD)).let("guard_rule", plan.rule_text())
+    script.let("guard_code", plan.code()).let("guard_rule", plan.rule_text())
     script.let("guard_words", words).let("guard_poll", _number(plan.poll_s))
     return script.code(*_INSTALL)
 

@@ -5,29 +5,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, final
-
-if TYPE_CHECKING:
-    from gpuharness.probe.script import ProbeSection, ProbeTargets
+from typing import Any, Final, final
 
 #: where configure leaves the guard, under the workspace
 GUARD_DIR: Final = ".gh-guard"
 
-_LINES: Final = (
+#: the section's shell (it reads "$GH_WS", the workspace)
+GUARD_LINES: Final = (
     '_g="$GH_WS/.gh-guard"',
     'if [ -f "$_g/rule" ]; then printf \'rule loaded %s\\n\' "$(sed -n \'s/^poll_s=//p\' "$_g/rule" | tr -d "\'")"; '
     "else echo 'rule none'; fi",
-    'if [ -f "$_g/pid" ]; then _gp=$(cat "$_g/pid"); if [ -n "$_gp" ] && kill -0 "$_gp" 2>/dev/null; then '
-    "printf 'pid %s alive\\n' \"$_gp\"; else printf 'pid %s dead\\n' \"$_gp\"; fi; else echo 'pid none'; fi",
+    # alive: it answers kill -0, and where /proc tells, it is no zombie and still runs guard.sh (not a reused pid)
+    'if [ -f "$_g/pid" ]; then _gp=$(cat "$_g/pid"); _ga=dead; if [ -n "$_gp" ] && kill -0 "$_gp" 2>/dev/null; then '
+    '_ga=alive; if [ -r "/proc/$_gp/status" ]; then grep -q "^State:[[:space:]]*Z" "/proc/$_gp/status" && _ga=dead; '
+    'tr "\\000" " " < "/proc/$_gp/cmdline" 2>/dev/null | grep -q guard.sh || _ga=dead; fi; fi; '
+    "printf 'pid %s %s\\n' \"$_gp\" \"$_ga\"; else echo 'pid none'; fi",
     'if [ -f "$_g/heartbeat" ]; then printf \'heartbeat %s %s\\n\' "$(cat "$_g/heartbeat")" "$(date +%s)"; fi',
     'if [ -f "$_g/guard.log" ]; then printf \'last %s\\n\' "$(tail -n 1 "$_g/guard.log")"; fi',
 )
-
-
-def guard_section(targets: ProbeTargets) -> ProbeSection:
-    from gpuharness.probe.script import ProbeSection
-
-    return ProbeSection("guard", _LINES, settings=(("GH_WS", targets.workspace),))
 
 
 @final

@@ -12,7 +12,7 @@ from typing import Final, final
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.gpu import nvidia_smi
 from gpuharness.probe import framing
-from gpuharness.probe.guard_state import guard_section
+from gpuharness.probe.guard_state import GUARD_LINES
 from gpuharness.remote.script import ShellScript
 
 #: 5: sections framed under a nonce (v1-v4 marked them with `@@gpuharness` lines: probe.legacy); 6: the guard
@@ -224,9 +224,13 @@ def _torch(targets: ProbeTargets) -> ProbeSection:
     ), settings=(("GH_SMOKE", TORCH_SMOKE),))
 
 
+def _guard(targets: ProbeTargets) -> ProbeSection:
+    return ProbeSection("guard", GUARD_LINES, settings=(("GH_WS", targets.workspace),))
+
+
 #: The probe's sections, in the order they run.
 SECTIONS: Final[tuple[SectionBuilder, ...]] = (_gpus, _header, _apps, _disk, _process, _ports, _log, _progress,
-                                               _interpreter, _torch, guard_section)
+                                               _interpreter, _torch, _guard)
 #: Their names: the frames a finished probe of SECTIONS holds.
 SECTION_NAMES: Final = tuple(section(ProbeTargets()).name for section in SECTIONS)
 #: the probe version that added a section (those not named here: v5 or earlier)

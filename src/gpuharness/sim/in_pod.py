@@ -1,10 +1,8 @@
 """What a simulated provider places in its pods for their own use, and the in-pod stop it honours with it.
 
-RunPod places the pod's id and a pod-scoped key (`RUNPOD_POD_ID`, `RUNPOD_API_KEY`), which stop that pod through
-`POST /v1/pods/{id}/stop`; Vast.ai places the instance id and an instance-scoped key (`CONTAINER_ID`,
-`CONTAINER_API_KEY`), which stop it through `PUT /api/v0/instances/{id}/ {"state":"stopped"}`. A pod key acts on its
-own pod only, and only to stop it: anything else it asks is refused as the provider refuses a bad key.
-`GPUHARNESS_GUARD_API` tells the pod's guard where this simulator answers for its provider.
+A provider's wire declares it (routing.InPodWire): the variables that hold the pod's id and a key scoped to that
+pod, and the one request that key may make: its own pod's stop. Anything else asked with a pod key is refused as
+the provider refuses a bad key. `GPUHARNESS_GUARD_API` tells the pod's guard where this simulator answers.
 
 A pod stopped from inside keeps its simulated host (its disk, and the SSH server that reads it) so the guard's log
 stays readable to `status --refresh`; its service and the GPU's billing stop with it.
@@ -19,28 +17,30 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from gpuharness.sim.routing import ProviderWire, Route, SimRequest, SimResponse, json_response
+from gpuharness.sim.routing import InPodWire, ProviderWire, Route, SimRequest, SimResponse
 
 if TYPE_CHECKING:
     from gpuharness.sim.state import SimInstance, SimState
 
-IDENTITY: Final = {"runpod": ("RUNPOD_POD_ID", "RUNPOD_API_KEY", "/runpod/v1"),
-                   "vast": ("CONTAINER_ID", "CONTAINER_API_KEY", "/vast/api/v0")}
-#: the route each provider's pod key may call, on its own pod
-STOP_ROUTES: Final = {"runpod": "POST /runpod/v1/pods/{id}/stop", "vast": "PUT /vast/api/v0/instances/{id}/"}
 KEY: Final = "pod_key"
 GUARD_PID: Final = ".gh-guard/pid"
 #: seconds in the guard's minute (60 unless a test shortens it, so that idle minutes pass in seconds)
 MINUTE: Final = "GPUHARNESS_GUARD_MINUTE_S"
 
 
-def identity(base_url: str, instance: SimInstance) -> dict[str, str]:
-    """The environment the provider places in this pod (empty where it places nothing: Massed Compute)."""
-    names = IDENTITY.get(instance.provider)
-    if names is None:
+def identity(base_url: str, instance: SimInstance, wire: InPodWire | None) -> dict[str, str]:
+    """The environment the provider places in this pod (empty where it places nothing)."""
+    if wire is None:
         return {}
-    key = instance.extra.setdefault(KEY, f"pod-{instance.provider}-{secrets.token_hex(16)}")
-    return {names[0]: instance.id, names[1]: str(key), "GPUHARNESS_GUARD_API": base_url + names[2]}
+    key = instance.extra.setdefault(KEY, f"pod-{secrets.token_hex(16)}")
+    return {wire.id_env: instance.id, wire.key_env: str(key), "GPUHARNESS_GUARD_API": base_url + wire.base}
+
+
+def placed(instance: SimInstance, host: Any, base_url: str, wire: InPodWire | None) -> None:
+    """Give a new host its pod's identity."""
+    place = getattr(host, "place_in_pod", None)
+    if place is not None:
+        place(identity(base_url, instance, wire))
 
 
 def guard_env(runtime_url: str | None) -> dict[str, str]:
@@ -63,19 +63,15 @@ def pod_of(state: SimState, token: str | None) -> SimInstance | None:
 
 def answer(state: SimState, wire: ProviderWire, route: Route, req: SimRequest, pod: SimInstance) -> SimResponse:
     """A request made with a pod's own key: its own stop, or the provider's refusal of the key."""
-    body = req.body if isinstance(req.body, dict) else {}
-    allowed = (wire.provider == pod.provider and route.key == STOP_ROUTES.get(pod.provider)
-               and req.match.get("id") == pod.id and (pod.provider != "vast" or body == {"state": "stopped"}))
-    if not allowed:
+    own = wire.in_pod
+    allowed = (own is not None and wire.provider == pod.provider and route.key == own.route
+               and req.match.get("id") == pod.id and (own.body is None or req.body == own.body))
+    if not allowed or own is None:
         return wire.unauthorized()
     with state.lock:
         if pod.status == "running":
             stop_from_inside(state, pod)
-    if pod.provider == "vast":
-        return json_response(200, {"success": True})
-    from gpuharness.sim.providers_runpod import render
-
-    return json_response(200, render(pod, state))
+    return own.stopped(pod, state)
 
 
 def stop_from_inside(state: SimState, pod: SimInstance) -> None:
@@ -96,22 +92,3 @@ def kill_guard(workspace: Path) -> None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         if b"guard.sh" in cmdline:
             os.kill(pid, signal.SIGKILL)
-
-
-def runpod_stop(req: SimRequest, state: SimState) -> SimResponse:
-    """POST /v1/pods/{id}/stop with the operator's key (the REST v1 route runpodctl calls)."""
-    from gpuharness.sim.providers_runpod import problem, render
-
-    pod = state.get("runpod", req.match["id"])
-    if pod is None:
-        return problem(404, "Not Found", "pod not found")
-    if pod.status == "running":
-        state.stop(pod)
-    return json_response(200, render(pod, state))
-
-
-def placed(instance: SimInstance, host: Any, base_url: str) -> None:
-    """Give a new host its pod's identity."""
-    place = getattr(host, "place_in_pod", None)
-    if place is not None:
-        place(identity(base_url, instance))

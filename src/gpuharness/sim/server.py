@@ -16,7 +16,7 @@ from gpuharness.sim.control import bulk_create, control
 from gpuharness.sim.exchanges import RecordedRequest, RequestLog, kept_headers, kept_query
 from gpuharness.sim.faults import FaultPlan, parse_fault
 from gpuharness.sim.http_layer import SimHTTPServer
-from gpuharness.sim.routing import ProviderWire, Route, SimRequest, SimResponse, bearer, json_response
+from gpuharness.sim.routing import InPodWire, ProviderWire, Route, SimRequest, SimResponse, bearer, json_response
 from gpuharness.sim.state import HostFactory, SimState
 from gpuharness.sim.wires import wire_for
 
@@ -32,6 +32,11 @@ def require_loopback(host: str) -> None:
     if not loopback:
         raise UserError(f"refusing to serve the simulator on non-loopback host {host!r}", place="sim serve",
                         hint="use --host 127.0.0.1")
+
+
+def _in_pod_wire(provider: str) -> InPodWire | None:
+    wire = wires.provider(provider)
+    return wire.in_pod if wire is not None else None
 
 
 @final
@@ -52,7 +57,8 @@ class Simulator:
         #: provider -> the only key accepted; providers not named accept any non-empty key
         self.api_keys = dict(api_keys or {})
         self.host_factory = host_factory
-        self.state.in_pod = lambda instance, host: in_pod.placed(instance, host, self.base_url)
+        self.state.in_pod = lambda instance, host: in_pod.placed(instance, host, self.base_url,
+                                                                 _in_pod_wire(instance.provider))
         self.log = log
         self._server: SimHTTPServer | None = None
         self._thread: threading.Thread | None = None
