@@ -458,8 +458,9 @@ class SimHost:
         self.ssh_port = 0
         self.armed_faults: tuple[str, ...] = ()
         self._unfaulted: HostSpec | None = None
-        #: what the provider placed in the pod's environment (sim.in_pod)
+        #: what the provider placed in the pod's environment (sim.in_pod), and the guard's minute here (None: 60 s)
         self.pod_env: dict[str, str] = {}
+        self.guard_minute_s: float | None = None
 
     # --- lifecycle
     def start(self) -> SimHost:
@@ -704,7 +705,8 @@ class SimHost:
             time.sleep(self.spec.latency_s)
         system_python = self.root / "system" / "bin"
         env = {"PATH": f"{self.bin}:{system_python}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.root),
-               "GH_SANDBOX": str(self.root), "LANG": "C", **self.pod_env, **guard_env(self.endpoint)}
+               "GH_SANDBOX": str(self.root), "LANG": "C", **self.pod_env,
+               **guard_env(self.endpoint, self.guard_minute_s)}
         try:
             proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=self.root, env=env, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

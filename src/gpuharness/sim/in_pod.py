@@ -43,11 +43,12 @@ def placed(instance: SimInstance, host: Any, base_url: str, wire: InPodWire | No
         place(identity(base_url, instance, wire))
 
 
-def guard_env(runtime_url: str | None) -> dict[str, str]:
+def guard_env(runtime_url: str | None, minute_s: float | None = None) -> dict[str, str]:
     """Where a simulated host's runtime answers on loopback (its port is not the container's 8188 or 8000), and the
-    guard's minute where the simulator's own environment shortens it (GPUHARNESS_GUARD_MINUTE_S, for tests)."""
+    guard's minute where the host (minute_s) or the simulator's own environment (GPUHARNESS_GUARD_MINUTE_S, for
+    tests) shortens it."""
     env = {"GPUHARNESS_GUARD_RUNTIME": runtime_url} if runtime_url else {}
-    minute = os.environ.get(MINUTE)
+    minute = f"{minute_s:g}" if minute_s is not None else os.environ.get(MINUTE)
     if minute:
         env[MINUTE] = minute
     return env
