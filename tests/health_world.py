@@ -4,12 +4,16 @@ deployments point at them (status health-checking)."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from checkout import ROOT
 
+from gpuharness.core.deployment import Deployment
 from gpuharness.core.registry import Registry
+from gpuharness.operations.guard import guard_plan
+from gpuharness.operations.install import configure_script
 from gpuharness.sim.comfyui import CUSTOM_NODE, safetensors_bytes
 from gpuharness.sim.host import HostSpec, SimHost
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
@@ -61,6 +65,16 @@ CHAT = {"id": "chat", "version": 1, "runtime": "openai", "model": LLM["name"],
         "test_generation": {"inputs": {"prompt": "Hello", "max_tokens": 8}, "timeout_s": 60}}
 
 
+def start_guard(host: SimHost, record: dict[str, Any]) -> None:
+    """The shutdown guard as configure leaves it on a Vast host (its in-pod identity placed, its stop route a closed
+    port), started without SSH so that the checks' connection counts stay the probe's own."""
+    plan = guard_plan(Deployment.from_json(record), {"kind": "vast"})
+    script = configure_script(Deployment.from_json(record).workspace, None, plan, "as recorded")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(host.root), "CONTAINER_ID": str(record["instance_id"]),
+           "CONTAINER_API_KEY": "instance-key", "GPUHARNESS_GUARD_API": "http://127.0.0.1:9"}
+    subprocess.run(["/bin/sh", "-c", script], cwd=host.root, env=env, check=True, capture_output=True, timeout=30)
+
+
 class HealthWorld:
     """Owns the simulated hosts; `add` registers a deployment for each."""
 
@@ -81,7 +95,7 @@ class HealthWorld:
                                      "credential_env": "RUNPOD_API_KEY"})
         self.endpoints: dict[str, RuntimeServer] = {}
 
-    def add(self, dep_id: str, spec: HostSpec | None = None, *, status: str = "health-checking",
+    def add(self, dep_id: str, spec: HostSpec | None = None, *, status: str = "health-checking", guard: bool = True,
             **fields: Any) -> SimHost:
         spec = spec or HostSpec()
         host = SimHost(spec, root=self.root / "hosts" / dep_id, name=dep_id).start()
@@ -101,6 +115,8 @@ class HealthWorld:
         }
         with self.registry.update("deployments.json") as doc:
             doc["deployments"].append(record)
+        if guard:
+            start_guard(host, record)
         return host
 
     def add_serverless(self, dep_id: str, faults: RuntimeFaults | None = None) -> RuntimeServer:

@@ -30,3 +30,8 @@ def test_live_paid_deployment_is_within_its_stop_condition(audit, audit_rule, au
 @pytest.mark.audit_rule(rules.SHUTDOWN_STEWARD)
 def test_live_paid_deployment_names_its_cleanup_owner_and_reason(audit, audit_rule, audit_deployment):
     assert_holds(audit, audit_rule, audit_deployment)
+
+
+@pytest.mark.audit_rule(rules.SHUTDOWN_GUARD)
+def test_live_paid_deployment_had_its_guard_running(audit, audit_rule, audit_deployment):
+    assert_holds(audit, audit_rule, audit_deployment)

@@ -90,6 +90,10 @@ def test_gpu_performs_like_its_class(health):
     health.judge(health.performance())
 
 
+def test_shutdown_guard_armed(health):
+    health.judge(rules.shutdown_guard_armed(health.probe, health.deployment))
+
+
 def test_job_progress_advanced(health):
     if health.deployment.status != "running":
         health.judge(rules.skipped(f"no job running (status {health.deployment.status})"))

@@ -472,6 +472,18 @@ def test_live_paid_deployment_without_an_owner_or_a_reason_fails(pytester, reg):
     says(result, ["*deployment dep_vast_5090_03: live at $0.6/hr with no reason*"])
 
 
+def test_live_paid_deployment_whose_last_probe_saw_no_guard_fails(pytester, reg):
+    doc = load(reg / "deployments.json")
+    [record] = [d for d in doc["deployments"] if d["id"] == "dep_rp_4090_04"]
+    edit_deployment(reg, "dep_rp_4090_04", health={**record["health"], "failed_at": "2026-11-30T17:00:00.000Z",
+                                                   "failed_checks": ["shutdown_guard_armed"]})
+    result = audit(pytester, reg)
+    assert failed(result) == ["test_live_paid_deployment_had_its_guard_running[dep_rp_4090_04]"]
+    says(result, ["*deployment dep_rp_4090_04: live at $0.69/hr with the shutdown rule 'idle 20 min' but its last "
+                  "probe (2026-11-30T17:00:00.000Z) saw no guard running: only `gpuharness reap --apply` stops it "
+                  "now; re-arm it with `gpuharness guard dep_rp_4090_04`, or destroy it*"])
+
+
 def _close_open_job(reg: Path, dep_id: str) -> None:
     job = last_line_of(reg, lambda r: r["deployment_id"] == dep_id)
     assert job["status"] == "running"

@@ -32,6 +32,16 @@ def test_demo_exits_zero_with_a_summary(demo):
         assert (workdir / "reports" / f"{name}.html").stat().st_size > 1000
 
 
+def test_demo_shows_a_pod_stopping_itself_and_its_bill_ending_there(demo):
+    workdir, completed = demo
+    summary = json.loads(completed.stdout)
+    [step] = [s for s in summary["steps"] if s.startswith("dep_h3_vast_idle stopped itself")]
+    assert "while no gpuharness process was connected" in step and "stopped by its guard: idle 1 min" in step
+    assert "the interval ends where its guard stopped it" in step
+    logs = [p.read_text() for p in (workdir / "hosts").glob("*/gh-workspace/.gh-guard/guard.log")]
+    assert [log for log in logs if "GH-GUARD stop at=" in log and "why=idle 1 min" in log], logs
+
+
 def test_demo_oom_deployment_is_never_ready_and_its_cause_is_shown(demo):
     workdir, completed = demo
     summary = json.loads(completed.stdout)

@@ -37,7 +37,7 @@ def test_an_optional_module_the_server_could_not_import_is_a_warning_and_the_ser
     host = world.add("dep_audio", with_fault(HostSpec(), "optional_import_failure"))
     report = pytester.path / "report.xml"
     result = run_checks(pytester, world, f"--junitxml={report}")
-    result.assert_outcomes(passed=14, skipped=1)
+    result.assert_outcomes(passed=15, skipped=1)
     assert world.deployment("dep_audio")["status"] == "ready"
     text = result.stdout.str()
     assert "HealthWarning: dep_audio:" in text and "nodes_audio.py" in text, "the warnings summary names the line"
@@ -106,14 +106,14 @@ def test_an_offline_replay_of_the_recording_judges_as_the_live_run_did(pytester,
 def test_a_transcript_without_a_catalog_replays_with_the_validation_skipped_and_a_note(pytester, world):
     world.add("dep_old", with_fault(HostSpec(), "optional_import_failure"))
     cassettes = pytester.path / "cassettes"
-    run_checks(pytester, world, "--cassettes", str(cassettes), mode="record").assert_outcomes(passed=14, skipped=1)
+    run_checks(pytester, world, "--cassettes", str(cassettes), mode="record").assert_outcomes(passed=15, skipped=1)
     transcript = cassettes / "ssh" / "dep_old.json"
     document = json.loads(transcript.read_text())
     del document["catalog"]  # as recorded before catalogs were
     transcript.write_text(json.dumps(document))
     world.hosts["dep_old"].stop()
     replayed = run_checks(pytester, world, "--cassettes", str(cassettes), "--deployment", "dep_old", mode="offline")
-    replayed.assert_outcomes(passed=14, skipped=1)
+    replayed.assert_outcomes(passed=15, skipped=1)
     text = replayed.stdout.str()
     assert "dep_old.json holds no server catalog" in text and "not validated" in text
     assert "not judged against the workflow" in text, "the import failure is a warning, not a failure"
@@ -121,7 +121,7 @@ def test_a_transcript_without_a_catalog_replays_with_the_validation_skipped_and_
 
 def test_the_catalog_is_fetched_once_per_deployment_per_run_across_workers(pytester, world):
     hosts = [world.add(f"dep_{n}", with_fault(HostSpec(), "optional_import_failure")) for n in range(2)]
-    run_checks(pytester, world, "-n", "2").assert_outcomes(passed=28, skipped=2)
+    run_checks(pytester, world, "-n", "2").assert_outcomes(passed=30, skipped=2)
     for host in hosts:
         assert [r for r in host.runtime.requests if r.startswith("GET /object_info")] == ["GET /object_info"]
         assert host.stats == {"ssh_connections": 1, "ssh_execs": 1}

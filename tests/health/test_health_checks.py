@@ -32,7 +32,7 @@ def assert_fails(pytester, world, spec, check, *messages, dep="dep_bad", **field
 def test_healthy_host_passes_every_check_and_becomes_ready(pytester, world):
     world.add("dep_ok")
     result = run_checks(pytester, world)
-    result.assert_outcomes(passed=14, skipped=1)
+    result.assert_outcomes(passed=15, skipped=1)
     deployment = world.deployment("dep_ok")
     assert deployment["status"] == "ready" and deployment["ready_at"]
     assert deployment["health"]["probe_digest"].startswith("sha256:")
@@ -168,7 +168,7 @@ def test_stuck_job_fails_progress_on_the_second_observation(pytester, world):
 
 def test_ssh_latency_does_not_break_the_checks(pytester, world):
     world.add("dep_slow", with_fault(HostSpec(), "ssh_latency"))
-    run_checks(pytester, world).assert_outcomes(passed=14, skipped=1)
+    run_checks(pytester, world).assert_outcomes(passed=15, skipped=1)
     assert world.deployment("dep_slow")["status"] == "ready"
 
 

@@ -55,8 +55,9 @@ def test_a_check_the_table_lacks_is_refused_at_collection(pytester, tmp_path):
 
 
 def test_the_ready_gates_required_checks_are_the_tables():
-    assert HEALTH_CHECKS.ids()[0] == "host_reachable" and len(HEALTH_CHECKS.ids()) == 15
-    assert HEALTH_CHECKS.may_skip() == {"cuda_smoke_test", "job_progress_advanced", "gpu_performs_like_its_class"}
+    assert HEALTH_CHECKS.ids()[0] == "host_reachable" and len(HEALTH_CHECKS.ids()) == 16
+    assert HEALTH_CHECKS.may_skip() == {"cuda_smoke_test", "job_progress_advanced", "gpu_performs_like_its_class",
+                                        "shutdown_guard_armed"}
     assert HEALTH_CHECKS.serverless() == {"service_health_endpoint", "test_generation_succeeds"}
     assert all(check.rule.title and check.rule.reads for check in HEALTH_CHECKS)
 

@@ -23,7 +23,7 @@ def verdicts(world):
 def test_ready_records_evidence_and_journals_the_transition(pytester, world):
     world.add("dep_ok")
     report = pytester.path / "report.xml"
-    run_checks(pytester, world, f"--junitxml={report}").assert_outcomes(passed=14, skipped=1)
+    run_checks(pytester, world, f"--junitxml={report}").assert_outcomes(passed=15, skipped=1)
     deployment = world.deployment("dep_ok")
     assert deployment["status"] == "ready"
     assert deployment["health"]["report"] == str(report)
@@ -56,7 +56,7 @@ def test_a_partial_run_never_marks_ready(pytester, world):
 
 def test_only_health_checking_deployments_are_gated(pytester, world):
     world.add("dep_cfg", status="configuring")
-    run_checks(pytester, world, "--deployment", "dep_cfg").assert_outcomes(passed=14, skipped=1)
+    run_checks(pytester, world, "--deployment", "dep_cfg").assert_outcomes(passed=15, skipped=1)
     assert world.deployment("dep_cfg")["status"] == "configuring"
 
 
@@ -89,7 +89,7 @@ def test_xdist_gives_the_same_verdicts_and_probes_each_host_once(pytester, tmp_p
 def test_offline_replays_the_recorded_probe_and_runtime_http(pytester, world):
     world.add("dep_rec")
     cassettes = pytester.path / "cassettes"
-    run_checks(pytester, world, "--cassettes", str(cassettes), mode="record").assert_outcomes(passed=14, skipped=1)
+    run_checks(pytester, world, "--cassettes", str(cassettes), mode="record").assert_outcomes(passed=15, skipped=1)
     transcript = json.loads((cassettes / "ssh" / "dep_rec.json").read_text())
     assert transcript["source"] == "simulator" and transcript["exit_status"] == 0 and transcript["recorded_at"]
     assert (cassettes / "runtime" / "dep_rec-generation.yaml").is_file()
@@ -98,7 +98,7 @@ def test_offline_replays_the_recorded_probe_and_runtime_http(pytester, world):
     with world.registry.update("deployments.json") as doc:
         doc["deployments"][0]["status"] = "health-checking"
     replay = run_checks(pytester, world, "--cassettes", str(cassettes), mode="offline")
-    replay.assert_outcomes(passed=14, skipped=1)
+    replay.assert_outcomes(passed=15, skipped=1)
     replay.stdout.fnmatch_lines(["*dep_rec: offline replay: checks pass on the recording; status unchanged*"])
     deployment = world.deployment("dep_rec")
     assert deployment["status"] == "health-checking", "a replay never marks a deployment ready"
@@ -139,7 +139,7 @@ def test_trust_on_first_use_is_an_opt_in_recorded_in_connections(pytester, world
                                   "FAILED*test_host_reachable[[]dep_tofu[]]*host_key_unknown*"])
     with world.registry.update("connections.json") as doc:
         doc["connections"] = [{"target": "dep_tofu", "kind": "ssh", "trust_on_first_use": True}]
-    run_checks(pytester, world).assert_outcomes(passed=14, skipped=1)
+    run_checks(pytester, world).assert_outcomes(passed=15, skipped=1)
     entry = world.registry.items("connections.json")[0]
     assert entry["host_key"].startswith("ecdsa-sha2-nistp256 SHA256:")
     assert entry["last_probe"]["result"] == "exit 0"
@@ -151,7 +151,7 @@ def test_a_serverless_endpoint_is_gated_on_its_health_and_test_job(pytester, wor
     monkeypatch.setenv("RUNPOD_API_KEY", "rp-secret-key-for-test-1234")
     server = world.add_serverless("dep_sls")
     result = run_checks(pytester, world)
-    result.assert_outcomes(passed=2, skipped=13)
+    result.assert_outcomes(passed=2, skipped=14)
     assert world.deployment("dep_sls")["status"] == "ready"
     assert any("runsync" in request for request in server.requests)
 

@@ -18,7 +18,7 @@ REGISTRY = ROOT / "fixtures" / "real-h200" / ".pi" / "gpu"
 SSH_CHECKS = ("host_reachable", "gpu_matches_order", "driver_and_cuda_meet_minimum", "no_uncorrected_ecc",
               "no_harmful_throttling", "temperature_under_limit", "no_foreign_compute_processes",
               "disk_has_room_for_model", "service_process_and_port", "log_tail_has_no_classified_failure",
-              "cuda_smoke_test", "gpu_performs_like_its_class")
+              "cuda_smoke_test", "gpu_performs_like_its_class", "shutdown_guard_armed")
 HTTP_CHECKS = ("service_health_endpoint", "test_generation_succeeds")
 
 

@@ -33,7 +33,8 @@ README = (ROOT / "docs" / "package-map.md").read_text("utf-8")
 #: files that name a provider kind for a reason of their own (a new provider touches none of them): the demo's and
 #: the recorded world's example estates, a log's source (diagnose), the simulated instance ids (Vast's are numbers,
 #: Massed's uuids, every other provider's RunPod-like), and Vast's and RunPod's simulators, split in helper modules
-PROVIDER_STILL_NAMING = frozenset({"demo/simulated_estate.py", "demo/tour.py", "plans/recorded_world.py",
+PROVIDER_STILL_NAMING = frozenset({"demo/simulated_estate.py", "demo/tour.py", "demo/stops_itself.py",
+                                   "plans/recorded_world.py",
                                    "diagnose/diagnosis.py", "sim/state.py", "sim/vast_account.py",
                                    "sim/vast_listing.py", "sim/providers_runpod_graphql.py"})
 #: audit rules judged, besides the recipe's three files, somewhere else for a reason of their own

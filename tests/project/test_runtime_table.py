@@ -24,7 +24,8 @@ SIMULATOR_HALVES = frozenset(f"sim/{name}.py" for name in NAMES if half_of(name)
 #: the files outside those that still name a runtime, each for a reason of its own (a runtime added touches none
 #: of them): `workflow add|check|show`'s ComfyUI graph and its default --runtime (cli/workflow_cmds), a log's
 #: source (diagnose), the demo's estate. The run phase's executors and the plan's node-catalog rule read the table.
-STILL_NAMING: frozenset[str] = frozenset({"cli/workflow_cmds.py", "diagnose/diagnosis.py", "demo/tour.py"})
+STILL_NAMING: frozenset[str] = frozenset({"cli/workflow_cmds.py", "diagnose/diagnosis.py", "demo/tour.py",
+                                         "demo/stops_itself.py"})
 LITERAL = re.compile("|".join(rf"[\"']{re.escape(name)}[\"']" for name in NAMES))
 
 

@@ -79,6 +79,8 @@ SHUTDOWN_EXPIRED: Final = Rule("shutdown:expired", "no live paid deployment past
                                ("deployments.json",))
 SHUTDOWN_STEWARD: Final = Rule("shutdown:steward", "a live paid deployment names its cleanup owner and its reason",
                                ("deployments.json",))
+SHUTDOWN_GUARD: Final = Rule("shutdown:guard", "a live paid deployment with a shutdown rule had its guard running "
+                             "at its last probe", ("deployments.json",))
 
 SECRETS_REGISTRY: Final = Rule("secrets:registry", "no secret in the registry's files", ("the registry",))
 SECRETS_LEDGER: Final = Rule("secrets:ledger", "no secret in the ledger, nor the value of a configured credential",
@@ -99,15 +101,15 @@ BILL_MATCHES: Final = Rule("bill:matches-provider", "each deployment's billed in
 
 #: Rules judged once per deployment: their findings carry the deployment's id as subject.
 PER_DEPLOYMENT: Final = (HISTORY_DESTROYED_AT, HISTORY_ARTIFACTS_SYNCED, READY_EVIDENCE, JOURNAL_CONSISTENT,
-                         SHUTDOWN_RULE, SHUTDOWN_IDLE, SHUTDOWN_EXPIRED, SHUTDOWN_STEWARD)
+                         SHUTDOWN_RULE, SHUTDOWN_IDLE, SHUTDOWN_EXPIRED, SHUTDOWN_STEWARD, SHUTDOWN_GUARD)
 
 AUDIT_RULES: Final = RuleTable("audit", [
     *SCHEMA.values(), *UNIQUE.values(), DEPLOYMENT_PROVIDER, JOB_DEPLOYMENT, JOURNAL_DEPLOYMENT,
     LEDGER_SCHEMA, LEDGER_TORN, LEDGER_APPEND_ONLY, LEDGER_FUTURE, *JOB, *SPEND,
     HISTORY_DESTROYED_AT, HISTORY_NO_VANISHED, HISTORY_ARTIFACTS_SYNCED, READY_EVIDENCE, JOURNAL_CONSISTENT,
     JOURNAL_FUTURE,
-    SHUTDOWN_RULE, SHUTDOWN_IDLE, SHUTDOWN_EXPIRED, SHUTDOWN_STEWARD, *SECRETS, INVENTORY_ORPHANS, INVENTORY_VANISHED,
-    BILL_MATCHES,
+    SHUTDOWN_RULE, SHUTDOWN_IDLE, SHUTDOWN_EXPIRED, SHUTDOWN_STEWARD, SHUTDOWN_GUARD, *SECRETS, INVENTORY_ORPHANS,
+    INVENTORY_VANISHED, BILL_MATCHES,
 ])
 
 

@@ -569,6 +569,23 @@ def _history(run: AuditRun) -> dict[str, list[str]]:
     return open_jobs
 
 
+def unguarded(run: AuditRun, d: Deployment) -> None:
+    """shutdown:guard: its last probe saw no running guard (the health record's shutdown_guard_armed failed)."""
+    health = d.health or {}
+    found = health.get("checks")
+    checks: dict[str, Any] = found if isinstance(found, dict) else {}
+    failed = "shutdown_guard_armed" in (health.get("failed_checks") or []) or (
+        checks.get("shutdown_guard_armed") == "failed")
+    if not (d.shutdown_rule and d.shutdown_rule.to_json()):
+        run.not_applicable[(rules.SHUTDOWN_GUARD, d.id)] = "no shutdown rule for a guard to carry out"
+    elif failed:
+        run.add(rules.SHUTDOWN_GUARD, f"deployment {d.id}",
+                f"live at ${rate(d):g}/hr with the shutdown rule '{d.shutdown_rule.words()}' but its last probe "
+                f"({health.get('failed_at') or health.get('passed_at') or '?'}) saw no guard running: only `gpuharness "
+                f"reap --apply` stops it now; re-arm it with `gpuharness guard {d.id}`, or destroy it",
+                subject=d.id)
+
+
 def _shutdown(run: AuditRun, journal_last: dict[str, float], open_jobs: dict[str, list[str]]) -> None:
     """Every live paid deployment has a shutdown rule, is not idle past max_idle_minutes and is within its stop."""
     policy = run.policy
@@ -578,10 +595,12 @@ def _shutdown(run: AuditRun, journal_last: dict[str, float], open_jobs: dict[str
         dep = d.id
         if d.burn_hr <= 0:
             reason = f"status {d.status}, ${rate(d):g}/hr: not a live paid deployment"
-            for rule in (rules.SHUTDOWN_RULE, rules.SHUTDOWN_IDLE, rules.SHUTDOWN_EXPIRED, rules.SHUTDOWN_STEWARD):
+            for rule in (rules.SHUTDOWN_RULE, rules.SHUTDOWN_IDLE, rules.SHUTDOWN_EXPIRED, rules.SHUTDOWN_STEWARD,
+                         rules.SHUTDOWN_GUARD):
                 run.not_applicable[(rule, dep)] = reason
             continue
         _stop_condition(run, d)
+        unguarded(run, d)
         if missing := missing_steward(d):
             run.add(rules.SHUTDOWN_STEWARD, f"deployment {dep}",
                     f"live at ${rate(d):g}/hr with no {' and no '.join(missing)}: a paid resource needs a cleanup "

@@ -27,6 +27,7 @@ EXAMPLES: Final[dict[str, str]] = {
                   "--idle-minutes 15 --id dep_try_01"),
     "install": "gpuharness install dep_try_01",
     "configure": "gpuharness configure dep_try_01",
+    "guard": "gpuharness guard dep_try_01",
     "run": "gpuharness run dep_try_01 --inputs '{\"text\": \"a cat\"}'",
     "retrieve": "gpuharness retrieve dep_try_01 --to outputs",
     "destroy": "gpuharness destroy dep_try_01 --confirm dep_try_01",

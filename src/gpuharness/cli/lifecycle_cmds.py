@@ -23,6 +23,15 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         p.add_argument("deployment", help="the deployment id")
         timeout_option(p, 1800.0 if name == "install" else 900.0, "seconds for the one exec")
         p.set_defaults(handler=cmd_install if name == "install" else cmd_configure)
+        if name == "configure":
+            _guard_poll_option(p)
+
+    p = subparsers.add_parser("guard", parents=[common],
+                              help="(re-)arm the shutdown guard on a live deployment's pod (one batched SSH exec)")
+    p.add_argument("deployment", help="the deployment id")
+    _guard_poll_option(p)
+    timeout_option(p, 120.0, "seconds for the one exec")
+    p.set_defaults(handler=cmd_guard)
 
     p = subparsers.add_parser("run", parents=[common], help="run jobs on a ready deployment, with ledger lines")
     p.add_argument("deployment", help="the deployment id (status ready)")
@@ -159,6 +168,18 @@ def _resume(args: argparse.Namespace) -> int:
 PROVISION_DEFAULTS = {"gpu_count": 1, "disk_gb": 50}
 
 
+def _guard_poll_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--guard-poll-s", type=positive, default=30.0, metavar="S",
+                   help="seconds between the guard's looks at the runtime and the clock (default 30)")
+
+
+def cmd_guard(args: argparse.Namespace) -> int:
+    from gpuharness.operations.guard import arm
+    lines = arm(_ctx(args), args.deployment, poll_s=args.guard_poll_s, deadline_s=args.deadline)
+    emit(args, {"deployment": args.deployment, "guard": lines}, "\n".join(lines))
+    return 0 if any(line.startswith("GH-GUARD armed") for line in lines) else 1
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     from gpuharness.operations.install import install
     result = install(_ctx(args), args.deployment, deadline_s=args.deadline)
@@ -170,7 +191,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 def cmd_configure(args: argparse.Namespace) -> int:
     from gpuharness.health.gate import gate_command
     from gpuharness.operations.install import configure
-    result = configure(_ctx(args), args.deployment, deadline_s=args.deadline)
+    result = configure(_ctx(args), args.deployment, deadline_s=args.deadline, guard_poll_s=args.guard_poll_s)
     emit(args, {"deployment": result.deployment.to_json(), "duration_s": result.duration_s},
          f"configured {args.deployment}; next: {gate_command(args.deployment)} (the only path to ready; "
          "without this repository: gpuharness check health --gpu-mode live ...)")

@@ -97,14 +97,17 @@ def cmd_status(args: argparse.Namespace) -> int:
              "" if getattr(args, "json", False) else status_view.render(registry, show_all=args.all))
         return 0
     found = inventory.current(registry, cassette.Mode.parse(args.gpu_mode), args.cassette, deadline_s=args.deadline)
+    guarded = _guard_stops(registry, found)
     report = reconcile.reconcile(registry, found)
     stale = reconcile.stale_running_jobs(Ledger(registry.ledger_path), registry.deployments(),
                                          vanished=report.vanished)
-    payload = {**report.to_json(), "stale_jobs": [s.to_json() for s in stale]}
+    payload = {**report.to_json(), "stale_jobs": [s.to_json() for s in stale],
+               "guard_stops": [{"deployment": s.deployment, **s.marker()} for s in guarded]}
     counts = ", ".join(f"{p} {len(items)}" for p, items in found.instances.items()) or "no providers"
     lines = [f"reconciled against {found.source} at {found.observed_at}: {counts} instance(s)"]
     lines += [f"skipped {p}: {why}" for p, why in found.skipped.items()]
     lines += [f"  {change}" for change in report.machine_changes]
+    lines += [f"  transition {s.deployment} -> stopped: {s.words()} at {s.at} ({s.evidence})" for s in guarded]
     lines += [f"  transition {t}" for t in report.transitions]
     lines += [f"ORPHAN   {o.message()}" for o in report.orphans]
     lines += [f"VANISHED {v.message()}" for v in report.vanished]
@@ -117,6 +120,14 @@ def cmd_status(args: argparse.Namespace) -> int:
                      "running jobs, no rate above max_cost_hr")
     emit(args, payload, "\n".join(lines))
     return 0 if report.clean and not stale else 1
+
+
+def _guard_stops(registry: Registry, found: Any) -> list[Any]:
+    """The pods their guards stopped, read from the guards' logs before reconcile journals the provider's word."""
+    from gpuharness.operations.guard_stop import journal_guard_stops
+    from gpuharness.operations.seams import cli_context
+
+    return journal_guard_stops(cli_context(registry), found)
 
 
 def cheapest_offer_price(registry: Registry, name: str, gpu: str, gpu_count: int) -> float:

@@ -22,6 +22,7 @@ from gpuharness.core.registry import Registry
 from gpuharness.core.spend import billed_today_and_month, spend_book
 from gpuharness.core.terminal import escape
 from gpuharness.health.gate import next_step
+from gpuharness.operations.guard_stop import notes_of
 from gpuharness.operations.rate_changes import last_rate_changes, rate_note
 
 COLUMNS = ("id", "provider", "instance", "gpu", "status", "$/hr", "created", "shutdown rule", "note")
@@ -61,8 +62,9 @@ def render(registry: Registry, *, show_all: bool) -> str:
     for column in table.columns:
         column.no_wrap = True  # whole names, never "NVIDIA GeForce RTX 409"
     changes, ceiling = last_rate_changes(registry), Policy(registry.policy_document()).ceilings.max_cost_hr
+    guards = notes_of(registry, shown)
     for deployment in shown:
-        note = rate_note(deployment, changes.get(deployment.id), ceiling).strip()
+        note = rate_note(deployment, changes.get(deployment.id), ceiling).strip() or guards.get(deployment.id, "")
         table.add_row(*(Text(escape(cell)) for cell in row(deployment, note)))  # text from outside: no markup
     burn, live = live_burn(deployments)
     daily = Policy(registry.policy_document()).ceilings.daily_usd

@@ -21,6 +21,9 @@ from gpuharness.core.journal import JournalEntry
 RATE_CHANGE: Final = "rate-change"
 #: Transitions that end the instance's billed interval (journaled after the provider confirmed them).
 ENDS: Final = frozenset({"stopped", "destroyed"})
+#: A stop journaled after the fact (its guard's, read from the pod's log) names when it happened in its marker:
+#: the billed interval ends then, not when the journal learnt of it.
+STOPPED_AT: Final = "stopped_at"
 #: A provider's charge for a stopped pod's volume is its adapter's (Capabilities.stopped_storage_usd_gb_month),
 #: given here per providers.json name. Vast.ai charges the offer's own storage_cost, which the registry does not
 #: record: not counted.
@@ -153,6 +156,8 @@ def deployment_intervals(deployment: Deployment, entries: list[JournalEntry], no
                    storage_usd_gb_month=storage_usd_gb_month)
     for entry in entries:
         at = _moment(entry.ts)
+        if isinstance(entry.marker, Mapping) and entry.to_state in ENDS:
+            at = min(filter(None, (at, _moment(entry.marker.get(STOPPED_AT)))), default=None)
         if at is not None:
             meter.read(entry, at)
     if not entries and deployment.instance_id and deployment.created_at and deployment.status != "stopped":

@@ -18,9 +18,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "provisioning": frozenset({"installing", "configuring", "health-checking", "destroying"}),
     "installing": frozenset({"configuring", "destroying"}),
     "configuring": frozenset({"health-checking", "destroying"}),
-    "health-checking": frozenset({"ready", "health-checking", "destroying"}),
+    # stopped: by the provider or by the pod's own shutdown guard, from any state that bills with a host up
+    "health-checking": frozenset({"ready", "health-checking", "destroying", "stopped"}),
     "ready": frozenset({"running", "retrieving", "destroying", "stopped", "health-checking"}),
-    "running": frozenset({"ready", "retrieving", "destroying"}),
+    "running": frozenset({"ready", "retrieving", "destroying", "stopped"}),
     "retrieving": frozenset({"ready", "destroying"}),
     "destroying": frozenset({"destroyed"}),
     "stopped": frozenset({"health-checking", "destroying"}),

@@ -13,7 +13,7 @@ import importlib
 import re
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Final, final
+from typing import Final, LiteralString, final
 
 from gpuharness.core import tables
 from gpuharness.core.tables import Table
@@ -50,6 +50,10 @@ class Runtime:
     directory: str | None = None
     #: the folder under the workspace where its jobs keep their outputs (what retrieve reads, reap watches)
     outputs: str = DEFAULT_OUTPUTS
+    #: the shutdown guard's look at its service (POSIX sh run on the pod, reading "$rt", the service's loopback
+    #: URL, with `get URL`): sets busy=1 while a job is queued or running, and mark to text that changes whenever
+    #: it served something (operations.guard). Empty: the guard sees no activity, only the clock.
+    idle_probe: tuple[LiteralString, ...] = ()
 
     def __post_init__(self) -> None:
         if not NAME.fullmatch(self.name):

@@ -57,17 +57,19 @@ class SimulatedEstate:
 
     host_faults: deployment id -> a gpuharness.sim.host fault name (oom, full_disk, ...) for its host;
     host_changes: deployment id -> HostSpec fields. sleep: injected into retries so tests do not wait.
+    guard_minutes: deployment id -> the seconds its shutdown guard counts as a minute (the demo's self-stopping pod).
     """
 
     def __init__(self, root: str | Path, *, host_faults: dict[str, str] | None = None,
                  host_changes: dict[str, dict[str, Any]] | None = None,
                  sleep: Callable[[float], None] | None = None, say: Callable[[str], None] | None = None,
-                 ready_delay_s: float = 0.2) -> None:
+                 ready_delay_s: float = 0.2, guard_minutes: dict[str, float] | None = None) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.registry = Registry(self.root / ".pi" / "gpu")
         self.host_faults = dict(host_faults or {})
         self.host_changes = dict(host_changes or {})
+        self.guard_minutes = dict(guard_minutes or {})  # deployment id -> seconds in its guard's minute
         self.hosts: dict[str, SimHost] = {}
         self.env = dict(os.environ)
         for variable in KEY_ENVS.values():  # the simulator accepts any key: generated here, never stored
@@ -97,6 +99,7 @@ class SimulatedEstate:
             spec = replace(spec, **self.host_changes[deployment])
         host = SimHost(spec, root=self.root / "hosts" / str(instance.id), name=f"host-{instance.id}",
                        counter=self.sim.state.increment).start()
+        host.guard_minute_s = self.guard_minutes.get(deployment)
         self.hosts[str(instance.id)] = host
         return host
 

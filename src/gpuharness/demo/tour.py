@@ -16,6 +16,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 from gpuharness.core.secrets import redact
+from gpuharness.demo import stops_itself
 from gpuharness.demo.pod import check_pod
 from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
 from gpuharness.demo.steps import Steps
@@ -93,7 +94,8 @@ def run_demo(*, workdir: str | Path | None = None, suites: bool = True, steps: S
     summary = Summary(root, registry.root)
     reports = root / "reports"
     reports.mkdir(parents=True, exist_ok=True)
-    with SimulatedEstate(root, host_faults={OOM: "oom", CAPPED: "power_capped"}) as estate:
+    with SimulatedEstate(root, host_faults={OOM: "oom", CAPPED: "power_capped"},
+                         guard_minutes={stops_itself.GUARDED: stops_itself.MINUTE_S}) as estate:
         try:
             _lifecycle(estate, summary, reports, suites, steps)
         except UserError as exc:
@@ -140,6 +142,7 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
         configure(ctx, dep_id, deadline_s=60)
         summary.steps.append(f"installed (sha256-verified) and configured {dep_id}")
         steps.note(f"{dep_id} configured")
+    summary.steps.append(stops_itself.launch(estate))
     health_report = reports / "health.html"
     steps.begin("the health suite, live: probe, test generation and GPU measurement of each deployment")
     summary.suites["health"] = estate.suite("health", ["--gpu-mode", "live", "--deployment", GOOD, "--deployment", OOM,
@@ -180,9 +183,13 @@ def _lifecycle(estate: SimulatedEstate, summary: Summary, reports: Path, suites:
     for d in decisions:
         why = [a for a in d.arithmetic if a.startswith(("idle ", "decision:"))]
         summary.steps.append(f"reap (dry run): {d.deployment} {d.action}: {'; '.join(why)}")
-    for dep_id in (GOOD, OOM, CAPPED):
+    stopped, problem = stops_itself.witness(estate)
+    summary.steps += [stopped] if stopped else []
+    summary.problems += [problem] if problem else []
+    for dep_id in (GOOD, OOM, CAPPED, stops_itself.GUARDED):
         destroy(ctx, dep_id, confirm=dep_id)
-    summary.steps.append(f"destroyed {GOOD}, {OOM} and {CAPPED} (verified by listing; all kept as history)")
+    summary.steps.append(f"destroyed {GOOD}, {OOM}, {CAPPED} and {stops_itself.GUARDED} (verified by listing; all "
+                         "kept as history)")
     if suites:
         steps.begin("make a plan for the next batch and rehearse it against the simulator")
         _make_plan(estate)

@@ -116,6 +116,9 @@ HEALTH_CHECKS: Final = HealthChecks((
            "probe.gpus.pcie_gen_max", "probe.gpus.pcie_width_max", "probe.gpus.enforced_power_limit_w",
            "probe.gpus.power_default_limit_w", "probe.measurement", "gpu_classes", "policy.performance_floor",
            "workflows.precision", may_skip=True),
+    _check("shutdown_guard_armed", "a billed deployment with a shutdown rule has its guard running on the host (rule "
+           "loaded, pid alive, a recent heartbeat), so the rule stops it with no gpuharness process connected",
+           "probe.guard", "deployments.shutdown_rule", "deployments.status", "deployments.cost_hr", may_skip=True),
     _check("job_progress_advanced", "a running job's progress marker advanced since the last observation",
            "probe.progress", "transitions.jsonl progress observation", may_skip=True),
 ))

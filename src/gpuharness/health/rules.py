@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, final
 
-from gpuharness.core.deployment import Deployment
+from gpuharness.core.deployment import BILLING, Deployment
 from gpuharness.core.policy import PerformanceFloor
 from gpuharness.core.runtimes import RUNTIMES
 from gpuharness.diagnose import CAUSES, REMEDIES, Diagnosis, Evidence, classify_lines
@@ -432,3 +432,23 @@ def gpu_performs_like_its_class(probe: ProbeResult, record: MeasurementRecord | 
     if cause is not None:
         return failed(cause, text), report
     return (passed(text) if report.judged else skipped(text)), report
+
+
+def shutdown_guard_armed(probe: ProbeResult, deployment: Deployment) -> Verdict:
+    """Pass where nothing bills or no rule asks for a stop; else the guard must run (rule loaded, pid alive, a
+    recent heartbeat). A recorded probe from before the guard section skips, saying so."""
+    rule = deployment.shutdown_rule
+    if deployment.status not in BILLING or deployment.cost_hr <= 0:
+        return passed(f"not billed ({deployment.status}, ${deployment.cost_hr:g}/h): nothing for a guard to stop")
+    if rule is None or rule.words().startswith("NONE"):
+        return passed("no shutdown rule: nothing for a guard to carry out")
+    guard = probe.guard
+    if guard is None:
+        return skipped("the probe predates its guard section (probe v5 or earlier): probe again to see the guard")
+    if guard.running:
+        return passed(f"the guard runs ({guard.words()}) and carries out: {rule.words()}")
+    last = f"; its log's last line: {guard.last_line}" if guard.last_line else ""
+    return failed("guard_not_running", f"{deployment.id} bills ${deployment.cost_hr:g}/h with the shutdown rule "
+                  f"'{rule.words()}' but no guard runs on the host ({guard.words()}){last}: re-arm it with `gpuharness "
+                  f"guard {deployment.id}` (where the provider places no in-pod stop, set guard_action \"shutdown\" "
+                  "in providers.json first), and schedule `gpuharness reap --apply` as the second line")

@@ -16,6 +16,7 @@ from gpuharness.core.runtimes import DEFAULT_OUTPUTS
 from gpuharness.health.gate import gate_command, next_step
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify, transport_failure
+from gpuharness.operations.guard import DEFAULT_POLL_S, GuardPlan, guard_plan, install_guard
 from gpuharness.operations.phase_output import PhaseOutput
 from gpuharness.remote import Remote, RemoteError
 from gpuharness.remote.lines import lines_of
@@ -112,9 +113,11 @@ def install_script(ws: str, files: list[dict[str, Any]], margin_gb: float = 0.0,
     return script.code('echo "GH-DONE install"').text()
 
 
-def configure_script(ws: str, workflow: dict[str, Any] | None) -> str:
+def configure_script(ws: str, workflow: dict[str, Any] | None, guard: GuardPlan | None = None,
+                     rule_words: str = "") -> str:
     """One POSIX shell script: the workflow's setup steps (shell the user wrote, sent as written), then its graph
-    written into <workspace>/workflows/<id>.json (the id confined to a plain file name, the graph quoted)."""
+    written into <workspace>/workflows/<id>.json (the id confined to a plain file name, the graph quoted), then the
+    shutdown guard started detached where the deployment has one (operations.guard)."""
     script = ShellScript(workspace=ws, header=("set -eu",)).code('mkdir -p "$ws/workflows"', 'cd "$ws"')
     if workflow is not None:
         steps = list(workflow.get("setup") or [])
@@ -126,6 +129,8 @@ def configure_script(ws: str, workflow: dict[str, Any] | None) -> str:
         name = plain_name(f"{workflow['id']}.json", what="workflow id")
         script.let("graph", graph).let("graph_file", f"workflows/{name}")
         script.code("printf '%s\\n' \"$graph\" > \"$graph_file\"")
+    if guard is not None and guard.armed:
+        install_guard(script, guard, rule_words)
     return script.code('echo "GH-DONE configure"').text()
 
 
@@ -193,15 +198,21 @@ def install(ctx: Context, deployment_id: str, *, deadline_s: float = 1800.0) -> 
     return PhaseResult(deployment, lines, duration)
 
 
-def configure(ctx: Context, deployment_id: str, *, deadline_s: float = 900.0) -> PhaseResult:
-    """Runtime setup from the workflow manifest (one exec); configuring -> health-checking."""
+def configure(ctx: Context, deployment_id: str, *, deadline_s: float = 900.0,
+              guard_poll_s: float = DEFAULT_POLL_S) -> PhaseResult:
+    """Runtime setup from the workflow manifest and the shutdown guard (one exec); configuring -> health-checking.
+    guard_poll_s: how often the guard looks at the runtime and the clock."""
     deployment = ctx.registry.deployment(deployment_id)
     if deployment.status != "configuring":
         raise UserError(f"{deployment_id} is {deployment.status}, configure needs `configuring`",
                         place=deployment_id, hint=f"next: {next_step(deployment)}")
     workflow = workflow_manifest(ctx, deployment.workflow)
+    guard = guard_plan(deployment, ctx.registry.provider(deployment.provider), poll_s=guard_poll_s)
+    if guard is not None and guard.warning:
+        ctx.say(f"WARNING {guard.warning}")
+    rule = deployment.shutdown_rule.words() if deployment.shutdown_rule else ""
     lines, duration, failed = _run_phase(ctx, deployment, "configure",
-                                         configure_script(deployment.workspace, workflow), deadline_s)
+                                         configure_script(deployment.workspace, workflow, guard, rule), deadline_s)
     if failed is not None:
         raise _fail(ctx, deployment_id, "configure", failed)
     deployment = transition(ctx.registry, deployment_id, "health-checking", route=deployment.ssh_route,

@@ -9,7 +9,7 @@ from typing import Any, final
 
 from gpuharness.operations.context import Context
 
-SAID = ("GH-PROGRESS", "GH-RETRY")
+SAID = ("GH-PROGRESS", "GH-RETRY", "GH-GUARD")
 BYTES = "GH-BYTES "
 
 

@@ -14,6 +14,7 @@ from gpuharness.gpu import nvidia_smi
 from gpuharness.gpu.nvidia_smi import GpuInfo
 from gpuharness.probe import framing, legacy
 from gpuharness.probe.framing import Frames
+from gpuharness.probe.guard_state import GuardState, guard_state
 from gpuharness.probe.script import PROBE_VERSION, SECTION_NAMES, ProbeScript, ProbeTargets, build_script, section_names
 from gpuharness.remote import ExecResult, Remote
 from gpuharness.remote.lines import lines_of
@@ -116,11 +117,14 @@ class ProbeResult:
     #: "pattern" (the command-line pattern; no listener found), None (not looked for, or a probe before v4)
     process_found_by: str | None = None
     corrupt: str | None = None
+    #: the shutdown guard as the probe saw it (None: a probe before the guard section, or one cut off before it)
+    guard: GuardState | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["gpus"] = [gpu.to_json() for gpu in self.gpus]
         data["listening_ports"] = sorted(self.listening_ports)
+        data["guard"] = self.guard.to_json() if self.guard is not None else None
         return data
 
 
@@ -276,7 +280,8 @@ def facts(frames: Frames, stdout: str, stderr: str = "", exit_status: int | None
         listening_ports=_listening(sections.get("ports", [])), log_tail=tuple(sections.get("log", [])),
         progress=_progress(sections.get("progress", [])), torch=smoke.result, complete=frames.done,
         exit_status=exit_status, digest=digest_of(stdout, stderr, exit_status), stderr=stderr,
-        sections=sections, smoke=smoke, process_found_by=found_by)
+        sections=sections, smoke=smoke, process_found_by=found_by,
+        guard=guard_state(sections["guard"]) if "guard" in frames.frames else None)
 
 
 def run(remote: Remote, targets: ProbeTargets, *, deadline_s: float = 120.0) -> tuple[ExecResult, ProbeResult]:

@@ -12,11 +12,12 @@ from typing import Final, final
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.gpu import nvidia_smi
 from gpuharness.probe import framing
+from gpuharness.probe.guard_state import GUARD_LINES
 from gpuharness.remote.script import ShellScript
 
 #: 5: sections framed under a nonce (v1-v4 marked them with `@@gpuharness` lines: probe.legacy); 6: how the GPUs are
-#: joined (topology, nvlink)
-PROBE_VERSION: Final = 6
+#: joined (topology, nvlink); 7: the shutdown guard on the pod (guard)
+PROBE_VERSION: Final = 7
 #: the bytes of the log's tail the probe sends (its last 200 lines, cut to their last bytes)
 LOG_TAIL_BYTES: Final = 256 * 1024
 #: settings that name a path a command reads (never to be taken for an option)
@@ -234,13 +235,18 @@ def _torch(targets: ProbeTargets) -> ProbeSection:
     ), settings=(("GH_SMOKE", TORCH_SMOKE),))
 
 
+def _guard(targets: ProbeTargets) -> ProbeSection:
+    return ProbeSection("guard", GUARD_LINES, settings=(("GH_WS", targets.workspace),))
+
+
 #: The probe's sections, in the order they run.
 SECTIONS: Final[tuple[SectionBuilder, ...]] = (_gpus, _header, _apps, _disk, _process, _ports, _log, _progress,
-                                               _interpreter, _torch, _topology, _nvlink)
+                                               _interpreter, _torch, _topology, _nvlink, _guard)
 #: Their names: the frames a finished probe of SECTIONS holds.
 SECTION_NAMES: Final = tuple(section(ProbeTargets()).name for section in SECTIONS)
-#: The probe version that added a section (a transcript of an older probe holds none of it).
-SECTION_SINCE: Final = {"topology": 6, "nvlink": 6}
+#: The probe version that added a section (a transcript of an older probe holds none of it; those not named
+#: here: v5 or earlier).
+SECTION_SINCE: Final = {"topology": 6, "nvlink": 6, "guard": 7}
 
 
 def section_names(version: int) -> tuple[str, ...]:

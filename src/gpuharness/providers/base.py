@@ -78,6 +78,22 @@ class Capabilities:
     rents: bool
     #: $ per GB-month it charges for a stopped instance's volume (counted in the billed intervals)
     stopped_storage_usd_gb_month: float = 0.0
+    #: how a pod stops itself with what the provider places in it (None: it places nothing; operations.guard)
+    in_pod_stop: InPodStop | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class InPodStop:
+    """A provider's in-pod stop: the environment variables it places in the pod (the instance's id, a key scoped to
+    that instance), and the call that stops it: method, the API's base, the path with %s for the id, the body."""
+
+    id_env: str
+    key_env: str
+    method: str
+    api_base: str
+    path: str
+    body: str = ""
 
 
 class Adapter(Protocol):

@@ -10,6 +10,7 @@ from gpuharness.core.policy import exceeds
 from gpuharness.providers import bill_records, fields
 from gpuharness.providers.base import (
     Capabilities,
+    InPodStop,
     Instance,
     InventorySource,
     LaunchSpec,
@@ -83,7 +84,10 @@ class RunPodPods:
     capabilities = Capabilities(label="RunPod Pod", api_base="https://api.runpod.io", stop_start=True,
                                 interruptible=True, bid_price=False, serverless=False, ssh=True,
                                 inventory=InventorySource.API, offers=True, rents=True,
-                                stopped_storage_usd_gb_month=0.20)  # RunPod: stopped volumes, $0.20/GB/month
+                                stopped_storage_usd_gb_month=0.20,  # RunPod: stopped volumes, $0.20/GB/month
+                                # the pod's id and pod-scoped key, as `runpodctl stop pod $RUNPOD_POD_ID` uses them
+                                in_pod_stop=InPodStop("RUNPOD_POD_ID", "RUNPOD_API_KEY", "POST",
+                                                      "https://rest.runpod.io/v1", "/pods/%s/stop"))
 
     def __init__(self, name: str, http: ProviderHttp, *, cloud: str = "SECURE") -> None:
         self.name = name

@@ -16,6 +16,7 @@ from gpuharness.core.policy import exceeds
 from gpuharness.providers import bill_records, fields
 from gpuharness.providers.base import (
     Capabilities,
+    InPodStop,
     Instance,
     InventorySource,
     LaunchSpec,
@@ -152,7 +153,11 @@ class VastAi:
     kind: ClassVar[ProviderKind] = ProviderKind("vast")
     capabilities = Capabilities(label="Vast.ai instance", api_base="https://console.vast.ai", stop_start=True,
                                 interruptible=True, bid_price=True, serverless=False, ssh=True,
-                                inventory=InventorySource.API, offers=True, rents=True)
+                                inventory=InventorySource.API, offers=True, rents=True,
+                                # the instance's id and instance-scoped key, on the manage-instance route
+                                in_pod_stop=InPodStop("CONTAINER_ID", "CONTAINER_API_KEY", "PUT",
+                                                      "https://console.vast.ai/api/v0", "/instances/%s/",
+                                                      '{"state":"stopped"}'))
 
     def __init__(self, name: str, http: ProviderHttp) -> None:
         self.name = name

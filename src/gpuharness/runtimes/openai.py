@@ -25,7 +25,12 @@ from gpuharness.runtimes import (
 from gpuharness.runtimes.outputs import Served, judge
 
 #: OpenAI-compatible servers' entry in the runtime table, declared with the client at the end of this module
-RUNTIME: Final = Runtime("openai", port=8000, health_path="/health", process="vllm", directory="vllm")
+RUNTIME: Final = Runtime("openai", port=8000, health_path="/health", process="vllm", directory="vllm", idle_probe=(
+    # vLLM's Prometheus metrics: busy while a request runs or waits; a finished request moves the success counter
+    'm=$(get "$rt/metrics")',
+    'n=$(printf "%s\n" "$m" | awk \'/^vllm:num_requests_(running|waiting)/ {s+=$NF} END {printf "%d", s}\')',
+    '[ "${n:-0}" -gt 0 ] && busy=1',
+    'mark=$(printf "%s\n" "$m" | grep "^vllm:request_success_total" | cksum)'))
 #: the completion answer's name as an output of the test generation (a job's record is completion.json on its host)
 ANSWER = "completion.json"
 

@@ -36,6 +36,7 @@ from gpuharness.sim import gpu_figures, gpu_topology
 from gpuharness.sim.access import HostAccess
 from gpuharness.sim.catalog import CATALOG, DEFAULT_GPU
 from gpuharness.sim.gpu_figures import GpuBehaviour
+from gpuharness.sim.in_pod import guard_env, kill_guard
 from gpuharness.sim.output_faults import SIGNATURE_THEN_ZEROS, bomb_png
 from gpuharness.sim.runtimes import RuntimeFaults, RuntimeServer
 from gpuharness.sim.simulated_runtime import hosted, runtime_for_image, service_of
@@ -118,6 +119,8 @@ FAULTS: dict[str, dict[str, Any]] = {
     "nvlink_down": {"performance": {"nvlink_down": (3,)}},
     "p2p_disabled": {"performance": {"p2p_off": True}},
     "pcie_degraded_one_gpu": {"performance": {"link_gen_under_load": 1, "only_gpu": 5}},
+    # the shutdown guard configure left running dies (killed when armed: sim.in_pod.kill_guard)
+    "guard_killed": {},
 }
 #: An 8x H100 SXM pod (an HGX board: every pair joined by 18 NVLinks through NVSwitch, two NUMA nodes): the
 #: catalog's NVLink card.
@@ -472,6 +475,9 @@ class SimHost:
         self.ssh_port = 0
         self.armed_faults: tuple[str, ...] = ()
         self._unfaulted: HostSpec | None = None
+        #: what the provider placed in the pod's environment (sim.in_pod), and the guard's minute here (None: 60 s)
+        self.pod_env: dict[str, str] = {}
+        self.guard_minute_s: float | None = None
 
     # --- lifecycle
     def start(self) -> SimHost:
@@ -496,8 +502,19 @@ class SimHost:
         self._threads.append(thread)
         return self
 
+    def place_in_pod(self, env: Mapping[str, str]) -> None:
+        self.pod_env = dict(env)
+
+    def stop_service(self) -> None:
+        """The pod stopped from inside: its service and guard end, its disk and SSH stay (sim.in_pod)."""
+        kill_guard(self.workspace)
+        self._stop_service()
+        if self.runtime is not None:
+            self.runtime.stop()
+
     def stop(self) -> None:
         self._stopping.set()
+        kill_guard(self.workspace)
         if self.access is not None and self.ssh_port:
             self.access.withdraw(self.known_hosts_name)
         if self._sock is not None:
@@ -649,6 +666,8 @@ class SimHost:
             self._unfaulted = self.spec
         self.armed_faults = (*self.armed_faults, name)
         self.reconfigure(with_fault(self.spec, name))
+        if name == "guard_killed":
+            kill_guard(self.workspace)
         return self.armed_faults
 
     def clear_faults(self) -> None:
@@ -703,7 +722,8 @@ class SimHost:
             time.sleep(self.spec.latency_s)
         system_python = self.root / "system" / "bin"
         env = {"PATH": f"{self.bin}:{system_python}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.root),
-               "GH_SANDBOX": str(self.root), "LANG": "C"}
+               "GH_SANDBOX": str(self.root), "LANG": "C", **self.pod_env,
+               **guard_env(self.endpoint, self.guard_minute_s)}
         try:
             proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=self.root, env=env, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

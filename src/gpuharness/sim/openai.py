@@ -30,6 +30,15 @@ class OpenAIServer:
 
     def __init__(self, setting: RuntimeSetting) -> None:
         self.setting = setting
+        self.running = 0  # requests being answered now
+        self.served = 0  # requests answered
+
+    def metrics(self) -> str:
+        """GET /metrics: vLLM's Prometheus gauges and counter the shutdown guard reads (running, waiting, done)."""
+        name = self.setting.model
+        return (f'vllm:num_requests_running{{model_name="{name}"}} {self.running}\n'
+                f'vllm:num_requests_waiting{{model_name="{name}"}} 0\n'
+                f'vllm:request_success_total{{finished_reason="length",model_name="{name}"}} {self.served}\n')
 
     def completion(self, body: Any, *, chat: bool = False) -> tuple[int, Any]:
         """POST /v1/completions, or /v1/chat/completions with chat (vLLM's shapes); the bytes of a served_output
@@ -78,10 +87,17 @@ class OpenAIServer:
             return 200, b"", "text/plain"
         if path == "/v1/models":
             return 200, self.models(), JSON
+        if path == "/metrics":
+            return 200, self.metrics().encode(), "text/plain; version=0.0.4"
         if path in ("/v1/completions", "/v1/chat/completions") and method == "POST":
-            if not self.hold():
-                return DROPPED, b"", ""
-            return (*self.completion(body, chat=path == "/v1/chat/completions"), JSON)
+            self.running += 1
+            try:
+                if not self.hold():
+                    return DROPPED, b"", ""
+                return (*self.completion(body, chat=path == "/v1/chat/completions"), JSON)
+            finally:
+                self.running -= 1
+                self.served += 1
         return 404, {"error": {"message": "Not Found", "type": "NotFoundError", "param": None, "code": 404}}, JSON
 
 

@@ -8,7 +8,7 @@ from functools import partial
 from typing import Any
 
 from gpuharness.sim import catalog, provider_bills
-from gpuharness.sim.routing import Made, ProviderWire, Route, SimRequest, SimResponse, json_response
+from gpuharness.sim.routing import InPodWire, Made, ProviderWire, Route, SimRequest, SimResponse, json_response
 from gpuharness.sim.state import SimInstance, SimState
 
 PROVIDER = "runpod"
@@ -139,6 +139,16 @@ def pod_action(req: SimRequest, state: SimState) -> SimResponse:
     return json_response(200, render(pod, state))
 
 
+def stop_v1(req: SimRequest, state: SimState) -> SimResponse:
+    """POST /v1/pods/{id}/stop (REST v1, the route `runpodctl stop pod` calls) -> 200 + the pod."""
+    pod = state.get(PROVIDER, req.match["id"])
+    if pod is None:
+        return problem(404, "Not Found", "pod not found")
+    if pod.status == "running":
+        state.stop(pod)
+    return json_response(200, render(pod, state))
+
+
 WIRE = ProviderWire(
     provider=PROVIDER,
     prefix=PREFIX,
@@ -152,6 +162,7 @@ WIRE = ProviderWire(
                                                                    provider=PROVIDER)),
         Route.of("GET", "/runpod/v1/billing/pods", "read", partial(provider_bills.runpod_pod_billing_v1,
                                                                    provider=PROVIDER)),
+        Route.of("POST", "/runpod/v1/pods/{id}/stop", "mutation", stop_v1),
     ),
     unauthorized=lambda: problem(401, "Unauthorized", "missing or invalid API key"),
     rate_limited=lambda retry_after: problem(429, "Too Many Requests", "rate limit exceeded for the minute window"),
@@ -162,4 +173,6 @@ WIRE = ProviderWire(
     bad_request=lambda reason: problem(400, "Bad Request", reason),
     made=lambda row, name: Made(row.runpod_id, row.runpod_secure or 0.0),
     mirrored=lambda label: {},
+    in_pod=InPodWire("RUNPOD_POD_ID", "RUNPOD_API_KEY", "/runpod/v1", "POST /runpod/v1/pods/{id}/stop",
+                     lambda pod, state: json_response(200, render(pod, state))),
 )

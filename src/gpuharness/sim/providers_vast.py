@@ -16,6 +16,7 @@ from gpuharness.sim import provider_bills, vast_account, vast_listing, vast_offe
 from gpuharness.sim.faults import RequestKind
 from gpuharness.sim.routing import (
     Handler,
+    InPodWire,
     Made,
     ProviderWire,
     Route,
@@ -273,4 +274,6 @@ WIRE = ProviderWire(
     bad_request=lambda reason: error(400, "invalid_args", reason),
     made=lambda row, name: Made(row.display, row.vast_prices[0], {"label": name, "gpu_ram": vast_offers.gpu_ram(row)}),
     mirrored=lambda label: {"label": label},
+    in_pod=InPodWire("CONTAINER_ID", "CONTAINER_API_KEY", "/vast/api/v0", "PUT /vast/api/v0/instances/{id}/",
+                     lambda pod, state: json_response(200, {"success": True}), body={"state": "stopped"}),
 )

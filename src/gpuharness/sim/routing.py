@@ -102,6 +102,21 @@ class Made:
 
 @final
 @dataclass(frozen=True, slots=True)
+class InPodWire:
+    """What a simulated provider places in its pods (the id and key variables; the guard's API base under the
+    simulator) and the one request that key may make: its own pod's stop (`route`, with `body` where it must be
+    exactly that), answered by `stopped`."""
+
+    id_env: str
+    key_env: str
+    base: str
+    route: str
+    stopped: Callable[[Any, Any], SimResponse]
+    body: Any = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
 class ProviderWire:
     """How one provider's API looks on the wire: its routes and its error bodies; and, for a provider whose
     instances the simulator keeps, how it makes one directly and how it copies one in from elsewhere. A provider's
@@ -126,6 +141,8 @@ class ProviderWire:
     mirrored: Callable[[str], dict[str, Any]] | None = None
     #: what its providers.json entry holds besides name, kind, key and api_base (a serverless endpoint's id)
     entry: Mapping[str, Any] = field(default_factory=dict)
+    #: the identity it places in its pods and the in-pod stop it honours with it (sim.in_pod; None: none)
+    in_pod: InPodWire | None = None
 
     def route(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
         for route in self.routes:

@@ -10,13 +10,13 @@ from types import TracebackType
 from typing import Any, final
 
 from gpuharness.core.errors import UserError
-from gpuharness.sim import host_faults, wires
+from gpuharness.sim import host_faults, in_pod, wires
 from gpuharness.sim.access import HostAccess
 from gpuharness.sim.control import bulk_create, control
 from gpuharness.sim.exchanges import RecordedRequest, RequestLog, kept_headers, kept_query
 from gpuharness.sim.faults import FaultPlan, parse_fault
 from gpuharness.sim.http_layer import SimHTTPServer
-from gpuharness.sim.routing import ProviderWire, Route, SimRequest, SimResponse, bearer, json_response
+from gpuharness.sim.routing import InPodWire, ProviderWire, Route, SimRequest, SimResponse, bearer, json_response
 from gpuharness.sim.state import HostFactory, SimState
 from gpuharness.sim.wires import wire_for
 
@@ -32,6 +32,11 @@ def require_loopback(host: str) -> None:
     if not loopback:
         raise UserError(f"refusing to serve the simulator on non-loopback host {host!r}", place="sim serve",
                         hint="use --host 127.0.0.1")
+
+
+def _in_pod_wire(provider: str) -> InPodWire | None:
+    wire = wires.provider(provider)
+    return wire.in_pod if wire is not None else None
 
 
 @final
@@ -52,6 +57,8 @@ class Simulator:
         #: provider -> the only key accepted; providers not named accept any non-empty key
         self.api_keys = dict(api_keys or {})
         self.host_factory = host_factory
+        self.state.in_pod = lambda instance, host: in_pod.placed(instance, host, self.base_url,
+                                                                 _in_pod_wire(instance.provider))
         self.log = log
         self._server: SimHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -161,8 +168,11 @@ class Simulator:
         route, match = found
         req.match = match
         self.state.count_request(route.key)
+        token = bearer(req.headers) or (req.param(wire.query_key) if wire.query_key else None)
+        pod = in_pod.pod_of(self.state, token)
+        if pod is not None:  # a key the provider placed in a pod: its own stop, nothing else
+            return in_pod.answer(self.state, wire, route, req, pod)
         if not route.public:
-            token = bearer(req.headers) or (req.param(wire.query_key) if wire.query_key else None)
             expected = self.api_keys.get(wire.provider)
             if not token or (expected is not None and token != expected):
                 return wire.unauthorized()

@@ -120,6 +120,10 @@ class SimState:
         self.clock = clock
         self.wall = wall
         self.host_factory: HostFactory | None = None
+        #: gives a new host what its provider places in the pod (sim.in_pod), once the simulator serves
+        self.in_pod: Callable[[SimInstance, HostHandle], None] | None = None
+        #: hosts of pods stopped from inside, kept for their disk until the simulator stops
+        self.kept_hosts: list[HostHandle | None] = []
         self.instances: dict[tuple[str, str], SimInstance] = {}
         self.requests: dict[str, int] = {}
         self.counters: dict[str, int] = {}
@@ -220,6 +224,8 @@ class SimState:
             factory = self.host_factory
             host = factory(instance) if factory is not None else None  # raises: stays pending, retried later
             instance.host = host if host is not None else PlaceholderHost()
+            if host is not None and self.in_pod is not None:
+                self.in_pod(instance, host)
             instance.status = "running"
             instance.running_since = instance.ready_at_mono
         self._accrue(instance, now)
@@ -278,3 +284,7 @@ class SimState:
         with self.lock:
             for instance in self.instances.values():
                 self._release_host(instance)
+            for host in self.kept_hosts:
+                if host is not None:
+                    host.stop()
+            self.kept_hosts.clear()

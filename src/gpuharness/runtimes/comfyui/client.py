@@ -36,7 +36,12 @@ from gpuharness.runtimes.outputs import MAX_BYTES, Served
 #: ComfyUI's entry in the runtime table, declared with its client at the end of this module. Its jobs write to its
 #: `output` folder (ComfyUI's own name for it).
 RUNTIME: Final = Runtime("comfyui", port=8188, health_path="/system_stats", process="main.py", imports_torch=True,
-                         node_catalog=True, directory="ComfyUI", outputs="output")
+                         node_catalog=True, directory="ComfyUI", outputs="output", idle_probe=(
+                             # busy while GET /queue lists a running or pending prompt; any new /history is activity
+                             'q=$(get "$rt/queue" | tr -d " \n\t\r")',
+                             'case "$q" in ""|*\'"queue_running":[]\'*) ;; *) busy=1 ;; esac',
+                             'case "$q" in ""|*\'"queue_pending":[]\'*) ;; *) busy=1 ;; esac',
+                             'mark=$(get "$rt/history" | cksum)'))
 #: First poll interval; it doubles up to POLL_MAX_S (short generations finish fast, long ones poll calmly).
 POLL_S = 0.25
 #: GET /view's whole answer: an output file (a video may take minutes)
