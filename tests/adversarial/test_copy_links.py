@@ -31,13 +31,14 @@ from health_world import HealthWorld
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuharness.core.deployment import Deployment
+from gpuharness.core.deployment import DEFAULT_WORKSPACE, Deployment
 from gpuharness.core.errors import UserError
 from gpuharness.core.ledger import Ledger
 from gpuharness.core.registry import Registry
 from gpuharness.operations.retrieve import retrieve
 from gpuharness.operations.seams import cli_context
 from gpuharness.probe import server_catalog, transcripts
+from gpuharness.probe.guard_state import GUARD_DIR
 from gpuharness.remote import ExecResult
 from gpuharness.remote.route import HostRoute
 from gpuharness.sim import host as sim_host
@@ -318,7 +319,9 @@ def run_example(example: Example, outside: Path, opened: list[str]) -> None:
     blocked = plant_here(example, outside)
     skip = (example.world.root, example.to)
     before = snapshot(example.root, skip=skip)
-    host_before = snapshot(example.world.hosts[HOST].root, skip=(example.workspace,))
+    # the shutdown guard configure armed writes its heartbeat and log on the pod as it runs
+    host_skip = (example.workspace, example.world.hosts[HOST].root / DEFAULT_WORKSPACE / GUARD_DIR)
+    host_before = snapshot(example.world.hosts[HOST].root, skip=host_skip)
     ctx = dataclasses.replace(cli_context(example.world.registry), say=example.said.append,
                               transfers=Racer(example, outside))
     opened.clear()
@@ -328,7 +331,7 @@ def run_example(example: Example, outside: Path, opened: list[str]) -> None:
         example.said.append(f"error: {exc.what}")
     # nothing outside --to was written, nothing outside the workspace read (or changed) on the host
     assert snapshot(example.root, skip=skip) == before, example.said
-    assert snapshot(example.world.hosts[HOST].root, skip=(example.workspace,)) == host_before
+    assert snapshot(example.world.hosts[HOST].root, skip=host_skip) == host_before
     workspace = str(example.workspace.resolve()) + os.sep
     assert [path for path in opened if not path.startswith(workspace)] == [], example.said
     secrets = {hashlib.sha256(data).hexdigest() for data in host_secrets(example.world.hosts[HOST].root).values()}

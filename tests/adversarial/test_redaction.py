@@ -464,14 +464,18 @@ SINKS: dict[str, tuple[int, str]] = {
     "audit/ledger_pass.py": (1, "the pass's job states (msgspec), read back by the audit"),
     "audit/run.py": (1, "the audit's checkpoint (AuditRun.attest), through statefile.atomic_write_bytes"),
     "audit/ledger_split.py": (1, "the forked child's report, through a pipe to its parent"),
+    "audit/ledger_columns.py": (1, "the columnar pass's job states (msgspec), read back by the audit"),
     "remote/ssh.py": (1, "an artifact's bytes, copied as they are"),
     "remote/local.py": (2, "an artifact's bytes; a command's stdin"),
     "remote/hostkeys.py": (1, "a public host key"),
     "remote/deadline.py": (1, "the request to the provider"),
     "cli/sim_cmds.py": (1, "`ready <url>` to the parent"),
-    "cli/status_view.py": (3, "rich renders the table into a string, which cli.emit shows: redacted and escaped"),
+    "cli/status_view.py": (4, "rich renders the table and its shown() lines into a string, which cli.emit shows: "
+                              "redacted and escaped"),
     "demo/tour.py": (2, "a command's output, redacted"),
-    "demo/simulated_estate.py": (2, "a command's output, redacted"),
+    "demo/simulated_estate.py": (1, "a command's output, redacted"),
+    "demo/steps.py": (1, "rich prints a shown() line (redacted and escaped) with its markup escaped"),
+    "pytest_plugin/steps.py": (1, "a newline before a step header"),
 }
 WRITERS = frozenset({"print", "write_text", "write_bytes", "write", "dump", "safe_dump"})
 

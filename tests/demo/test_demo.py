@@ -107,7 +107,7 @@ def test_demo_prints_a_plain_step_header_per_phase_as_it_goes(demo):
     health = lines.index(next(h for h in headers if "health suite" in h))
     progress = lines[health + 1:lines.index(headers[2])]
     assert [p for p in progress if ": health: probing " in p] == [
-        f"  {n}/5: health: probing {d} for its 15 checks" for n, d in
+        f"  {n}/5: health: probing {d} for its 16 checks" for n, d in
         enumerate(("dep_h3_vast_01", "dep_h3_runpod_01", "dep_h3_vast_02"), 2)]
     assert progress[-1].startswith("  done in ")
     assert json.loads(completed.stdout)["ok"]

@@ -37,7 +37,7 @@ def test_the_script_records_a_cassette_that_replays_offline_with_every_check_pas
     done = real_gpu(h200_box, "--python", str(h200_box.service_python), "--port", str(h200_box.service_port),
                     "--log", str(h200_box.log_path), "--endpoint", str(h200_box.endpoint), "--out", str(out))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "14 passed, 1 skipped" in done.stdout and f"send back: {out}/gpuharness-recording.tar.gz" in done.stdout
+    assert "15 passed, 1 skipped" in done.stdout and f"send back: {out}/gpuharness-recording.tar.gz" in done.stdout
     deployment = json.loads((out / "registry" / "deployments.json").read_text())["deployments"][0]
     assert (deployment["id"], deployment["gpu"], deployment["gpu_count"], deployment["ssh"]["transport"]) == (
         "dep_local_gpu", "NVIDIA H200", 1, "local")
@@ -56,7 +56,7 @@ def test_the_script_records_a_cassette_that_replays_offline_with_every_check_pas
     replay = subprocess.run([sys.executable, "-m", "gpuharness", "check", "health", "--gpu-mode", "offline",
                              "--registry", str(registry), "--cassettes", str(out / "cassettes"), "-q"],
                             capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
-    assert replay.returncode == 0 and "14 passed, 1 skipped" in replay.stdout, replay.stdout[-3000:]
+    assert replay.returncode == 0 and "15 passed, 1 skipped" in replay.stdout, replay.stdout[-3000:]
 
 
 @pytest.mark.parametrize(("args", "says"), [

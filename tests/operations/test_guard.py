@@ -12,7 +12,7 @@ import pytest
 from gpuharness.core.billing import billed_intervals
 from gpuharness.core.clock import parse_ts
 from gpuharness.core.deployment import Deployment
-from gpuharness.core.journal import read_journal
+from gpuharness.core.journal import read_entries, read_journal
 from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
 from gpuharness.operations.guard import guard_plan
 from gpuharness.operations.guard_stop import GUARD_STOP
@@ -87,7 +87,7 @@ def test_the_by_hand_flow_with_idle_minutes_1_stops_the_pod_and_status_refresh_s
               and isinstance(e.get("marker"), dict) and e["marker"].get("event") == GUARD_STOP]
     assert stop["to"] == "stopped" and stop["note"] == "stopped by its guard: idle 1 min"
     [*_, last] = [i for i in billed_intervals([lab.registry.deployment(dep_id)],
-                                              read_journal(lab.registry.journal_path), now=datetime.now(UTC))[dep_id]
+                                              read_entries(lab.registry.journal_path), now=datetime.now(UTC))[dep_id]
                   if i.kind == "instance"]
     assert last.end == parse_ts(stop["marker"]["stopped_at"]) < parse_ts(stop["ts"])
 

@@ -26,9 +26,9 @@ def _health(pytester, *args):
 def test_the_health_suite_prints_a_plain_step_header_per_phase(pytester, workers):
     result = _health(pytester, "-p", "no:html", "-n", workers)
     steps = [line for line in result.outlines if line.startswith(PREFIX)]
-    assert steps[0].startswith(f"{PREFIX} 1/6: health: collected 60 check(s) of 4 deployment(s)"), steps
+    assert steps[0].startswith(f"{PREFIX} 1/6: health: collected 64 check(s) of 4 deployment(s)"), steps
     probing = [re.sub(r"probing \w+", "probing D", s) for s in steps[1:5]]
-    assert probing == [f"{PREFIX} {n}/6: health: probing D for its 15 checks" for n in range(2, 6)], steps
+    assert probing == [f"{PREFIX} {n}/6: health: probing D for its 16 checks" for n in range(2, 6)], steps
     assert sorted(s.split("probing ")[1].split()[0] for s in steps[1:5]) == sorted(DEPLOYMENTS)
     assert steps[5] == f"{PREFIX} 6/6: health: the ready gate's verdict"
     assert not any("\x1b[" in line for line in steps), "not a terminal: plain lines, no escapes"
@@ -63,10 +63,10 @@ def _logs(report: str) -> dict[str, str]:
 def test_health_html_shows_the_facts_each_check_judged_passing_or_failing(pytester, tmp_path):
     report = tmp_path / "health.html"
     result = _health(pytester, f"--html={report}", "--self-contained-html")
-    result.assert_outcomes(passed=52, failed=4, skipped=4)
+    result.assert_outcomes(passed=52, failed=4, skipped=8)
     logs = _logs(report.read_text("utf-8"))
     judged = {test_id: log for test_id, log in logs.items() if "[dep_comfy_" in test_id}
-    assert len(judged) == 60
+    assert len(judged) == 64  # 16 checks of 4 deployments
     blind = sorted(test_id for test_id, log in judged.items() if FACTS_SECTION not in log)
     assert blind == [], f"checks whose report shows no facts: {blind}"
     assert "No log output captured" not in "".join(judged.values())

@@ -21,6 +21,7 @@ from gpuharness.core.policy import Policy
 from gpuharness.core.registry import Registry
 from gpuharness.core.spend import billed_today_and_month, spend_book
 from gpuharness.core.terminal import escape
+from gpuharness.core.terminal import shown as redacted
 from gpuharness.health.gate import next_step
 from gpuharness.operations.guard_stop import notes_of
 from gpuharness.operations.rate_changes import last_rate_changes, rate_note
@@ -79,7 +80,7 @@ def render(registry: Registry, *, show_all: bool) -> str:
                   f"billed{against}" + (f"; {hidden} destroyed hidden (--all shows them)" if hidden else ""))
     for deployment in shown:  # where one is not ready, the command that moves it on
         if deployment.status not in ("ready", "destroyed"):
-            console.print(Text(escape(f"next for {deployment.id}: {next_step(deployment)}")))
+            console.print(Text(redacted(f"next for {deployment.id}: {next_step(deployment)}")))
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines()).strip("\n")
 
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape as markup_escape
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from gpuharness.core.terminal import shown
+from gpuharness.core.terminal import show, shown
 
 #: every header starts so: `grep '^demo step'` reads the demo's phases out of its log
 PREFIX = "demo step"
@@ -72,6 +72,6 @@ class Steps:
 
     def _line(self, text: str) -> None:
         if self._console is not None:
-            self._console.print(markup_escape(text))
+            self._console.print(markup_escape(shown(text)))
         else:
-            print(text, file=self._stream, flush=True)
+            show(text, file=self._stream)

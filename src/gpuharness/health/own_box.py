@@ -14,6 +14,7 @@ from typing import Any, Final
 from gpuharness.core.policy import PerformanceFloor
 from gpuharness.core.registry import Registry
 from gpuharness.core.runtimes import RUNTIMES
+from gpuharness.core.terminal import show
 
 DEPLOYMENT_ID: Final = "dep_local_gpu"
 WORKFLOW_ID: Final = "gh-device-check"
@@ -63,15 +64,15 @@ def register(root: str, workspace: str, gpu: str, count: int, runtime: str, port
 
 def main(argv: list[str]) -> int:
     if len(argv) != 10 or not argv[3].isdigit() or not argv[5].isdigit():
-        print(USAGE, file=sys.stderr)
+        show(USAGE, file=sys.stderr)
         return 2
     root, workspace, gpu, count, runtime, port, python, log, process, endpoint = argv
     try:
         register(root, workspace, gpu, int(count), runtime, int(port), python, log or None, process, endpoint)
     except ValueError as exc:
-        print(f"own_box: {exc}", file=sys.stderr)
+        show(f"own_box: {exc}", file=sys.stderr)
         return 2
-    print(f"registered {DEPLOYMENT_ID} ({count}x {gpu}, {runtime} on port {port}) in {root}")
+    show(f"registered {DEPLOYMENT_ID} ({count}x {gpu}, {runtime} on port {port}) in {root}")
     return 0
 
 

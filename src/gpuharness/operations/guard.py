@@ -28,7 +28,6 @@ from gpuharness.remote import RemoteError
 from gpuharness.remote.lines import lines_of
 from gpuharness.remote.script import ShellScript
 
-GUARD_DIR: Final = ".gh-guard"
 #: the pod's environment may name another API base for the in-pod stop (the simulator places its own there)
 API_ENV: Final = "GPUHARNESS_GUARD_API"
 DEFAULT_POLL_S: Final = 30.0

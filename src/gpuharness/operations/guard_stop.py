@@ -14,7 +14,7 @@ from gpuharness.core.billing import STOPPED_AT
 from gpuharness.core.deployment import BILLING, Deployment
 from gpuharness.core.journal import JournalEntry, read_entries
 from gpuharness.operations.context import Context
-from gpuharness.operations.guard import GUARD_DIR
+from gpuharness.probe.guard_state import GUARD_DIR
 from gpuharness.providers.inventory import Inventory
 from gpuharness.remote import RemoteError
 from gpuharness.remote.lines import lines_of

@@ -19,10 +19,11 @@ from gpuharness.pytest_plugin.suites import STEP_PREFIX as PREFIX
 _PARAMETER = re.compile(r"\[([^\[\]]+)\]$")
 
 
-def deployment_of(nodeid: str) -> str | None:
-    """The deployment a health check judges, from its test id (`checks/health/...::test_x[dep_a]`), if any."""
+def deployment_of(nodeid: str, rootdir: Path = Path()) -> str | None:
+    """The deployment a health check judges, from its test id (`checks/health/...::test_x[dep_a]`, relative to the
+    run's rootdir, which `gpuharness check` and the demo set to checks/ itself), if any."""
     found = _PARAMETER.search(nodeid)
-    if found is None or not is_health_path(Path(nodeid.split("::")[0])):
+    if found is None or not is_health_path(rootdir / nodeid.split("::")[0]):
         return None
     return found.group(1)
 
@@ -66,7 +67,7 @@ class SuiteSteps:
     def _collected(self, ids: list[str]) -> None:
         self.items = len(ids)
         for nodeid in ids:
-            deployment = deployment_of(nodeid)
+            deployment = deployment_of(nodeid, self.config.rootpath)
             if deployment is not None:
                 self.deployments[deployment] = self.deployments.get(deployment, 0) + 1
         mode = self.config.getoption("--gpu-mode")
