@@ -98,3 +98,18 @@ def test_init_in_a_subdirectory_still_makes_its_own_registry(project):
     assert done.returncode == 0
     assert (below / ".pi/gpu/policy.json").is_file()
 
+
+
+def test_a_guard_action_is_added_by_command_and_read_back_by_the_guard_plan(project):
+    """Massed and owned hosts place no in-pod stop: `--guard-action shutdown` is how their guard gets one, and
+    the registry's schema accepts what the command writes."""
+    added = gpuharness(project, "providers", "add", "massed", "--kind", "massed", "--key-env", "MASSED_API_KEY",
+                       "--guard-action", "shutdown")
+    assert added.returncode == 0, added.stderr
+    [entry] = providers(project)
+    assert entry["guard_action"] == "shutdown"
+    validated = gpuharness(project, "validate")
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert "unknown field" not in validated.stdout + validated.stderr  # the schema knows it: no warning
+    wrong = gpuharness(project, "providers", "add", "m2", "--kind", "massed", "--guard-action", "reboot")
+    assert wrong.returncode == 2 and "--guard-action" in wrong.stderr

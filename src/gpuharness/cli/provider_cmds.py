@@ -33,6 +33,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--api-base", metavar="URL", help="another base URL (a proxy, or the simulator)")
     p.add_argument("--ssh-key-file", metavar="FILE", help="the SSH key its instances are reached with")
     p.add_argument("--known-hosts", metavar="FILE", help="the known_hosts file its instances' keys are pinned in")
+    p.add_argument("--guard-action", choices=("shutdown",),
+                   help="where the provider places no in-pod stop (Massed, owned hosts): the pod's shutdown guard "
+                        "runs `shutdown -h now` (default: no guard; reap --apply alone stops it)")
     p.add_argument("--replace", action="store_true", help="replace an entry of the same name")
     p.set_defaults(handler=cmd_providers_add)
     p = prov_sub.add_parser("check", parents=[common],
@@ -57,7 +60,8 @@ def cmd_providers_add(args: argparse.Namespace) -> int:
                         hint="upper case letters, digits and _, e.g. VAST_API_KEY; the name, never the key")
     entry = {"name": args.name, "kind": kind.value, "credential_env": args.key_env}
     entry |= {k: v for k, v in (("api_base", args.api_base), ("ssh_key_file", args.ssh_key_file),
-                                ("known_hosts", args.known_hosts)) if v is not None}
+                                ("known_hosts", args.known_hosts), ("guard_action", args.guard_action))
+              if v is not None}
     with registry.update("providers.json") as document:
         taken = [p for p in document["providers"] if p["name"] == args.name]
         if taken and not args.replace:

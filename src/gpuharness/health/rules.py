@@ -450,5 +450,6 @@ def shutdown_guard_armed(probe: ProbeResult, deployment: Deployment) -> Verdict:
     last = f"; its log's last line: {guard.last_line}" if guard.last_line else ""
     return failed("guard_not_running", f"{deployment.id} bills ${deployment.cost_hr:g}/h with the shutdown rule "
                   f"'{rule.words()}' but no guard runs on the host ({guard.words()}){last}: re-arm it with `gpuharness "
-                  f"guard {deployment.id}` (where the provider places no in-pod stop, set guard_action \"shutdown\" "
-                  "in providers.json first), and schedule `gpuharness reap --apply` as the second line")
+                  f"guard {deployment.id}` (where the provider places no in-pod stop, first `gpuharness providers add "
+                  f"{deployment.provider} --kind KIND --key-env VAR --guard-action shutdown --replace`), and schedule "
+                  "`gpuharness reap --apply` as the second line")

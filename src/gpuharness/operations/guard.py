@@ -94,7 +94,9 @@ def guard_plan(deployment: Deployment, provider: dict[str, Any], *, poll_s: floa
         else:
             warning = (f"no guard on {deployment.id}: {provider.get('kind')} places no in-pod stop and providers.json "
                        f"gives no guard_action \"shutdown\"; only `gpuharness reap --apply` carries out its shutdown "
-                       "rule")
+                       f"rule (`gpuharness providers add {provider.get('name')} --kind {provider.get('kind')}"
+                       + (f" --key-env {provider['credential_env']}" if provider.get("credential_env") else "")
+                       + " --guard-action shutdown --replace` gives one)")
     launch = int(parse_ts(deployment.created_at).timestamp()) if deployment.created_at else 0
     return GuardPlan(action, rule.idle_minutes, rule.max_hours, rule.deadline, launch, deployment.runtime or "",
                      deployment.service_port, poll_s, stop, warning)
