@@ -6,16 +6,15 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, final
 
+from gpuharness.audit.billed import billed_so_far
 from gpuharness.core import runtimes
 from gpuharness.core.claims import Claim, alive, holder, process_mark, take
 from gpuharness.core.deployment import Deployment, ShutdownRule, SshAccess, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry, read_entries
-from gpuharness.core.ledger import Ledger
 from gpuharness.core.lifecycle import journal, resume_or_destroy, transition
 from gpuharness.core.policy import MONEY_CEILINGS, Action, Policy, exceeds
 from gpuharness.core.registry import Registry
-from gpuharness.core.spend import today_and_month
 from gpuharness.core.stewardship import local_user
 from gpuharness.core.terminal import looks_empty
 from gpuharness.health.gate import gate_command
@@ -192,7 +191,7 @@ def check_policy(ctx: Context, request: ProvisionRequest, kind: ProviderKind,
     registry = ctx.registry
     policy = Policy(registry.spending_policy())
     burn_hr, live_count = live_burn(registry.deployments() if deployments is None else deployments)
-    spent_day, spent_month = today_and_month(Ledger(registry.ledger_path).lines(), ctx.now())
+    spent_day, spent_month = billed_so_far(registry, ctx.now())
     allowed = policy.allowed_providers
     name = request.provider
     if allowed is not None and name not in allowed and kind.value in allowed:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, final
 
+from gpuharness.audit.billed import billed_so_far
 from gpuharness.core import claims
 from gpuharness.core.clock import format_ts
 from gpuharness.core.deployment import Deployment
@@ -18,7 +19,6 @@ from gpuharness.core.lifecycle import transition
 from gpuharness.core.policy import Policy, exceeds
 from gpuharness.core.registry import Registry
 from gpuharness.core.reservations import Expected, expected_cost, reserved
-from gpuharness.core.spend import today_and_month
 from gpuharness.health.gate import next_step
 from gpuharness.operations.context import Context
 from gpuharness.operations.failure import Failure, classify, refusal
@@ -147,7 +147,7 @@ def next_job_id(ledger: Ledger) -> str:
 def spend_line(ctx: Context) -> str:
     """Spend so far against the ceilings, shown before a batch (refused without policy.json)."""
     policy = Policy(ctx.registry.spending_policy())
-    day, month = today_and_month(Ledger(ctx.registry.ledger_path).lines(), ctx.now())
+    day, month = billed_so_far(ctx.registry, ctx.now())
 
     def cap(value: float | None) -> str:
         return "none" if value is None else f"${value:,.2f}"
@@ -290,10 +290,9 @@ def run_job(ctx: Context, deployment_id: str, *, workflow_id: str | None = None,
     registry = ctx.registry
     with run_lock(ctx, deployment_id):
         admission = admit(ctx, deployment_id, workflow_id, inputs, deadline_s)
-        ledger = Ledger(registry.ledger_path)
 
         def spent() -> tuple[float, float]:
-            return today_and_month(ledger.lines(), ctx.now())
+            return billed_so_far(registry, ctx.now())
 
         with reserved(registry.root, admission.policy, spent, deployment_id=deployment_id,
                       workflow=str(admission.workflow["id"]), expected=admission.expected, clock=ctx.clock):

@@ -6,12 +6,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpuharness.audit.billed import billed_so_far
 from gpuharness.core import lifecycle
 from gpuharness.core.deployment import ShutdownRule
 from gpuharness.core.errors import UserError
-from gpuharness.core.ledger import Ledger
 from gpuharness.core.policy import Policy
-from gpuharness.core.spend import today_and_month
 from gpuharness.health.gate import gate_command
 from gpuharness.operations.context import Context
 from gpuharness.operations.destroy import destroy
@@ -67,7 +66,7 @@ def _refusals(plan: dict[str, Any], ctx: Context, found: Inventory, plan_path: P
             if not dep_id or key != f"{KEY_PREFIX}{dep_id}":
                 problems.append(f"step {step['id']} (launch): the key must be {KEY_PREFIX}<deployment_id> so a lost "
                                 f"answer is reconciled by it (got key {key!r}, deployment {dep_id!r})")
-    today, month = today_and_month(Ledger(ctx.registry.ledger_path).lines())
+    today, month = billed_so_far(ctx.registry, ctx.now())
     rules = [r for r in RULES if r != "replay"]
     replay: dict[str, str | None] = {s["id"]: None for s in plan["steps"]}
     if plan_path is not None:
