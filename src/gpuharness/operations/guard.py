@@ -168,6 +168,7 @@ _INSTALL: Final[tuple[LiteralString, ...]] = (
     '  if command -v setsid >/dev/null 2>&1; then setsid nohup sh "$g/guard.sh" "$g" >> "$g/guard.out" 2>&1 '
     '< /dev/null &',
     '  else nohup sh "$g/guard.sh" "$g" >> "$g/guard.out" 2>&1 < /dev/null & fi',
+    '  echo $! > "$g/pid"',  # at once, not when the guard first runs: a probe right after configure sees it
     '  echo "GH-GUARD armed: pid $! ($guard_words; checks every $guard_poll s)"',
     'else echo "$why"; rm -f "$g/rule"; fi',
 )

@@ -14,6 +14,7 @@ import contextlib
 import os
 import secrets
 import signal
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -90,6 +91,8 @@ def kill_guard(workspace: Path) -> None:
     """Stop a guard left running in a simulated host's workspace (a host stopping takes its processes with it)."""
     with contextlib.suppress(OSError, ValueError):
         pid = int((workspace / GUARD_PID).read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        if b"guard.sh" in cmdline:
-            os.kill(pid, signal.SIGKILL)
+        for _ in range(100):  # configure writes the pid as it forks: the child may not have exec'd guard.sh yet
+            if b"guard.sh" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.02)
