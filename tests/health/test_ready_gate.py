@@ -131,6 +131,17 @@ def test_an_unknown_deployment_id_is_a_usage_error_with_the_known_ids(pytester, 
     assert world.deployment("dep_ok")["status"] == "health-checking"
 
 
+def test_a_destroyed_deployment_is_refused_before_any_probe(pytester, world):
+    world.add("dep_gone", status="destroyed")
+    result = run_checks(pytester, world, "--deployment", "dep_gone")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret != pytest.ExitCode.OK
+    assert "dep_gone is destroyed: its instance is gone, so there is no host to check" in out
+    assert "gpuharness provision" in out and "passed" not in result.parseoutcomes()
+    assert world.deployment("dep_gone")["status"] == "destroyed"
+    assert not [e for e in read_journal(world.registry.journal_path) if e["deployment"] == "dep_gone"]
+
+
 def test_trust_on_first_use_is_an_opt_in_recorded_in_connections(pytester, world):
     host = world.add("dep_tofu")
     host.known_hosts_path.write_text("")

@@ -32,9 +32,15 @@ from gpuharness.runtimes.comfyui.workflow_fit import catalog_fetch
 def selected_deployments(config: pytest.Config) -> list[str]:
     """--deployment IDs, else every deployment awaiting health."""
     chosen: list[str] = config.getoption("--deployment") or []
-    if chosen:
-        return list(dict.fromkeys(chosen))
     registry = Registry(registry_root(config))
+    if chosen:
+        ids = list(dict.fromkeys(chosen))
+        for deployment in registry.deployments():
+            if deployment.id in ids and deployment.status == "destroyed":  # its host may be someone else's now
+                raise UserError(f"deployment {deployment.id} is destroyed: its instance is gone, so there is no "
+                                f"host to check; next: {gate.next_step(deployment)}",
+                                path=registry.path("deployments.json"))
+        return ids
     if not registry.path("deployments.json").exists():
         return []
     return [d.id for d in registry.deployments() if d.status in gate.AWAITING]
