@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 import httpx
@@ -188,7 +189,7 @@ def test_a_failing_health_run_writes_no_form_of_the_key_its_host_logs(pytester, 
 
 
 def test_the_issues_example_a_key_in_a_failing_hosts_log_line(pytester):
-    key = "rpa_" + "Q7" * 14
+    key = "rpa_" + token_hex(14)
     assert_health_run_leaks_nothing(pytester, key, {"plain": key}, OOM + f"while loading with api key {key}")
 
 
@@ -390,7 +391,7 @@ def test_diagnose_prints_no_form_of_the_key_a_log_holds(data: st.DataObject, key
 
 
 def test_diagnose_in_a_process_of_its_own_prints_no_key(tmp_path):
-    key = "rpa_" + "Zx9" * 9
+    key = "rpa_" + token_hex(14)
     root = tmp_path / "registry"
     Registry(root).init()
     (root / "providers.json").write_text(json.dumps({"schema_version": 1, "providers": [
@@ -434,7 +435,7 @@ def test_the_audit_finds_every_form_of_a_key_and_its_findings_show_none(data: st
 
 
 def test_the_issues_example_the_audit_finds_a_key_written_with_json_escapes(tmp_path):
-    key = "rpa_" + "K3y" * 9
+    key = "rpa_" + token_hex(14)
     escaped = "".join(f"\\u{ord(c):04x}" for c in key[:8]) + key[8:]  # JSON reads it back as the key itself
     line = json.dumps(build_job("J-000001", "failed", error="x")).replace('"x"', f'"{escaped}"')
     assert json.loads(line)["error"] == key

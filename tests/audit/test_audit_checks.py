@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 import hypothesis  # noqa: F401  (pytester restores sys.modules after each run; its plugin imports this at the end)
@@ -507,7 +508,7 @@ def test_recently_active_deployment_is_not_idle(pytester, reg, monkeypatch):
 
 # --- secrets -------------------------------------------------------------------------------------------
 
-RUNPOD_KEY = "rpa_" + "Q7XK2M9PLW4ZC8VB3NHT6YRD1FJS5GAE"
+RUNPOD_KEY = "rpa_" + token_hex(16)  # made per run: no key is committed
 
 
 def test_api_key_in_the_registry_fails_and_is_shown_redacted(pytester, reg):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from secrets import token_hex
 
 import respx
 from provider_time import FakeTime
@@ -12,7 +13,7 @@ from gpuharness.providers.transport import ProviderHttp
 from gpuharness.sim import Simulator
 
 BASE = "https://api.runpod.ai"
-KEY = "rpa_" + "TESTKEY0123456789abcdefghijklmnopqrs"  # assembled: no key-shaped literal in git
+KEY = "rpa_" + token_hex(18)  # made per run: no key is committed
 
 
 def endpoint(base: str = BASE) -> ServerlessEndpoint:
