@@ -81,6 +81,10 @@ def seeded_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     with Simulator(ready_delay_s=0.0) as sim:
         registry = Registry(tmp_path / "registry")
         seed(sim, registry)
+        # its four pods have billed since 2026-11-30 and bill on with the calendar (~$55 a day): ceilings that no
+        # hour or date of a test run reaches, so the outcome does not depend on when the suite runs
+        with registry.update("policy.json") as document:
+            document.update(daily_usd=10_000.0, monthly_usd=1_000_000.0)
         yield sim, registry
 
 
