@@ -10,6 +10,7 @@ from checkout import ROOT
 
 from gpuharness.pytest_plugin.health_target import FACTS_SECTION
 from gpuharness.pytest_plugin.steps import PREFIX
+from gpuharness.pytest_plugin.suites import may_collect_health
 
 FIXTURE = ROOT / "fixtures" / "health"
 HEALTH = ROOT / "checks" / "health"
@@ -77,3 +78,32 @@ def test_health_html_shows_the_facts_each_check_judged_passing_or_failing(pytest
     assert "dep_comfy_full_disk: 0.2 GiB free on /workspace, need 16.5 GiB" in full.split(FACTS_SECTION, 1)[1]
     reached = next(log for test_id, log in judged.items() if "test_host_reachable[dep_comfy_ok]" in test_id)
     assert "the probe ran to its end" in reached
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ([], True),
+    (["checks/audit"], False),
+    (["checks/plan/test_plan.py::test_x", "checks/audit"], False),
+    (["checks/audit", "checks/health"], True),
+    (["checks"], True),
+    (["tests/test_mine.py"], True),
+])
+def test_only_a_run_that_may_collect_health_checks_loads_their_family(tmp_path, args, expected):
+    assert may_collect_health(args, tmp_path) is expected
+
+
+def test_an_audit_run_spares_the_health_imports_and_a_health_run_still_gates(pytester, monkeypatch):
+    """The audit alone leaves the health family (its probe and runtime imports) unloaded; health still has it."""
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    pytester.makepyfile(family_spy=
+        "import sys\n"
+        "def pytest_sessionfinish(session):\n"
+        "    loaded = 'gpuharness.pytest_plugin.health' in sys.modules\n"
+        "    print('HEALTH-FAMILY', 'loaded' if loaded else 'absent')\n")
+    registry = ROOT / "fixtures" / "demo" / ".pi" / "gpu"
+    audit = pytester.runpytest_subprocess(str(AUDIT), "--registry", str(registry), "-p", "no:html", "-s", "--co",
+                                         "-p", "family_spy")
+    assert "HEALTH-FAMILY absent" in audit.stdout.str()
+    health = pytester.runpytest_subprocess(str(HEALTH), "--registry", str(registry), "-p", "no:html", "-s", "--co",
+                                          "-p", "family_spy")
+    assert "HEALTH-FAMILY loaded" in health.stdout.str()

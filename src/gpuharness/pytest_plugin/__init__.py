@@ -14,6 +14,7 @@ import pytest
 
 from gpuharness.core.errors import UserError
 from gpuharness.core.registry import ENV_VAR, Registry
+from gpuharness.pytest_plugin.suites import may_collect_health
 
 #: Plugin-shaped modules of the check families, loaded with this plugin.
 FAMILIES: tuple[str, ...] = (
@@ -24,6 +25,8 @@ FAMILIES: tuple[str, ...] = (
     "gpuharness.pytest_plugin.health",
     "gpuharness.pytest_plugin.steps",
 )
+#: Loaded only when the run may collect health checks (its probe and runtime imports are most of the plugin's).
+HEALTH_FAMILY = "gpuharness.pytest_plugin.health"
 
 MODES = ("offline", "live", "record")
 MODE_ENV = "GPUHARNESS_GPU_MODE"
@@ -48,7 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"${MODE_ENV}={os.environ.get(MODE_ENV)!r}: expected one of {', '.join(MODES)}")
     _check_deployment_ids(config)
     Registry(registry_root(config))  # its providers' keys are redacted from every report and line of this run
+    health = may_collect_health([str(arg) for arg in config.args], Path(config.invocation_params.dir))
     for name in FAMILIES:
+        if name == HEALTH_FAMILY and not health:
+            continue
         if not config.pluginmanager.has_plugin(name):
             config.pluginmanager.import_plugin(name)
 

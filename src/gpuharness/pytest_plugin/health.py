@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from gpuharness.providers.cassette import Mode
 from gpuharness.pytest_plugin import cassette_dir, registry_root
 from gpuharness.pytest_plugin.health_target import FACTS, FACTS_SECTION, PROPERTY, HealthTarget
 from gpuharness.pytest_plugin.reports import run_report
+from gpuharness.pytest_plugin.suites import is_health_path
 from gpuharness.pytest_plugin.verdicts import health_row, health_table
 from gpuharness.runtimes.comfyui.workflow_fit import catalog_fetch
 
@@ -44,11 +44,6 @@ def selected_deployments(config: pytest.Config) -> list[str]:
     if not registry.path("deployments.json").exists():
         return []
     return [d.id for d in registry.deployments() if d.status in gate.AWAITING]
-
-
-def is_health_path(path: Path) -> bool:
-    """Whether a test file belongs to the health suite (checks/health/, or gpuharness/_checks/health/ in a wheel)."""
-    return any(a in ("checks", "_checks") and b == "health" for a, b in itertools.pairwise(path.parts))
 
 
 def nothing_checked_line(root: Path, skip_reason: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gpuharness.core import secrets
+from gpuharness.pytest_plugin.suites import suite_of
 
 REPORTS_DIR = "reports"
 
@@ -22,20 +23,8 @@ REPORTS_DIR = "reports"
 def suite_name(args: list[str], invocation_dir: Path) -> str | None:
     """The suite of the collected paths: `audit` for checks/audit/... (or _checks/audit/ in a wheel), joined with
     '+' for several."""
-    suites: list[str] = []
-    for arg in args:
-        path = Path(arg.split("::")[0])
-        if not path.is_absolute():
-            path = invocation_dir / path
-        parts = path.resolve().parts
-        for index, part in enumerate(parts):
-            if part in ("checks", "_checks"):
-                name = parts[index + 1] if index + 1 < len(parts) else "checks"
-                name = name.removesuffix(".py")
-                if name not in suites:
-                    suites.append(name)
-                break
-    return "+".join(suites) if suites else None
+    suites = [suite for suite in (suite_of(arg, invocation_dir) for arg in args) if suite is not None]
+    return "+".join(dict.fromkeys(suites)) if suites else None
 
 
 def report_paths(directory: Path, suite: str, now: datetime) -> tuple[Path, Path]:

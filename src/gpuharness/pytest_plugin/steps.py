@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from gpuharness.core.terminal import shown
-from gpuharness.pytest_plugin.health import is_health_path
 from gpuharness.pytest_plugin.reports import suite_name
 from gpuharness.pytest_plugin.suites import STEP_PREFIX as PREFIX
+from gpuharness.pytest_plugin.suites import is_health_path
 
 _PARAMETER = re.compile(r"\[([^\[\]]+)\]$")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +12,31 @@ from gpuharness.core.errors import UserError
 SUITES = ("health", "audit", "plan")
 #: how a suite's step header starts (pytest_plugin.steps): `grep '^gpuharness step'` reads a run's phases
 STEP_PREFIX = "gpuharness step"
+
+
+def is_health_path(path: Path) -> bool:
+    """Whether a test file belongs to the health suite (checks/health/, or gpuharness/_checks/health/ in a wheel)."""
+    return any(a in ("checks", "_checks") and b == "health" for a, b in itertools.pairwise(path.parts))
+
+
+def suite_of(arg: str, invocation_dir: Path) -> str | None:
+    """The check suite a pytest argument points into: `audit` for checks/audit/... (or _checks/audit/ in a wheel),
+    `checks` for the checks directory itself, None for a path outside them (the project's tests)."""
+    path = Path(arg.split("::")[0])
+    if not path.is_absolute():
+        path = invocation_dir / path
+    parts = path.resolve().parts
+    for index, part in enumerate(parts):
+        if part in ("checks", "_checks"):
+            name = parts[index + 1] if index + 1 < len(parts) else "checks"
+            return name.removesuffix(".py")
+    return None
+
+
+def may_collect_health(args: Sequence[str], invocation_dir: Path) -> bool:
+    """Whether a run may collect health checks: unless every argument points into another check suite (a run of
+    checks/audit or checks/plan alone then spares the health family's imports, a quarter of its start-up)."""
+    return not args or any(suite_of(arg, invocation_dir) in (None, "checks", "health") for arg in args)
 
 
 def checks_root() -> Path:
