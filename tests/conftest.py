@@ -71,8 +71,9 @@ def deployment_item() -> Any:
 
 @pytest.fixture
 def seeded_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The provider simulator and a registry seeded for it (plans.recorded_world.seed), run from tmp_path."""
-    from gpuharness.plans.recorded_world import seed
+    """The provider simulator and a registry seeded for it (seeded_world.seed_world), run from tmp_path."""
+    from seeded_world import seed_world
+
     from gpuharness.providers import cassette
     from gpuharness.sim.server import Simulator
 
@@ -80,11 +81,7 @@ def seeded_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.chdir(tmp_path)
     with Simulator(ready_delay_s=0.0) as sim:
         registry = Registry(tmp_path / "registry")
-        seed(sim, registry)
-        # its four pods have billed since 2026-11-30 and bill on with the calendar (~$55 a day): ceilings that no
-        # hour or date of a test run reaches, so the outcome does not depend on when the suite runs
-        with registry.update("policy.json") as document:
-            document.update(daily_usd=10_000.0, monthly_usd=1_000_000.0)
+        seed_world(sim, registry)
         yield sim, registry
 
 

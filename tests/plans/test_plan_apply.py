@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from seeded_world import seed_world
 
 from gpuharness.core import lifecycle
 from gpuharness.core.errors import UserError
@@ -13,7 +14,6 @@ from gpuharness.core.registry import Registry
 from gpuharness.operations.context import Context
 from gpuharness.plans.apply import apply_plan
 from gpuharness.plans.plan import LaunchRequest, make_plan
-from gpuharness.plans.recorded_world import seed
 from gpuharness.plans.replay import rehearse_with_mirror
 from gpuharness.providers import cassette, inventory
 from gpuharness.sim.server import Simulator
@@ -24,7 +24,7 @@ def live(tmp_path, monkeypatch) -> Iterator[tuple[Simulator, Registry, dict, lis
     monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "ef56" * 10)
     with Simulator(ready_delay_s=0.0) as sim:
         registry = Registry(tmp_path / "registry")
-        seed(sim, registry)
+        seed_world(sim, registry)
         found = inventory.fetch_inventory({e["name"]: inventory.adapter_factory()(e) for e in registry.providers()})
         plan = make_plan(registry.deployments(), found, launches=[LaunchRequest(
             provider="runpod", gpu="NVIDIA GeForce RTX 4090", image="runpod/pytorch:2.4.0", expected_cost_hr=0.69,
