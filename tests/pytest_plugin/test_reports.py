@@ -114,6 +114,7 @@ def test_runs_outside_checks_write_no_reports(pytester):
     (["/opt/venv/lib/python3.11/site-packages/gpuharness/_checks/plan"], "plan"),
     (["checks/audit", "checks/health"], "audit+health"),
     (["checks"], "checks"),
+    (["/srv/checks/gh/checks/plan"], "plan"),  # the innermost checks directory names the suite
     (["tests"], None),
 ])
 def test_suite_name_comes_from_the_collected_path(tmp_path, args, expected):

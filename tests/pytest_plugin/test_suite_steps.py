@@ -87,6 +87,9 @@ def test_health_html_shows_the_facts_each_check_judged_passing_or_failing(pytest
     (["checks/audit", "checks/health"], True),
     (["checks"], True),
     (["tests/test_mine.py"], True),
+    (["/srv/checks/gpuharness/checks/health"], True),  # a clone under a directory named checks
+    (["/srv/checks/gpuharness/checks/audit"], False),
+    (["/home/me/checks/mine/test_x.py"], True),
 ])
 def test_only_a_run_that_may_collect_health_checks_loads_their_family(tmp_path, args, expected):
     assert may_collect_health(args, tmp_path) is expected

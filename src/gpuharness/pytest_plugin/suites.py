@@ -10,6 +10,8 @@ from pathlib import Path
 from gpuharness.core.errors import UserError
 
 SUITES = ("health", "audit", "plan")
+#: the suites that never collect a health check
+OTHER_SUITES = frozenset(SUITES) - {"health"}
 #: how a suite's step header starts (pytest_plugin.steps): `grep '^gpuharness step'` reads a run's phases
 STEP_PREFIX = "gpuharness step"
 
@@ -26,8 +28,8 @@ def suite_of(arg: str, invocation_dir: Path) -> str | None:
     if not path.is_absolute():
         path = invocation_dir / path
     parts = path.resolve().parts
-    for index, part in enumerate(parts):
-        if part in ("checks", "_checks"):
+    for index in range(len(parts) - 1, -1, -1):  # the innermost: a clone may itself live under a dir named checks
+        if parts[index] in ("checks", "_checks"):
             name = parts[index + 1] if index + 1 < len(parts) else "checks"
             return name.removesuffix(".py")
     return None
@@ -36,7 +38,7 @@ def suite_of(arg: str, invocation_dir: Path) -> str | None:
 def may_collect_health(args: Sequence[str], invocation_dir: Path) -> bool:
     """Whether a run may collect health checks: unless every argument points into another check suite (a run of
     checks/audit or checks/plan alone then spares the health family's imports, a quarter of its start-up)."""
-    return not args or any(suite_of(arg, invocation_dir) in (None, "checks", "health") for arg in args)
+    return not args or any(suite_of(arg, invocation_dir) not in OTHER_SUITES for arg in args)
 
 
 def checks_root() -> Path:
