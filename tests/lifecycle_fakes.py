@@ -244,6 +244,17 @@ def make_world(tmp_path: Path, *, policy: dict[str, Any] | None = None) -> World
     return world
 
 
+def pin_clock(world: World, monkeypatch: Any, at: datetime) -> None:
+    """Every clock the world reads at the test's time, from `at` on: its FakeClock, and the real clock by which the
+    journal and the ledger stamp and bound their lines. For a test whose figures belong to one UTC day: a FakeClock
+    that starts at the real time crosses midnight when the suite runs late in the day."""
+    from gpuharness.core import clock, journal, ledger
+
+    world.clock.now = at
+    for module in (clock, journal, ledger):
+        monkeypatch.setattr(module, "utcnow", world.clock)
+
+
 def mark_ready(registry: Registry, deployment_id: str) -> None:
     """Stands in for the health suite (the only path to ready) in unit tests of later phases."""
     from gpuharness.core.clock import now_ts

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
-from lifecycle_fakes import FakeExecutor, make_world, mark_ready
+from lifecycle_fakes import FakeExecutor, make_world, mark_ready, pin_clock
 from test_provision import request
 
 from gpuharness.core.errors import UserError
@@ -19,8 +20,14 @@ OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. 
 FLAKY = "ConnectionResetError: [Errno 104] Connection reset by peer"
 
 
-def ready_world(tmp_path, **kwargs):
+#: a time whose next hours stay in one UTC day and month, for tests that read today's spend after a long job
+MORNING = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
+
+
+def ready_world(tmp_path, monkeypatch=None, **kwargs):
     world = make_world(tmp_path, **kwargs)
+    if monkeypatch is not None:
+        pin_clock(world, monkeypatch, MORNING)
     dep_id = provision(world.ctx, request()).deployment.id
     from gpuharness.core.lifecycle import transition
     transition(world.registry, dep_id, "health-checking")
@@ -99,8 +106,8 @@ def test_run_second_failure_marks_the_deployment_error(tmp_path):
     assert dep.status == "error" and "two failed jobs" in dep.error
 
 
-def test_spend_line_shows_spend_against_the_ceilings(tmp_path):
-    world, dep_id = ready_world(tmp_path, policy={"daily_usd": 20.0, "per_job_usd": 2.0})
+def test_spend_line_shows_spend_against_the_ceilings(tmp_path, monkeypatch):
+    world, dep_id = ready_world(tmp_path, monkeypatch, policy={"daily_usd": 20.0, "per_job_usd": 2.0})
     run_job(world.ctx, dep_id, inputs={}, poll_s=3600)
     text = spend_line(world.ctx)  # billed: the pod's uptime at its rate, more than the $0.50 job alone
     found = re.search(r"today \$(\d+\.\d{4}) of daily_usd \$20\.00", text)
@@ -108,8 +115,8 @@ def test_spend_line_shows_spend_against_the_ceilings(tmp_path):
     assert "per_job_usd $2.00" in text
 
 
-def test_run_refuses_when_the_daily_ceiling_is_already_spent(tmp_path):
-    world, dep_id = ready_world(tmp_path, policy={"daily_usd": 0.1})
+def test_run_refuses_when_the_daily_ceiling_is_already_spent(tmp_path, monkeypatch):
+    world, dep_id = ready_world(tmp_path, monkeypatch, policy={"daily_usd": 0.1})
     with world.registry.update("workflows.json") as document:  # reserved: it fits, then spends $0.50
         for workflow in document["workflows"]:
             workflow["estimated_cost_usd"] = 0.01
