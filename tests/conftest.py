@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 import openssh_server
@@ -77,7 +78,7 @@ def seeded_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     from gpuharness.providers import cassette
     from gpuharness.sim.server import Simulator
 
-    monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "a1b2" * 10)
+    monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + token_hex(20))
     monkeypatch.chdir(tmp_path)
     with Simulator(ready_delay_s=0.0) as sim:
         registry = Registry(tmp_path / "registry")

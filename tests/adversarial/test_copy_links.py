@@ -30,6 +30,7 @@ import pytest
 from health_world import HealthWorld
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from made_keys import private_key_pem
 
 from gpuharness.core.deployment import DEFAULT_WORKSPACE, Deployment
 from gpuharness.core.errors import UserError
@@ -136,7 +137,7 @@ class Example:
 
 def host_secrets(host_root: Path) -> dict[str, bytes]:
     """Files outside the workspace a link may aim at: the host's private key, a folder of keys, a chain's link."""
-    secrets = {"id_ed25519": b"-----BEGIN OPENSSH PRIVATE KEY-----\nthe host's own key\n",
+    secrets = {"id_ed25519": private_key_pem("openssh"),
                "private/x.png": b"a private x", "private/x.png.part": b"a private part",
                "private/out.png": b"a private out", "private/-x.png": b"a private dash",
                "private/x y.png": b"a private space", "hardlinked": b"a file hard-linked into the workspace"}

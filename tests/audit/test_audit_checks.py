@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from secrets import token_hex
+from textwrap import indent
 from typing import Any
 
 import hypothesis  # noqa: F401  (pytester restores sys.modules after each run; its plugin imports this at the end)
 import orjson
 import pytest
 from checkout import ROOT
+from made_keys import private_key_pem
 
 CHECKS = ROOT / "checks" / "audit"
 DEMO = ROOT / "fixtures" / "demo" / ".pi" / "gpu"
@@ -523,18 +525,19 @@ def test_api_key_in_the_registry_fails_and_is_shown_redacted(pytester, reg):
 
 def test_bearer_token_in_the_ledger_fails(pytester, reg):
     job = completed_on(reg, "dep_vast_5090_03")
-    inputs = dict(job["inputs"], header="Authorization: Bearer " + "sk-live-9f8e7d6c5b4a39281706")
+    bearer = "sk-live-" + token_hex(10)  # made per run: no token is committed
+    inputs = dict(job["inputs"], header="Authorization: Bearer " + bearer)
     append(reg / "jobs.jsonl", correction(job, inputs=inputs))
     result = audit(pytester, reg)
     assert failed(result) == ["test_no_secret_in[ledger]"]
     says(result, [f"*jobs.jsonl:{len(ledger(reg))}: bearer token sk-l… (28 chars)*"])
-    assert "9f8e7d6c5b4a39281706" not in result.stdout.str()
+    assert bearer[4:] not in result.stdout.str()
 
 
 def test_private_key_in_cassettes_fails(pytester, reg):
     cassettes = pytester.path / "cassettes" / "http"
     cassettes.mkdir(parents=True)
-    (cassettes / "launch.yaml").write_text("body: |\n  -----BEGIN " + "OPENSSH PRIVATE KEY-----\n  b3BlbnNzaA==\n")
+    (cassettes / "launch.yaml").write_text("body: |\n" + indent(private_key_pem("openssh").decode(), "  "))
     result = audit(pytester, reg)
     assert failed(result) == ["test_no_secret_in[cassettes]"]
     says(result, ["*cassettes/http/launch.yaml:2: private key*"])
@@ -550,7 +553,7 @@ def test_password_in_reports_fails(pytester, reg):
 
 
 #: A key with none of the patterns' shapes: only its configured value gives it away.
-VAST_KEY = "4f0c1e9a7b2d" + "58e6a3c0f1b97d24e8a6c3f05b1d9e72"
+VAST_KEY = token_hex(22)  # made per run: no key is committed
 
 
 @pytest.mark.parametrize("where", ["error", "prompt"])

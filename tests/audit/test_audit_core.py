@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 from checkout import ROOT
+from made_keys import pem_header, token
 
 from gpuharness.audit import checkpoint as cp
 from gpuharness.audit import run_audit
@@ -149,16 +150,16 @@ def test_full_rebaseline_removes_the_job_files_it_no_longer_names(reg):
 
 
 def test_secret_finder_reports_each_kind_redacted():
-    # the fake secrets are assembled here so no secret-shaped literal is committed
-    text = (b'{"a": "rpa_' + b'ABCDEFGHIJKLMNOPQRSTUVWX"}\n'
-            b"Authorization: Bearer abcdefghijklmnop1234\n"
-            b"-----BEGIN " + b"RSA PRIVATE KEY-----\n"
-            b'{"password": "hunter2"}\n'
-            b"url: /x?api_key=0123456789abcdef0123456789abcdef\n")
+    # the fake secrets are made here, per run, so no secret-shaped value is committed
+    runpod, bearer, password, api_key = (token(n).encode() for n in (24, 20, 7, 32))
+    text = (b'{"a": "rpa_' + runpod + b'"}\n'
+            b"Authorization: Bearer " + bearer + b"\n" + pem_header("rsa") + b"\n"
+            b'{"password": "' + password + b'"}\n'
+            b"url: /x?api_key=" + api_key + b"\n")
     hits = list(find_secrets(text))
     assert [h.kind for h in hits] == ["RunPod API key", "bearer token", "private key", "password", "API key"]
-    assert all("ABCDEFGHIJ" not in h.shown and "hunter2" not in h.shown for h in hits)
-    assert shown(b"rpa_ABCDEFGH") == "rpa_… (12 chars)"
+    assert all(value[4:].decode() not in h.shown for h in hits for value in (runpod, bearer, password, api_key))
+    assert shown(b"rpa_" + token(8).encode()) == "rpa_… (12 chars)"
 
 
 def test_secret_finder_ignores_placeholders_and_variable_names():
@@ -174,8 +175,9 @@ def test_secret_prefilter_drops_no_line_that_a_pattern_matches():
     # reference: every pattern run over every line. The needle prefilter (needles looked for after deleting the
     # bytes no needle holds) must find the same secrets: mixed case, between other text, at the edges of lines and
     # of data[:limit], and not fooled by letters the deletion brings together
-    pieces = [b"rpa_" + b"Q" * 24, b"-----BEGIN " + b"EC PRIVATE KEY-----", b"BeArEr " + b"t0k" * 6,
-              b"-----BEGIN " + b"OPENSSH ENCRYPTED LONG NAME PRIVATE KEY-----", b"x-instance_api_key: " + b"i" * 16,
+    pieces = [b"rpa_" + token(24).encode(), pem_header("ec"), b"BeArEr " + b"t0k" * 6,
+              pem_header("openssh").replace(b"OPENSSH", b"OPENSSH ENCRYPTED LONG NAME"),
+              b"x-instance_api_key: " + b"i" * 16,
               b'"API_KEY": "' + b"k" * 20 + b'"', b"Client-Secret=" + b"s" * 18, b'"PassWd":"' + b"p" * 9 + b'"',
               b"access_token: " + b"z" * 17, b"Password=" + b"w" * 8, b"a.p.i_key=" + b"x" * 20, b"to ken pa ss"]
     filler = [b"", b" ", b'{"seed": 12, "steps": 30}', b"xyz", b"a-p-i", b"t0-ken", b"\t"]

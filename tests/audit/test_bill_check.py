@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from secrets import token_hex
 
 import pytest
 from checkout import ROOT
@@ -16,7 +17,7 @@ from gpuharness.core.registry import Registry
 from gpuharness.sim import Simulator
 
 CHECK = ROOT / "checks" / "audit" / "test_bill.py"
-KEY = "gh-test-bill-" + "ab12" * 8
+KEY = "gh-test-bill-" + token_hex(16)  # made per run: no key is committed
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import sys
 import threading
 from collections import defaultdict
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 import msgspec
@@ -31,7 +32,7 @@ DEMO_RECORDS = [orjson.loads(line) for line in DEMO_LINES]
 RATES = {d["id"]: float(d["cost_hr"]) for d in orjson.loads((DEMO / "deployments.json").read_bytes())["deployments"]}
 NOW = parse_ts("2026-11-30T18:10:00Z")
 #: A fake credential value, assembled here so that no secret-shaped literal is committed.
-TOKEN = "abcdefghijklmnop" + "1234"
+TOKEN = token_hex(10)  # a bearer token, made per run
 
 
 def verdict(result: PassResult, jobs_files: list[str]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from secrets import token_hex
 
 import pytest
 from checkout import ROOT
@@ -89,7 +90,7 @@ def test_live_mode_lists_the_providers_and_record_mode_writes_the_inventory(pyte
     from gpuharness.plans.recorded_world import seed
     from gpuharness.sim.server import Simulator
 
-    monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "9f8e" * 10)
+    monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + token_hex(20))
     with Simulator(ready_delay_s=0.0) as sim:
         registry = Registry(tmp_path / "registry")
         seed(sim, registry)

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 import httpx
@@ -15,7 +16,7 @@ from gpuharness.cli import main
 from gpuharness.core.registry import Registry
 from gpuharness.sim import Simulator
 
-SECRET = "GPUHARNESS_TEST_SECRET-9b8e7d6c5b4a3f2e"
+SECRET = "GPUHARNESS_TEST_SECRET-" + token_hex(8)  # made per run
 GOOD = "sim-good-key-0123456789abcdef"
 
 
@@ -152,7 +153,7 @@ def test_sim_serve_starts_a_simulated_ssh_host_for_each_running_instance():
         base = process.stdout.readline().strip().split()[1]
         httpx.post(base + "/_sim/instances", json={"provider": "vast", "count": 1, "gpu": "RTX 4090"}, timeout=10)
         listing = httpx.get(base + "/vast/api/v1/instances/", params={"limit": 25},
-                            headers={"Authorization": "Bearer " + "k" * 32}, timeout=10).json()
+                            headers={"Authorization": "Bearer " + token_hex(16)}, timeout=10).json()
         [instance] = listing["instances"]
         import socket
 

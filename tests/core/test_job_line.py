@@ -328,7 +328,7 @@ def test_a_timestamp_is_a_date_time_exactly_when_the_schema_format_says_and_it_i
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(st.sampled_from([b"a", b"p", b"i", b"x", b" ", b"_", b"R", b"P", b"A", b"Token", b"beaRer",
-                                          b"secre", b"t", b"rpa_", b"PRIVATE KEY", b"pa", b"ss", b"\xc3\xa9"]),
+                                          b"secre", b"t", *secrets.RAW_NEEDLES, b"pa", b"ss", b"\xc3\xa9"]),
                          max_size=12).map(b"".join), max_size=8))
 def test_secret_candidates_include_every_line_holding_a_keyword(rows: list[bytes]) -> None:
     data = b"\n".join(rows)

@@ -4,17 +4,19 @@ minimum length everywhere, redaction before any cut, and configured credential v
 from __future__ import annotations
 
 import json
+from secrets import token_urlsafe
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from made_keys import private_key_pem, token
 
 from gpuharness.core import secrets
 from gpuharness.probe.transcripts import scrub
 from gpuharness.providers import cassette
 from gpuharness.providers.failures import classify, redact
 
-KEY = "vk-" + "9Qf3ZLm0T7wXc2Rj5Hn8Bd4Ks6Pe1Ya"
+KEY = "vk-" + token_urlsafe(23)[:31]  # made per run: no key is committed
 
 
 def fragments(text: str, secret: str, size: int = 6) -> list[str]:
@@ -72,17 +74,19 @@ def test_a_credential_is_found_as_written_in_json_and_named_never_shown(monkeypa
 
 
 def test_free_text_loses_private_keys_bearer_tokens_and_key_value_credentials() -> None:
-    text = ("Authorization: Bearer abc.def.ghi\napi_key=0123456789abcdef\n-----BEGIN " + "RSA PRIVATE KEY-----\n"
-            "MIIEow\n-----END RSA PRIVATE KEY-----\nplain line")
+    bearer, api_key, pem = f"{token(3)}.{token(3)}.{token(3)}", token(16), private_key_pem("rsa").decode()
+    text = f"Authorization: Bearer {bearer}\napi_key={api_key}\n{pem}plain line"
     scrubbed = secrets.redact(text, [KEY])
-    assert "abc.def.ghi" not in scrubbed and "0123456789abcdef" not in scrubbed and "MIIEow" not in scrubbed
+    assert bearer not in scrubbed and api_key not in scrubbed
+    assert not [line for line in pem.splitlines()[1:-1] if line in scrubbed]  # not one line of the key's body
     assert "Authorization: Bearer REDACTED" in scrubbed and "api_key=REDACTED" in scrubbed
     assert scrubbed.endswith("plain line")
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from([b"api_key=" + b"k" * 20, b"Bearer " + b"t" * 18, b"plain text", b"pass", b"",
-                                 b"rpa_" + b"Q" * 22, b'"seed": 7']), max_size=6).map(b"\n".join),
+@given(st.lists(st.sampled_from([b"api_key=" + token(20).encode(), b"Bearer " + token(18).encode(), b"plain text",
+                                 b"pass", b"", b"rpa_" + token(22).encode(), b'"seed": 7']),
+                max_size=6).map(b"\n".join),
        st.data())
 def test_secrets_before_a_limit_are_those_of_the_text_cut_there(data: bytes, draw: st.DataObject) -> None:
     # at a line start with one unfinished line after it, mid-line, or with whole lines after it

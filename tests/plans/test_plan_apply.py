@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from secrets import token_hex
 
 import httpx
 import pytest
@@ -21,7 +22,7 @@ from gpuharness.sim.server import Simulator
 
 @pytest.fixture
 def live(tmp_path, monkeypatch) -> Iterator[tuple[Simulator, Registry, dict, list[str]]]:
-    monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "ef56" * 10)
+    monkeypatch.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + token_hex(20))
     with Simulator(ready_delay_s=0.0) as sim:
         registry = Registry(tmp_path / "registry")
         seed_world(sim, registry)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from secrets import token_hex
 
 import pytest
 from checkout import ROOT
@@ -19,7 +20,7 @@ CHECKS = ROOT / "checks" / "plan"
 def world(tmp_path_factory) -> World:
     """A world born in the simulator and recorded; the simulator is gone before any check runs."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + "ab12" * 10)
+        mp.setenv(cassette.TEST_SECRET_ENV, "gh-test-" + token_hex(20))
         built = layout(tmp_path_factory.mktemp("world"))
         record(built)
     return built

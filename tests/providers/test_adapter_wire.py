@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from gpuharness.sim import Simulator
 from gpuharness.sim.exchanges import RecordedRequest
 from gpuharness.sim.graphql_syntax import Field, parse
 
-KEY = "sim-wire-key-0123456789abcdef"
+KEY = "sim-wire-key-" + token_hex(8)  # made per run
 ENV = {"SIM_KEY": KEY}
 pytestmark = pytest.mark.slow
 

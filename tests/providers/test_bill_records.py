@@ -4,6 +4,7 @@ runpodctl reads them) and Vast's invoices, against the simulator and as recorded
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from secrets import token_hex
 
 import httpx
 import pytest
@@ -14,7 +15,7 @@ from gpuharness.providers.bill_records import runpod_charges, vast_charges
 from gpuharness.providers.factory import build_provider
 from gpuharness.sim import Simulator
 
-KEY = "sim-bill-key-0123456789abcdef"
+KEY = "sim-bill-key-" + token_hex(8)  # made per run
 #: runpodctl's own test of `billing pods` (internal/api/billing_test.go): the v2 answer it reads
 RUNPODCTL_BODY = {"records": [{"startTime": "2026-09-01T00:00:00Z", "endTime": "2026-09-02T00:00:00Z",
                                "podId": "pod-1", "totalAmount": 1.5, "gpuAmount": 1, "cpuAmount": 0.25,

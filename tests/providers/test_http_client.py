@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 from datetime import UTC, datetime
+from secrets import token_hex
 
 import httpx
 import pytest
@@ -16,7 +17,7 @@ from gpuharness.providers.failures import classify
 from gpuharness.providers.transport import ProviderHttp, RetryPolicy, parse_retry_after, retry_wait
 from gpuharness.sim import Simulator
 
-SECRET = "GPUHARNESS_TEST_SECRET-7f3a9c2e51d04b88"
+SECRET = "GPUHARNESS_TEST_SECRET-" + token_hex(8)  # made per run
 BASE = "https://api.example.test"
 
 

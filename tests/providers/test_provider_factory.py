@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from secrets import token_hex
 
 import pytest
 
@@ -16,7 +17,7 @@ from gpuharness.providers.owned import OwnedServers
 from gpuharness.providers.runpod import RunPodPods
 from gpuharness.providers.vast import VastAi
 
-SECRET = "GPUHARNESS_TEST_SECRET-5c1d"
+SECRET = "GPUHARNESS_TEST_SECRET-" + token_hex(2)  # made per run
 
 
 def entry(kind: str = "runpod", **extra) -> dict:

@@ -4,6 +4,7 @@ https://vm-docs.massedcompute.com/api/v1."""
 from __future__ import annotations
 
 import json
+from secrets import token_hex
 
 import pytest
 import respx
@@ -14,7 +15,7 @@ from gpuharness.providers.massed import MassedCompute
 from gpuharness.providers.transport import ProviderHttp
 
 BASE = "https://vm.massedcompute.com"
-KEY = "mc_TESTKEY_0123456789abcdefghijklmnop"
+KEY = "mc_TESTKEY_" + token_hex(13)  # made per run
 
 VENDOR_EXAMPLE = {"uuid": "8b52a46b-a892-4fde-925c-6d13226908f7", "name": "gh-dep-m1", "ip": "1.1.1.1",
                   "username": "Ubuntu", "status": "rented", "os_booted": 1, "command_startup": "",

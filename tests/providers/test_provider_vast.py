@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from secrets import token_hex
 
 import httpx
 import pytest
@@ -15,7 +16,7 @@ from gpuharness.providers.transport import ProviderHttp
 from gpuharness.providers.vast import VastAi, docker_options
 
 BASE = "https://console.vast.ai"
-KEY = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+KEY = token_hex(32)  # Vast's 64 hex digits, made per run
 
 COMPACT = {"id": 12345678, "actual_status": "loading", "intended_status": "running", "cur_state": "running",
            "next_state": "running", "label": "gh-dep-v1", "status_msg": "Pulling image ...", "gpu_name": "RTX 4090",

@@ -6,6 +6,7 @@ get_pod, create_pod, podRentInterruptable, stop, resume, terminate), over the sa
 from __future__ import annotations
 
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 import httpx
@@ -14,7 +15,7 @@ from official_clients import isolated_env, require, run_python
 
 from gpuharness.sim import PlaceholderHost, Simulator
 
-KEY = "sim-runpod-key-0123456789abcdef"
+KEY = "sim-runpod-key-" + token_hex(8)  # made per run
 GPU = "NVIDIA GeForce RTX 4090"
 pytestmark = pytest.mark.slow
 

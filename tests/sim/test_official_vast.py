@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from official_clients import isolated_env, require, run_python
 
 from gpuharness.sim import PlaceholderHost, SimInstance, Simulator
 
-KEY = "sim-vast-key-0123456789abcdef"
+KEY = "sim-vast-key-" + token_hex(8)  # made per run
 SSH_PORT = 42_022
 pytestmark = pytest.mark.slow
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import string
 from collections.abc import Iterator
+from secrets import token_hex
 
 import httpx
 import pytest
@@ -58,7 +59,7 @@ def test_the_scan_finds_a_copied_memory_figure_and_name():
 
 @pytest.fixture
 def vast(sim: Simulator) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=sim.url("vast"), headers={"Authorization": "Bearer sim-vast-key-0123456789abcdef"},
+    with httpx.Client(base_url=sim.url("vast"), headers={"Authorization": "Bearer sim-vast-key-" + token_hex(8)},
                       timeout=10) as client:
         yield client
 
@@ -81,7 +82,7 @@ def test_every_vast_offer_served_shows_its_class(vast: httpx.Client):
 
 def test_every_runpod_gpu_type_served_shows_its_class(sim: Simulator):
     query = "query { gpuTypes { id displayName memoryInGb cudaCores } }"
-    with httpx.Client(base_url=sim.base_url, headers={"Authorization": "Bearer sim-graphql-key-0123456789abcdef"},
+    with httpx.Client(base_url=sim.base_url, headers={"Authorization": "Bearer sim-graphql-key-" + token_hex(8)},
                       timeout=10) as client:
         answer = client.post("/runpod/graphql", json={"query": query})
     assert answer.status_code == 200, answer.text

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from secrets import token_hex
 
 import httpx
 import pytest
 
 from gpuharness.sim import Simulator
 
-KEY = "sim-graphql-key-0123456789abcdef"
+KEY = "sim-graphql-key-" + token_hex(8)  # made per run
 GPU = "NVIDIA GeForce RTX 4090"
 DEPLOY = """mutation Deploy($input: PodFindAndDeployOnDemandInput!) {
   pod: podFindAndDeployOnDemand(input: $input) { id ...Basics machine { gpuDisplayName } } }

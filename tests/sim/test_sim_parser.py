@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import socket
+from secrets import token_hex
 
 import httpx
 import pytest
 
 from gpuharness.sim import Simulator
 
-KEY = "sim-parser-key-0123456789abcdef"
+KEY = "sim-parser-key-" + token_hex(8)  # made per run
 
 
 def raw_exchange(sim: Simulator, request: bytes) -> tuple[int, dict[str, str], bytes]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from secrets import token_hex
 
 import httpx
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from gpuharness.core.errors import UserError
 from gpuharness.sim import Simulator, require_loopback
 
-KEY = "sim-test-key-0123456789abcdef"
+KEY = "sim-test-key-" + token_hex(8)  # made per run
 
 
 @pytest.fixture

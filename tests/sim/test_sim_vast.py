@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from secrets import token_hex
 
 import httpx
 import pytest
 
 from gpuharness.sim import Simulator
 
-KEY = "sim-vast-key-0123456789abcdef"
+KEY = "sim-vast-key-" + token_hex(8)  # made per run
 
 
 @pytest.fixture
