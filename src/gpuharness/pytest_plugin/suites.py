@@ -37,7 +37,7 @@ def suite_of(arg: str, invocation_dir: Path) -> str | None:
 
 def may_collect_health(args: Sequence[str], invocation_dir: Path) -> bool:
     """Whether a run may collect health checks: unless every argument points into another check suite (a run of
-    checks/audit or checks/plan alone then spares the health family's imports, a quarter of its start-up)."""
+    checks/audit or checks/plan alone then spares the health family's imports, about a tenth of its start-up)."""
     return not args or any(suite_of(arg, invocation_dir) not in OTHER_SUITES for arg in args)
 
 
