@@ -3,6 +3,7 @@ terminal), and health.html shows, for every check, passing or failing, the facts
 
 import html
 import json
+import os
 import re
 
 import pytest
@@ -95,9 +96,9 @@ def test_only_a_run_that_may_collect_health_checks_loads_their_family(tmp_path, 
     assert may_collect_health(args, tmp_path) is expected
 
 
-def test_an_audit_run_spares_the_health_imports_and_a_health_run_still_gates(pytester, monkeypatch):
+def test_an_audit_run_spares_the_health_imports_and_a_health_run_loads_them(pytester, monkeypatch):
     """The audit alone leaves the health family (its probe and runtime imports) unloaded; health still has it."""
-    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pytester.path), os.environ.get("PYTHONPATH")])))
     pytester.makepyfile(family_spy=
         "import sys\n"
         "def pytest_sessionfinish(session):\n"
