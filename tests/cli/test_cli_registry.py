@@ -158,3 +158,18 @@ def test_installed_console_script_gives_one_line_errors(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr == f"gpuharness: error: {tmp_path / 'none'}: no registry directory here " \
                           "(run `gpuharness init` or pass --registry DIR)\n"
+
+
+def test_spend_by_total_prints_the_total_once(registry: Registry, capsys) -> None:
+    code, out, _ = run(capsys, "spend", "--registry", str(registry.root))
+    rows = [line for line in out.splitlines() if line.startswith("total ")]
+    assert code == 0 and len(rows) == 1, out
+
+
+def test_spend_says_no_ceiling_where_the_policy_sets_none(registry: Registry, capsys) -> None:
+    registry.path("policy.json").write_text(json.dumps({"schema_version": 1, "ceilings": "none",
+                                                        "reason": "a lab box paid for by the hour elsewhere"}))
+    code, out, _ = run(capsys, "spend", "--registry", str(registry.root))
+    assert code == 0, out
+    today = next(line for line in out.splitlines() if line.startswith("today "))
+    assert "(no daily_usd ceiling)" in today and "(no monthly_usd ceiling)" in today and "$0.00" not in today, out

@@ -18,7 +18,7 @@ from gpuharness.core.errors import UserError
 from gpuharness.core.job_line import JobLine
 from gpuharness.core.jsonl import read_records
 from gpuharness.core.ledger import Ledger
-from gpuharness.core.policy import Policy
+from gpuharness.core.policy import Policy, against
 from gpuharness.core.registry import DOCUMENTS, LEDGER, OBSERVATIONS, Registry
 from gpuharness.core.spend import (
     GROUPINGS,
@@ -175,10 +175,12 @@ def cmd_spend(args: argparse.Namespace) -> int:
                "ceilings_from": registry.policy_origin(), "one_liner": ONE_LINER}
     width = max((len(k) for k in groups), default=5)
     text = [f"{'':<{width}}  {'billed':>12} {'used':>12} {'idle':>12}"]
-    text += [f"{k:<{width}}  {_usd(v.billed):>12} {_usd(v.used):>12} {_usd(v.idle):>12}" for k, v in groups.items()]
+    if args.by != "total":  # the total's own line follows
+        text += [f"{k:<{width}}  {_usd(v.billed):>12} {_usd(v.used):>12} {_usd(v.idle):>12}"
+                 for k, v in groups.items()]
     text.append(f"{'total':<{width}}  {_usd(total.billed):>12} {_usd(total.used):>12} {_usd(total.idle):>12}")
-    text.append(f"today ${today:,.2f} billed of daily_usd ${limits.daily_usd or 0:,.2f}; "
-                f"this month ${month:,.2f} of monthly_usd ${limits.monthly_usd or 0:,.2f}")
+    text.append(f"today ${today:,.2f} billed{against('daily_usd', limits.daily_usd)}; "
+                f"this month ${month:,.2f}{against('monthly_usd', limits.monthly_usd)}")
     if not registry.has_policy():
         text.append(f"ceilings: {registry.policy_origin()}")
     explanation = explain_one_liner(numbered)

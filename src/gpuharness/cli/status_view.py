@@ -17,7 +17,7 @@ from gpuharness.core.clock import now_ts, utcnow
 from gpuharness.core.deployment import Deployment, live_burn
 from gpuharness.core.job_line import JobLine
 from gpuharness.core.ledger import Ledger
-from gpuharness.core.policy import Policy
+from gpuharness.core.policy import Policy, against
 from gpuharness.core.registry import Registry
 from gpuharness.core.spend import billed_today_and_month, spend_book
 from gpuharness.core.terminal import escape
@@ -69,7 +69,7 @@ def render(registry: Registry, *, show_all: bool) -> str:
         table.add_row(*(Text(escape(cell)) for cell in row(deployment, note)))  # text from outside: no markup
     burn, live = live_burn(deployments)
     daily = Policy(registry.policy_document()).ceilings.daily_usd
-    against = f" of daily_usd ${daily:,.2f}" if daily is not None else " (no daily_usd ceiling)"
+    of_daily = against("daily_usd", daily)
     out = io.StringIO()
     console = Console(file=out, width=400, color_system=None, force_terminal=False, highlight=False)
     if shown:
@@ -77,7 +77,7 @@ def render(registry: Registry, *, show_all: bool) -> str:
     else:
         console.print("(no deployments)" if not deployments else "(no live deployments)")
     console.print(f"live burn ${burn:,.3f}/hr on {live} billing deployment(s); today ${billed_today(registry):,.2f} "
-                  f"billed{against}" + (f"; {hidden} destroyed hidden (--all shows them)" if hidden else ""))
+                  f"billed{of_daily}" + (f"; {hidden} destroyed hidden (--all shows them)" if hidden else ""))
     for deployment in shown:  # where one is not ready, the command that moves it on
         if deployment.status not in ("ready", "destroyed"):
             console.print(Text(redacted(f"next for {deployment.id}: {next_step(deployment)}")))

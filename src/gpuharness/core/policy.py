@@ -26,6 +26,12 @@ def exceeds(value: float, ceiling: float | None) -> bool:
     return ceiling is not None and float(value) > float(ceiling) + EPSILON
 
 
+def against(name: str, ceiling: float | None) -> str:
+    """How a figure reads against a money ceiling: " of daily_usd $50.00", or " (no daily_usd ceiling)" where none
+    applies (never "$0.00", which would read as a ceiling nothing may pass)."""
+    return f" of {name} ${ceiling:,.2f}" if ceiling is not None else f" (no {name} ceiling)"
+
+
 Section = TypeVar("Section")
 
 
