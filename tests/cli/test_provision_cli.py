@@ -43,6 +43,21 @@ def test_provision_cli_refuses_over_the_burn_ceiling_before_any_provider_call(la
 
 
 
+@pytest.mark.parametrize("bad_id", ["my dep", "dep/../x", "dep\udc80"])
+def test_a_bad_id_is_named_before_any_ceiling_or_provider_call(lab, bad_id):
+    """The request's own id is checked first: a typo in --id is told as such, not as whatever ceiling this day's spend
+    happens to reach (here every ceiling is already passed)."""
+    with lab.registry.update("policy.json") as doc:
+        doc["daily_usd"] = doc["monthly_usd"] = doc["max_cost_hr"] = 0.01
+    result = lab.cli(*ARGS, "--id", bad_id, "--registry", str(lab.registry.root))
+    assert result.returncode == 2, result.stderr
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith("gpuharness: error: provision --id:") and "_usd" not in error, error
+    assert "lone surrogate" in error if "\udc80" in bad_id else "letters, digits" in error, error
+    assert sum(lab.sim.stats()["requests"].values()) == 0
+    assert lab.registry.deployments() == []
+
+
 NO_PRICE = tuple(a for a in ARGS if a not in ("--cost-hr", "0.40"))
 
 

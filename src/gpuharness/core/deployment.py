@@ -6,12 +6,13 @@ which known fields it spelled out, so writing it back changes only what was chan
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any, Final, final
 
-from gpuharness.core import runtimes
+from gpuharness.core import json_text, runtimes, schema
 from gpuharness.core.clock import parse_ts
 
 STATES: Final = ("provisioning", "installing", "configuring", "health-checking", "ready", "running",
@@ -330,3 +331,15 @@ def live_burn(deployments: Iterable[Deployment]) -> tuple[float, int]:
     measured against, by provision, offers and the audit alike."""
     billing = [d for d in deployments if d.bills]
     return sum(d.cost_hr for d in billing), len(billing)
+
+
+def id_refusal(value: str) -> str | None:
+    """Why `value` cannot name a deployment (the id pattern of deployments.schema.json, its one owner), or None: so
+    a requested id is told as such before any ceiling is weighed or any record written."""
+    unwritable = json_text.unwritable(value)
+    if unwritable is not None:
+        return f"{value!r}: {unwritable[1]}"
+    pattern = schema.load_schema("deployments")["properties"]["deployments"]["items"]["properties"]["id"]["pattern"]
+    if re.search(pattern, value) is None:
+        return f"{value!r} is not a deployment id: letters, digits, '_', '.' and '-' only ({pattern})"
+    return None

@@ -9,7 +9,7 @@ from typing import Any, final
 from gpuharness.audit.billed import billed_so_far
 from gpuharness.core import runtimes
 from gpuharness.core.claims import Claim, alive, holder, process_mark, take
-from gpuharness.core.deployment import Deployment, ShutdownRule, SshAccess, live_burn
+from gpuharness.core.deployment import Deployment, ShutdownRule, SshAccess, id_refusal, live_burn
 from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry, read_entries
 from gpuharness.core.lifecycle import journal, resume_or_destroy, transition
@@ -381,6 +381,9 @@ def provision(ctx: Context, request: ProvisionRequest, *, up_deadline_s: float =
     """Policy check, disclosure, one reservation (reuse, ceilings, the record), one reconciled launch, then the
     machines/deployments/journal records."""
     policy = ctx.registry.spending_policy()  # no policy.json, no spending: refused before anything else
+    refusal = id_refusal(request.deployment_id) if request.deployment_id is not None else None
+    if refusal is not None:  # the request's own word first, before any ceiling is weighed
+        raise UserError(refusal, place="provision --id", hint="pick another id; nothing was launched")
     entry = ctx.registry.provider(request.provider)
     capabilities = capabilities_of(entry)
     _refuse_what_is_not_offered(request, kind_of(entry), capabilities)
