@@ -8,10 +8,11 @@ import os
 import subprocess
 import time
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from gpuharness.core.clock import utcnow
 from gpuharness.core.registry import Registry
 from gpuharness.operations.context import Context
 from gpuharness.operations.run import JobProgress
@@ -21,8 +22,8 @@ from gpuharness.remote import ExecResult, RemoteError
 
 class FakeClock:
     def __init__(self) -> None:
-        # starts at the real time: the journal stamps its own entries with the real clock
-        self.now = datetime.now(UTC).replace(microsecond=0)
+        # starts at the product's clock: the journal stamps its own entries with it (core.clock.utcnow)
+        self.now = utcnow().replace(microsecond=0)
         self.slept: list[float] = []
 
     def __call__(self) -> datetime:

@@ -9,14 +9,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gpuharness.cli import main
-from gpuharness.core.clock import FUTURE_SKEW, format_ts, future_field
+from gpuharness.core.clock import FUTURE_SKEW, format_ts, future_field, utcnow
 from gpuharness.core.errors import UserError
 from gpuharness.core.journal import JournalEntry, append_entry
 from gpuharness.core.ledger import Ledger
 
 
 def later(delta: timedelta) -> str:
-    return format_ts(datetime.now(UTC) + delta)
+    return format_ts(utcnow() + delta)
 
 
 def test_held_out_a_ledger_line_a_year_ahead_is_refused_by_ledger_append(registry, capsys, job_line):
