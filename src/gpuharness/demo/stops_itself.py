@@ -5,10 +5,10 @@ in-pod route; `status --refresh` then journals why, and the billed interval ends
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import Final
 
 from gpuharness.core.billing import billed_intervals
+from gpuharness.core.clock import utcnow
 from gpuharness.core.deployment import DEFAULT_WORKSPACE
 from gpuharness.core.journal import read_entries
 from gpuharness.demo.simulated_estate import MODEL, WORKFLOW, SimulatedEstate
@@ -49,7 +49,7 @@ def witness(estate: SimulatedEstate) -> tuple[str | None, str | None]:
         return None, f"`status --refresh` did not read why {GUARDED} stopped: {refreshed.stdout[-300:]}"
     registry = estate.registry
     found = billed_intervals([registry.deployment(GUARDED)], read_entries(registry.journal_path),
-                             datetime.now(UTC)).get(GUARDED, [])
+                             utcnow()).get(GUARDED, [])
     billed = [i for i in found if i.kind == "instance"]
     last = billed[-1] if billed else None
     bill = (f"billed {last.start:%H:%M:%S}-{last.end:%H:%M:%S} UTC, ${sum(i.cost for i in billed):.5f}: the interval "

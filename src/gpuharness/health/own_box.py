@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict, replace
-from datetime import UTC, datetime
 from typing import Any, Final
 
+from gpuharness.core.clock import utcnow
 from gpuharness.core.policy import PerformanceFloor
 from gpuharness.core.registry import Registry
 from gpuharness.core.runtimes import RUNTIMES
@@ -35,7 +35,7 @@ def deployment(workspace: str, gpu: str, count: int, runtime: str, port: int, py
         "id": DEPLOYMENT_ID, "provider": "owned-local", "instance_id": "this-machine", "gpu": gpu, "gpu_count": count,
         "runtime": runtime, "model": None, "workflow": WORKFLOW_ID, "endpoint": endpoint,
         "ssh": {"transport": "local", "workspace": workspace}, "status": "health-checking", "cost_hr": 0.0,
-        "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "shutdown_rule": {"max_hours": 1},
+        "created_at": utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), "shutdown_rule": {"max_hours": 1},
         "owner": "own-box", "reason": "check this GPU box with gpuharness (bench/real_gpu.sh)", "service_port": port,
         **({"log_path": log} if log else {}), "process": process, "runtime_python": python,
         "labels": {"source": "bench/real_gpu.sh"},

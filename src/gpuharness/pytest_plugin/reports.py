@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gpuharness.core import secrets
+from gpuharness.core.clock import utcnow
 from gpuharness.pytest_plugin.suites import suite_of
 
 REPORTS_DIR = "reports"
@@ -80,7 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     directory = invocation / REPORTS_DIR
     directory.mkdir(parents=True, exist_ok=True)
-    html, xml = report_paths(directory, suite, datetime.now(UTC))
+    html, xml = report_paths(directory, suite, utcnow())
     if config.pluginmanager.has_plugin("html"):  # absent under `-p no:html`
         _register_html(config, html)
     _register_junit(config, xml)
