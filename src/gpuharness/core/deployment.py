@@ -6,7 +6,6 @@ which known fields it spelled out, so writing it back changes only what was chan
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
@@ -340,6 +339,6 @@ def id_refusal(value: str) -> str | None:
     if unwritable is not None:
         return f"{value!r}: {unwritable[1]}"
     pattern = schema.load_schema("deployments")["properties"]["deployments"]["items"]["properties"]["id"]["pattern"]
-    if re.search(pattern, value) is None:
+    if not schema.matches(pattern, value):
         return f"{value!r} is not a deployment id: letters, digits, '_', '.' and '-' only ({pattern})"
     return None

@@ -181,7 +181,28 @@ def check(name: str, document: Any) -> tuple[list[SchemaIssue], list[SchemaIssue
             best = min(error.context, key=lambda e: len(list(e.path)))
             message = best.message
         errors.append(SchemaIssue(_path(error), message))
+    if not errors and not fast_validator(name).is_valid(document):
+        # the compiled validator is the verdict: where jsonschema reads the schema more leniently (a pattern's `$`
+        # before a trailing newline, in Python's re and not in ECMAScript's), its own errors say where
+        errors = [SchemaIssue(_rs_path(error.instance_path), error.message)
+                  for error in fast_validator(name).iter_errors(document)]
     return errors, warnings
+
+
+def _rs_path(parts: list[str | int]) -> str:
+    """A jsonschema-rs instance path in jsonschema's JSON path form: $.deployments[0].id."""
+    return "$" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts)
+
+
+def matches(pattern: str, text: str) -> bool:
+    """Whether text matches a JSON Schema pattern as the compiled validator reads it (ECMAScript: `$` only at the
+    very end), for a value checked before the document that will hold it."""
+    return bool(_pattern_validator(pattern).is_valid(text))
+
+
+@cache
+def _pattern_validator(pattern: str) -> Any:
+    return jsonschema_rs.Draft202012Validator({"type": "string", "pattern": pattern})
 
 
 def is_valid_fast(name: str, document: Any) -> bool:
