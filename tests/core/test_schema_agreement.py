@@ -11,7 +11,6 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import build_deployment
 from gpuharness.core import schema
 from gpuharness.core.deployment import id_refusal
 
@@ -19,7 +18,10 @@ ID_ALPHABET = "AZaz09_.-\n\r\t é/\u0660\u2028\ud800"
 
 
 def deployments(dep_id: str) -> dict[str, Any]:
-    return {"schema_version": 1, "deployments": [build_deployment(dep_id)]}
+    """A deployments.json holding one valid record but for its id (built here: a `from conftest import` collides
+    with tests/audit/conftest.py under xdist)."""
+    return {"schema_version": 1, "deployments": [{"id": dep_id, "provider": "vast", "status": "ready",
+                                                  "cost_hr": 0.7, "created_at": "2026-11-02T09:00:00Z"}]}
 
 
 def test_an_id_ending_in_a_newline_is_refused_where_its_record_is_checked():
